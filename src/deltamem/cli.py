@@ -1,0 +1,296 @@
+"""The ``deltamem`` command line: one thin command per facade method.
+
+Every command takes ``--db`` (default ``$DELTAMEM_DB`` or ``./deltamem.db``), ``--space`` and
+``--json``; errors print one line to stderr and exit non-zero (see ``EXIT_CODES``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from deltamem.config import Settings
+from deltamem.episodes import read_episodes
+from deltamem.errors import (
+    ConfigError,
+    DeltaMemError,
+    EpisodeError,
+    ExtractionError,
+    NodeNotFound,
+    ProviderError,
+    StoreError,
+)
+from deltamem.memory import DeltaMem
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="DeltaMem: incremental experience memory for LLM agents.")
+err = Console(stderr=True)
+out = Console()
+
+# Library exceptions -> exit codes, in one place.
+EXIT_CODES: dict[type[DeltaMemError], int] = {
+    EpisodeError: 2, ConfigError: 3, NodeNotFound: 4, StoreError: 5, ProviderError: 6,
+    ExtractionError: 7,
+}
+
+DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
+                                    help="SQLite path, sqlite:PATH or postgresql://... URL.")]
+SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
+                                       help="Namespace inside the database.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
+                                              help="minilm (default), static, st:<model>.")]
+TauTask = Annotated[float | None, typer.Option("--tau-task", help="Task-tree threshold.")]
+TauEnv = Annotated[float | None, typer.Option("--tau-env", help="Environment-tree threshold.")]
+Penalty = Annotated[float | None, typer.Option("--penalty", help="Failure penalty lambda.")]
+DEFAULT_DB = "deltamem.db"
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _open(db: str, space: str, embedder: str | None, *, extractor: str = "trace",
+          llm: Any = None, **settings: Any) -> DeltaMem:
+    base = Settings.from_env().with_(**settings)
+    return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
+                         settings=base)
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    else:
+        human()
+
+
+@app.command()
+def learn(
+    file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (DESIGN.md §5).")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    extractor: Annotated[str, typer.Option(help="trace (no model) or llm.")] = "trace",
+    llm: Annotated[str | None, typer.Option(help="local (default) or openai.")] = None,
+    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.")] = None,
+    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
+    strict: Annotated[bool, typer.Option(
+        help="Check the whole file first and learn nothing if any line is bad.")] = False,
+    embedder: EmbedOpt = None,
+    tau_task: TauTask = None,
+    tau_env: TauEnv = None,
+    penalty: Penalty = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Learn episodes from FILE, one transaction per episode.
+
+    A bad line (invalid JSON, missing or mistyped field) is reported on stderr with its line and
+    field, and nothing is written for it. Without --strict the other lines are still learned and
+    the exit code is 2; with --strict nothing is learned when any line is bad.
+    """
+    parsed = list(read_episodes(file))
+    bad = [(line, e) for line, e in parsed if isinstance(e, EpisodeError)]
+    for _, error in bad:
+        err.print(f"error: {error}", markup=False, highlight=False)
+    if strict and bad:
+        raise typer.Exit(EXIT_CODES[EpisodeError])
+    model_llm = _llm_from_flags(llm, base_url, model) if extractor == "llm" else None
+    results: list[dict[str, Any]] = []
+    with _open(db, space, embedder, extractor=extractor, llm=model_llm, tau_task=tau_task,
+               tau_env=tau_env, penalty=penalty) as mem:
+        from deltamem.usage import Usage
+
+        total = Usage()
+        good = [(i, line, e) for i, (line, e) in enumerate(parsed)
+                if not isinstance(e, EpisodeError)]
+        with Progress(console=err, disable=as_json or len(good) < 20, transient=True) as bar:
+            task = bar.add_task("learning", total=len(good))
+            for index, line, episode in good:
+                assert not isinstance(episode, EpisodeError)
+                result = mem.learn(episode)
+                total.add(result.usage)
+                results.append({"index": index, "line": line, **result.to_dict()})
+                bar.advance(task)
+    summary = {"episodes": len(results), "results": results,
+               "errors": [{"line": line, "field": e.field, "error": str(e)} for line, e in bad],
+               "usage": total.to_dict()}
+    _emit(summary, as_json, lambda: _print_learn(summary))
+    if bad:
+        raise typer.Exit(EXIT_CODES[EpisodeError])
+
+
+def _llm_from_flags(llm: str | None, base_url: str | None, model: str | None) -> Any:
+    from deltamem.llm import make_llm
+
+    spec = llm or ("openai" if base_url else "local")
+    options = {k: v for k, v in (("base_url", base_url), ("model", model)) if v}
+    return make_llm(spec, **options)
+
+
+def _print_learn(summary: dict[str, Any]) -> None:
+    table = Table("#", "task", "env")
+    for r in summary["results"]:
+        table.add_row(str(r["index"]), _fmt_write(r["task"]), _fmt_write(r["env"]))
+    out.print(table)
+    out.print(f"learned {summary['episodes']} episode(s); usage {summary['usage']}")
+
+
+def _fmt_write(w: dict[str, Any]) -> str:
+    return f"{w['action']} {w['node'] or ''}".strip()
+
+
+@app.command()
+def recall(
+    task: Annotated[str, typer.Option(help="The goal (task-tree key).")] = "",
+    env: Annotated[str, typer.Option(help="The scene description (env-tree key).")] = "",
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    top_k: Annotated[int, typer.Option(help="Candidates to report per tree.")] = 1,
+    explain: Annotated[bool, typer.Option(help="Add every scoring term.")] = False,
+    embedder: EmbedOpt = None,
+    tau_task: TauTask = None,
+    tau_env: TauEnv = None,
+    penalty: Penalty = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
+    with _open(db, space, embedder, tau_task=tau_task, tau_env=tau_env, penalty=penalty) as mem:
+        result = mem.recall(task, env, top_k=top_k)
+    data = result.to_dict()
+    if explain:
+        data["explain"] = result.explain()
+    _emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
+                                           markup=False, highlight=False))
+
+
+@app.command()
+def show(
+    node_id: Annotated[str, typer.Argument(help="Node id.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show a node: its chain, composed experience, own patch and counters."""
+    with _open(db, space, embedder) as mem:
+        data = mem.show(node_id)
+    _emit(data, as_json, lambda: out.print_json(data=data))
+
+
+@app.command()
+def stats(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Tree shapes, episodes, and stored vs flat size."""
+    with _open(db, space, embedder) as mem:
+        data = mem.stats()
+    _emit(data, as_json, lambda: _print_stats(data))
+
+
+def _print_stats(data: dict[str, Any]) -> None:
+    table = Table("tree", "nodes", "roots", "deltas", "failures", "consolidated", "max depth")
+    for tree in ("task", "env"):
+        t = data[tree]
+        table.add_row(tree, *(str(t[k]) for k in ("nodes", "roots", "deltas", "failures",
+                                                   "consolidated_roots", "max_depth")))
+    out.print(table)
+    out.print(f"episodes {data['episodes']}  stored {data['stored_chars']} chars  "
+              f"flat {data['flat_chars']} chars  ratio {data['compression']}")
+
+
+@app.command()
+def consolidate(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    k_cons: Annotated[int | None, typer.Option(help="Successes that trigger a merge.")] = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Compile every frequently successful chain into a new root."""
+    with _open(db, space, embedder, k_cons=k_cons) as mem:
+        done = [c.to_dict() for c in mem.consolidate()]
+    _emit({"consolidated": done}, as_json,
+          lambda: out.print(f"consolidated {len(done)} chain(s)"))
+
+
+@app.command("export")
+def export_(
+    file: Annotated[Path, typer.Argument(help="Output JSON Lines file.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
+    with _open(db, space, embedder) as mem:
+        count = mem.export(file)
+    _emit({"records": count, "file": str(file)}, as_json,
+          lambda: out.print(f"exported {count} records to {file}"))
+
+
+@app.command("import")
+def import_(
+    file: Annotated[Path, typer.Argument(help="A file written by `deltamem export`.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import an export into the space, in one transaction (all or nothing)."""
+    with _open(db, space, embedder) as mem:
+        counts = mem.import_(file)
+    _emit(counts, as_json, lambda: out.print(f"imported {counts}"))
+
+
+@app.command()
+def check(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check both trees' integrity (parents, depths, every chain composes)."""
+    with _open(db, space, embedder) as mem:
+        problems = mem.check()
+    _emit({"ok": not problems, "problems": problems}, as_json,
+          lambda: out.print("ok" if not problems else "\n".join(problems), markup=False))
+    if problems:
+        raise typer.Exit(1)
+
+
+def main() -> None:
+    """Console entry point: run the app, turning library errors into one-line messages."""
+    try:
+        app(standalone_mode=False)
+    except DeltaMemError as exc:
+        err.print(f"error: {exc}", markup=False, highlight=False)
+        sys.exit(_exit_code(exc))
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors and the like
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+def _exit_code(exc: DeltaMemError) -> int:
+    for kind, code in EXIT_CODES.items():
+        if isinstance(exc, kind):
+            return code
+    return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,180 @@
+"""Exact structured deltas between experiences.
+
+A :class:`Patch` is a short tuple of edit operations that turns one experience into another:
+
+* :class:`SetText`  -- replace a scalar (text) field;
+* :class:`Splice`   -- replace the run ``items[start:stop]`` of a list field by new items
+  (an insertion when ``start == stop``, a deletion when no items are given);
+* :class:`Put`      -- replace the whole experience (used only when the two experiences are of
+  different types, e.g. a failure lesson recorded under a skill chain).
+
+Splice positions always refer to the *original* list, and splices on one field never overlap, so a
+patch reads like a unified diff and applying it is order-independent. The law this module keeps,
+property-tested in ``tests/core/test_delta.py``::
+
+    apply(a, diff(a, b)) == b        for any two experiences a and b
+
+An empty patch means "nothing new": the caller deduplicates instead of writing a node.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from difflib import SequenceMatcher
+from typing import Any, TypeAlias
+
+from deltamem.core.model import Experience, experience_from_dict, experience_to_dict
+
+
+@dataclass(frozen=True, slots=True)
+class SetText:
+    """Set scalar field ``field`` to ``value``."""
+
+    field: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Splice:
+    """Replace ``field[start:stop]`` (original positions) with ``items``."""
+
+    field: str
+    start: int
+    stop: int
+    items: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Put:
+    """Replace the whole experience with ``value``."""
+
+    value: Experience
+
+
+Op: TypeAlias = SetText | Splice | Put
+Patch: TypeAlias = tuple[Op, ...]
+
+
+class PatchError(ValueError):
+    """A patch does not fit the experience it is applied to."""
+
+
+def diff(old: Experience, new: Experience) -> Patch:
+    """Smallest-effort exact patch from ``old`` to ``new``.
+
+    List fields are diffed with :class:`difflib.SequenceMatcher` over whole items, so an unchanged
+    step costs nothing and a changed step costs one splice.
+
+    Complexity: O(n*m) worst case per list field (difflib), linear for near-identical lists.
+    """
+    if type(old) is not type(new):
+        return (Put(new),)
+    ops: list[Op] = []
+    for name in old.SCALARS:
+        if getattr(old, name) != getattr(new, name):
+            ops.append(SetText(name, getattr(new, name)))
+    for name in old.LISTS:
+        ops.extend(_diff_list(name, getattr(old, name), getattr(new, name)))
+    return tuple(ops)
+
+
+def _diff_list(name: str, a: Sequence[str], b: Sequence[str]) -> Iterable[Splice]:
+    if a == b:
+        return
+    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            yield Splice(name, i1, i2, tuple(b[j1:j2]))
+
+
+def apply(exp: Experience, patch: Patch) -> Experience:
+    """Apply ``patch`` to ``exp``; raises :class:`PatchError` if it does not fit."""
+    result = exp
+    splices: dict[str, list[Splice]] = {}
+    for op in patch:
+        if isinstance(op, Put):
+            result = op.value
+        elif isinstance(op, SetText):
+            if op.field not in result.SCALARS:
+                raise PatchError(f"{result.TYPE} has no text field {op.field!r}")
+            result = replace(result, **{op.field: op.value})
+        else:
+            if op.field not in result.LISTS:
+                raise PatchError(f"{result.TYPE} has no list field {op.field!r}")
+            splices.setdefault(op.field, []).append(op)
+    for name, runs in splices.items():
+        result = replace(result, **{name: _splice(getattr(result, name), runs)})
+    return result
+
+
+def _splice(items: tuple[str, ...], runs: list[Splice]) -> tuple[str, ...]:
+    out = list(items)
+    last_start = len(items) + 1
+    # Right to left, so earlier positions still refer to the original list.
+    for run in sorted(runs, key=lambda r: (r.start, r.stop), reverse=True):
+        if not 0 <= run.start <= run.stop <= len(items) or run.stop > last_start:
+            raise PatchError(
+                f"splice {run.field}[{run.start}:{run.stop}] does not fit a list of {len(items)}"
+            )
+        out[run.start : run.stop] = run.items
+        last_start = run.start
+    return tuple(out)
+
+
+def compose(root: Experience, patches: Iterable[Patch]) -> Experience:
+    """Composition of a chain: the root's experience with every patch applied in order."""
+    result = root
+    for patch in patches:
+        result = apply(result, patch)
+    return result
+
+
+def patch_to_json(patch: Patch) -> list[dict[str, Any]]:
+    """Plain-JSON form of a patch (the wire and storage form)."""
+    out: list[dict[str, Any]] = []
+    for op in patch:
+        if isinstance(op, Put):
+            out.append({"op": "put", "value": experience_to_dict(op.value)})
+        elif isinstance(op, SetText):
+            out.append({"op": "set", "field": op.field, "value": op.value})
+        else:
+            out.append(
+                {"op": "splice", "field": op.field, "start": op.start, "stop": op.stop,
+                 "items": list(op.items)}
+            )
+    return out
+
+
+def patch_from_json(data: list[dict[str, Any]]) -> Patch:
+    """Inverse of :func:`patch_to_json`; raises ``ValueError`` naming the bad operation."""
+    if not isinstance(data, list):
+        raise ValueError("patch must be a list of operations")
+    ops: list[Op] = []
+    for i, raw in enumerate(data):
+        kind = raw.get("op") if isinstance(raw, dict) else None
+        try:
+            if kind == "put":
+                ops.append(Put(experience_from_dict(raw["value"])))
+            elif kind == "set":
+                ops.append(SetText(str(raw["field"]), _str(raw["value"])))
+            elif kind == "splice":
+                ops.append(Splice(str(raw["field"]), int(raw["start"]), int(raw["stop"]),
+                                  tuple(_str(x) for x in raw.get("items", []))))
+            else:
+                raise ValueError(f"unknown op {kind!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"patch[{i}]: {exc}") from exc
+    return tuple(ops)
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def patch_chars(patch: Patch) -> int:
+    """Size of a patch as serialised JSON characters (the unit of ``stats``)."""
+    return len(json.dumps(patch_to_json(patch), ensure_ascii=False, separators=(",", ":")))

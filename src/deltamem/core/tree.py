@@ -1,0 +1,144 @@
+"""Residual-tree rules: composing chains, placing new experiences, picking consolidations.
+
+Pure functions over :class:`~deltamem.core.model.Node` values; the facade fetches the nodes and
+writes the decisions back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from deltamem.core.delta import Patch, PatchError, compose, diff
+from deltamem.core.model import Experience, Node, Outcome
+
+MAX_DEPTH = 5
+
+
+class Action(StrEnum):
+    """What learning did in one tree for one episode."""
+
+    ROOT = "root"  # nothing matched: a new root holds the full experience
+    DELTA = "delta"  # matched: a child holds the exact residual against the chain
+    DEDUP = "dedup"  # matched and nothing new: the matched node gets a hit, nothing is written
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where a new experience goes. ``anchor`` is the parent (delta) or the node hit (dedup)."""
+
+    action: Action
+    anchor: str | None = None
+    depth: int = 1
+    patch: Patch = ()
+
+
+def compose_chain(chain: Sequence[Node]) -> Experience:
+    """Full experience of the last node of ``chain`` (root first).
+
+    Raises ``PatchError`` if the chain is not root-first or a patch does not fit.
+    """
+    if not chain or chain[0].content is None:
+        raise PatchError("a chain must start at a root that holds content")
+    return compose(chain[0].content, (n.patch for n in chain[1:]))
+
+
+def success_prefix(chain: Sequence[Node]) -> list[Node]:
+    """The chain cut after its deepest success node: what an agent may follow as instructions."""
+    for i in range(len(chain) - 1, -1, -1):
+        if chain[i].outcome is Outcome.SUCCESS:
+            return list(chain[: i + 1])
+    return []
+
+
+def place(
+    new: Experience,
+    chain: Sequence[Node],
+    *,
+    max_depth: int = MAX_DEPTH,
+) -> Placement:
+    """Decide where ``new`` goes, given the chain (root first) of the node it matched.
+
+    * no chain -> a new root;
+    * the residual against the chain's composition is empty -> dedup on the matched node;
+    * otherwise a delta child of the matched node -- or, when that node already sits at
+      ``max_depth``, a sibling (a child of its parent, diffed against the parent's chain).
+    """
+    if not chain:
+        return Placement(Action.ROOT)
+    match = chain[-1]
+    patch = diff(compose_chain(chain), new)
+    if not patch:
+        return Placement(Action.DEDUP, anchor=match.id, depth=match.depth)
+    if match.depth < max_depth:
+        return Placement(Action.DELTA, anchor=match.id, depth=match.depth + 1, patch=patch)
+    parent_chain = chain[:-1]
+    sibling_patch = diff(compose_chain(parent_chain), new)
+    parent = parent_chain[-1]
+    if not sibling_patch:
+        return Placement(Action.DEDUP, anchor=parent.id, depth=parent.depth)
+    return Placement(Action.DELTA, anchor=parent.id, depth=match.depth, patch=sibling_patch)
+
+
+def due_for_consolidation(node: Node, threshold: int) -> bool:
+    """Whether ``node``'s chain should be compiled into a new root.
+
+    Only successful deltas qualify: a root is already self-contained, a failure lesson must never
+    become instructions (the reference code lets it; see deltamem-spec §8.4), and a node is
+    compiled at most once.
+    """
+    return (
+        not node.is_root
+        and node.outcome is Outcome.SUCCESS
+        and not node.consolidated
+        and node.successes >= threshold
+    )
+
+
+def check_forest(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[str]:
+    """Integrity problems of a forest (empty list when sound).
+
+    Checks: every parent exists and lives in the same tree, depths agree with parents, roots hold
+    content and deltas a patch, depth never exceeds ``max_depth``, env nodes are successes, and
+    every chain composes.
+    """
+    by_id = {n.id: n for n in nodes}
+    problems: list[str] = []
+    for node in by_id.values():
+        problems.extend(_node_problems(node, by_id, max_depth))
+    if problems:
+        return problems
+    for node in by_id.values():
+        try:
+            compose_chain(_chain_of(node, by_id))
+        except PatchError as exc:
+            problems.append(f"{node.id}: chain does not compose: {exc}")
+    return problems
+
+
+def _node_problems(node: Node, by_id: dict[str, Node], max_depth: int) -> list[str]:
+    out: list[str] = []
+    if node.is_root:
+        if node.parent_id is not None or node.depth != 1 or node.content is None:
+            out.append(f"{node.id}: root must have no parent, depth 1 and content")
+    else:
+        parent = by_id.get(node.parent_id or "")
+        if parent is None:
+            out.append(f"{node.id}: parent {node.parent_id!r} is missing")
+        elif parent.tree is not node.tree or node.depth != parent.depth + 1:
+            out.append(f"{node.id}: tree or depth disagrees with parent {parent.id}")
+        if node.patch is None:
+            out.append(f"{node.id}: delta without a patch")
+    if node.depth > max_depth:
+        out.append(f"{node.id}: depth {node.depth} exceeds {max_depth}")
+    if node.tree == "env" and node.outcome is not Outcome.SUCCESS:
+        out.append(f"{node.id}: environment nodes are always successes")
+    return out
+
+
+def _chain_of(node: Node, by_id: dict[str, Node]) -> list[Node]:
+    chain = [node]
+    while chain[-1].parent_id is not None and len(chain) <= MAX_DEPTH * 4:
+        chain.append(by_id[chain[-1].parent_id])
+    return chain[::-1]

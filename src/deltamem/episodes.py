@@ -1,0 +1,142 @@
+"""Reading episodes from JSON (DESIGN.md §5) with errors that name the line and the field."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from deltamem.core.model import Episode, Step
+from deltamem.errors import EpisodeError
+
+MAX_TEXT = 100_000
+MAX_STEPS = 1_000
+
+
+def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
+    """Validate a decoded JSON object and build an :class:`Episode`.
+
+    Raises:
+        EpisodeError: naming ``where`` and the offending field.
+    """
+    if not isinstance(data, dict):
+        raise EpisodeError(f"an episode must be a JSON object, got {_kind(data)}", where=where)
+    known = {"task", "env", "steps", "success", "score", "meta"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise EpisodeError(f"unknown field {unknown[0]!r} (allowed: {sorted(known)})",
+                           where=where, field=unknown[0])
+    task = _text(data, "task", where, required=True)
+    env = _text(data, "env", where)
+    success = data.get("success")
+    if not isinstance(success, bool):
+        raise EpisodeError(f"field 'success' must be true or false, got {_kind(success)}",
+                           where=where, field="success")
+    score = data.get("score")
+    if score is not None and (
+        isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score)
+    ):
+        raise EpisodeError(f"field 'score' must be a finite number or null, got {_kind(score)}",
+                           where=where, field="score")
+    meta = data.get("meta", {})
+    if not isinstance(meta, dict):
+        raise EpisodeError(f"field 'meta' must be an object, got {_kind(meta)}",
+                           where=where, field="meta")
+    return Episode(task=task, env=env, steps=_steps(data.get("steps", []), where),
+                   success=success, score=None if score is None else float(score), meta=meta)
+
+
+def _steps(raw: Any, where: str | None) -> tuple[Step, ...]:
+    if not isinstance(raw, list):
+        raise EpisodeError(f"field 'steps' must be a list, got {_kind(raw)}",
+                           where=where, field="steps")
+    if len(raw) > MAX_STEPS:
+        raise EpisodeError(f"field 'steps' has {len(raw)} items; at most {MAX_STEPS}",
+                           where=where, field="steps")
+    steps = []
+    for i, item in enumerate(raw):
+        name = f"steps[{i}]"
+        if not isinstance(item, dict):
+            raise EpisodeError(f"field '{name}' must be an object, got {_kind(item)}",
+                               where=where, field=name)
+        extra = sorted(set(item) - {"action", "observation", "thought"})
+        if extra:
+            raise EpisodeError(f"unknown field '{name}.{extra[0]}'", where=where,
+                               field=f"{name}.{extra[0]}")
+        action = _text(item, "action", where, required=True, prefix=name)
+        observation = _text(item, "observation", where, prefix=name)
+        thought = item.get("thought")
+        if thought is not None:
+            thought = _text(item, "thought", where, prefix=name)
+        steps.append(Step(action=action, observation=observation, thought=thought))
+    return tuple(steps)
+
+
+def _text(data: dict[str, Any], key: str, where: str | None, *, required: bool = False,
+          prefix: str = "") -> str:
+    name = f"{prefix}.{key}" if prefix else key
+    if key not in data or data[key] is None:
+        if required:
+            raise EpisodeError(f"missing required field '{name}'", where=where, field=name)
+        return ""
+    value = data[key]
+    if not isinstance(value, str):
+        raise EpisodeError(f"field '{name}' must be a string, got {_kind(value)}",
+                           where=where, field=name)
+    if required and not value.strip():
+        raise EpisodeError(f"field '{name}' must not be empty", where=where, field=name)
+    if len(value) > MAX_TEXT:
+        raise EpisodeError(f"field '{name}' is {len(value)} characters; at most {MAX_TEXT}",
+                           where=where, field=name)
+    return value
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def episode_to_dict(episode: Episode) -> dict[str, Any]:
+    """The JSON form accepted by :func:`episode_from_dict`."""
+    steps = []
+    for s in episode.steps:
+        step: dict[str, Any] = {"action": s.action, "observation": s.observation}
+        if s.thought is not None:
+            step["thought"] = s.thought
+        steps.append(step)
+    return {"task": episode.task, "env": episode.env, "success": episode.success,
+            "score": episode.score, "steps": steps, "meta": episode.meta}
+
+
+def read_episodes(path: str | Path) -> Iterator[tuple[int, Episode | EpisodeError]]:
+    """Yield ``(line_number, episode or error)`` for every non-blank line of a JSONL file.
+
+    Errors are yielded, not raised, so a caller can decide whether one bad line stops the file.
+    Raises ``EpisodeError`` only when the file cannot be read at all.
+    """
+    p = Path(path)
+    try:
+        handle = p.open("rb")
+    except OSError as exc:
+        raise EpisodeError(f"cannot read episodes: {exc.strerror or exc}", where=str(p)) from exc
+    with handle:
+        for lineno, raw in enumerate(handle, 1):
+            where = f"{p}:{lineno}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                yield lineno, EpisodeError("line is not valid UTF-8", where=where)
+                continue
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield lineno, EpisodeError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                                           where=where)
+                continue
+            try:
+                yield lineno, episode_from_dict(data, where=where)
+            except EpisodeError as exc:
+                yield lineno, exc

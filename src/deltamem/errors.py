@@ -1,0 +1,85 @@
+"""Every error deltamem raises, rooted at :class:`DeltaMemError`.
+
+::
+
+    DeltaMemError
+    ├── ConfigError (ValueError)        bad settings, unknown provider, missing optional extra
+    ├── EpisodeError (ValueError)       a malformed episode; names the source, line and field
+    ├── NodeNotFound (KeyError)         no node with that id in this space
+    ├── StoreError                      the database refused or is inconsistent
+    │   ├── SchemaError                 the database was written by an unknown (newer) version
+    │   └── EmbedderMismatch            the space was built with another embedder
+    ├── ProviderError                   an LLM or embedding backend failed
+    │   └── BudgetExceeded              a token budget would be overspent; nothing was sent
+    └── ExtractionError                 the model's answer never validated; memory unchanged
+
+Messages say what to do about the problem, not only what it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class DeltaMemError(Exception):
+    """Root of every deltamem error."""
+
+
+class ConfigError(DeltaMemError, ValueError):
+    """Invalid configuration, unknown provider name, or a missing optional dependency."""
+
+
+class EpisodeError(DeltaMemError, ValueError):
+    """A malformed episode. ``where`` names the source (file:line) and ``field`` the bad field."""
+
+    def __init__(self, message: str, *, where: str | None = None, field: str | None = None):
+        self.where = where
+        self.field = field
+        prefix = f"{where}: " if where else ""
+        super().__init__(f"{prefix}{message}")
+
+
+class NodeNotFound(DeltaMemError, KeyError):
+    """No node with this id exists in the space."""
+
+    def __init__(self, node_id: str, space: str):
+        self.node_id = node_id
+        self.space = space
+        super().__init__(f"no node {node_id!r} in space {space!r}")
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class StoreError(DeltaMemError):
+    """The storage backend failed or found the data inconsistent."""
+
+
+class SchemaError(StoreError):
+    """The database schema is from a newer deltamem, or could not be migrated."""
+
+
+class EmbedderMismatch(StoreError):
+    """The space was built with a different embedder; mixing vectors would corrupt retrieval."""
+
+
+class ProviderError(DeltaMemError):
+    """An LLM or embedding provider failed (network, HTTP status, model load)."""
+
+
+class BudgetExceeded(ProviderError):
+    """Serving the request would exceed a configured token budget; nothing was sent."""
+
+
+class ExtractionError(DeltaMemError):
+    """The model's answer never became a valid experience. The memory is unchanged."""
+
+    def __init__(self, message: str, *, episode: str | None = None, raw: str | None = None,
+                 attempts: int = 0, usage: Any = None):
+        self.episode = episode
+        self.raw = raw
+        self.attempts = attempts
+        self.usage = usage
+        detail = f" (episode {episode!r})" if episode else ""
+        shown = raw if raw is None or len(raw) <= 300 else raw[:300] + "..."
+        super().__init__(f"{message}{detail}; last answer: {shown!r}")

@@ -1,0 +1,56 @@
+"""The extractor port: an episode (plus the chain it matched) in, a full experience out.
+
+Extractors write the *new full* experience; the engine computes the residual against the matched
+chain itself (``core.delta.diff``). So an extractor never has to produce a patch, and whatever it
+writes is stored exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from deltamem.core.model import Episode, Experience, Tree
+from deltamem.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ExtractRequest:
+    """What an extractor sees for one tree of one episode.
+
+    ``matched`` is the composed experience of the chain the episode matched (None when nothing
+    matched, i.e. a new root will be written); ``chain`` is the same chain node by node, root
+    first, for extractors that want to show it to a model.
+    """
+
+    episode: Episode
+    tree: Tree
+    matched: Experience | None = None
+    chain: tuple[Experience, ...] = ()
+
+
+@dataclass(slots=True)
+class Extraction:
+    """An extractor's answer for one tree of one episode."""
+
+    experience: Experience
+    usage: Usage = field(default_factory=Usage)
+    note: str = ""
+
+
+@runtime_checkable
+class Extractor(Protocol):
+    """Turns episodes into experiences and compiles consolidated chains.
+
+    ``uses_llm`` tells the engine whether skipping a call is worth anything (the dedup-before-the-
+    model rule only applies to extractors that call a model).
+    """
+
+    name: str
+    uses_llm: bool
+
+    def extract(self, request: ExtractRequest) -> Extraction: ...
+
+    def compile(self, tree: Tree, composed: Experience) -> Extraction:
+        """Generalise a consolidated chain's composition into a new root's experience."""
+        ...

@@ -1,0 +1,415 @@
+"""The :class:`DeltaMem` facade: wires a store, an embedder and an extractor to the pure core.
+
+It owns transactions (one per learned episode, one per consolidation) and accounts for usage.
+It computes nothing itself: scoring, placement, composition and rendering live in ``core``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from deltamem import reports, transfer
+from deltamem.config import Settings
+from deltamem.core.model import (
+    Episode,
+    Experience,
+    Node,
+    NodeKind,
+    Outcome,
+    Tree,
+    experience_chars,
+)
+from deltamem.core.render import Style, render_context
+from deltamem.core.tree import Action, Placement, compose_chain, due_for_consolidation, place
+from deltamem.embed.base import Embedder
+from deltamem.episodes import episode_to_dict
+from deltamem.errors import ConfigError, NodeNotFound
+from deltamem.extract import make_extractor
+from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.results import (
+    ChainLink,
+    Consolidation,
+    LearnResult,
+    Recall,
+    TreeRecall,
+    TreeWrite,
+    cosine,
+)
+from deltamem.store import open_store
+from deltamem.store.base import EpisodeRecord, Store, Vector
+from deltamem.usage import Usage
+
+TREES = (Tree.TASK, Tree.ENV)
+# How many exactly tied candidates a writer compares (see DeltaMem._placement).
+TIE_POOL = 32
+
+
+class DeltaMem:
+    """An experience memory of two residual trees in one space of a store.
+
+    Open one with :meth:`open`; use it as a context manager to close the store.
+    """
+
+    def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
+                 space: str = "default", settings: Settings | None = None):
+        self.store = store
+        self.embedder = embedder
+        self.extractor = extractor
+        self.space = space
+        self.settings = settings or Settings()
+        store.ensure_space(space, embedder.name, embedder.dim)
+
+    @classmethod
+    def open(
+        cls,
+        db: str | Path = "deltamem.db",
+        *,
+        space: str = "default",
+        embedder: str | Embedder | None = None,
+        extractor: str | Extractor = "trace",
+        llm: Any = None,
+        settings: Settings | None = None,
+    ) -> DeltaMem:
+        """Open (creating if needed) the memory at ``db``.
+
+        Args:
+            db: a SQLite file path, ``sqlite:PATH``, ``:memory:`` or ``postgresql://...``.
+            space: namespace inside the store; spaces never see each other's nodes.
+            embedder: an :class:`Embedder` or a spec such as ``"minilm"`` (the default).
+            extractor: ``"trace"`` (no model), ``"llm"`` (needs ``llm``) or an Extractor.
+            llm: an LLM object or spec (``"local"``, ``"openai"``) for the ``llm`` extractor.
+            settings: thresholds and constants; defaults come from ``Settings.from_env()``.
+        """
+        from deltamem.embed import make_embedder  # resolved here: specs may name optional extras
+
+        settings = settings or Settings.from_env()
+        if not isinstance(embedder, Embedder):
+            embedder = make_embedder(embedder or settings.embedder)
+        if isinstance(extractor, str):
+            extractor = make_extractor(extractor, llm=llm)
+        store = open_store(str(db))
+        try:
+            return cls(store, embedder, extractor, space=space, settings=settings)
+        except BaseException:
+            store.close()
+            raise
+
+    def __enter__(self) -> DeltaMem:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- read path ------------------------------------------------------------------------
+    def recall(self, task: str = "", env: str = "", *, top_k: int | None = None) -> Recall:
+        """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
+
+        Per tree: score every node ``cos - penalty*[failure]``, take the best, accept it when it
+        clears the tree's threshold, and compose its chain root -> match.
+        """
+        started = time.perf_counter()
+        usage = Usage()
+        q_task, q_env = self._embed([task, env], usage)
+        recalls = {
+            tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k)
+            for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
+        }
+        context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
+                                 Style(self.settings.style))
+        usage.wall_ms = (time.perf_counter() - started) * 1000
+        return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage)
+
+    def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
+        vectors = self.embedder.embed(texts)
+        usage.embed_calls += 1
+        usage.embed_texts += len(texts)
+        return [vectors[i] for i in range(len(texts))]
+
+    def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int) -> TreeRecall:
+        threshold = self.settings.threshold(tree.value)
+        result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
+        if not key.strip():
+            return result
+        result.candidates = self.store.scan(self.space, tree, query,
+                                            penalty=self.settings.penalty, k=max(k, 1))
+        result.best = result.candidates[0] if result.candidates else None
+        if result.best is None or result.best.score < threshold:
+            return result
+        result.chain = self.store.chain(self.space, result.best.id)
+        result.experience = compose_chain(result.chain)
+        result.links = [self._link(node, query) for node in result.chain]
+        return result
+
+    def _link(self, node: Node, query: Vector) -> ChainLink:
+        vector = self.store.vector(self.space, node.id)
+        sim = cosine(query, vector) if vector is not None else 0.0
+        penalty = self.settings.penalty if node.outcome is Outcome.FAILURE else 0.0
+        return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)
+
+    # -- write path -----------------------------------------------------------------------
+    def learn(self, episode: Episode, recall: Recall | None = None) -> LearnResult:
+        """Learn one finished episode; atomic (all of it is stored, or none of it).
+
+        ``recall`` is the recall the agent made before the episode; passing it saves embedding
+        the keys again and shows the extractor the chains the agent saw. Placement itself is
+        decided inside the write transaction, against the memory as it is then, so concurrent
+        writers never place against a stale tree.
+        """
+        started = time.perf_counter()
+        usage = Usage()
+        if recall is None or recall.task.key != episode.task or recall.env.key != episode.env:
+            recall = self.recall(episode.task, episode.env)
+        usage.add(recall.usage)
+        extractions = {
+            tree: self._extract(episode, tree_recall, usage)
+            for tree, tree_recall in ((Tree.TASK, recall.task), (Tree.ENV, recall.env))
+        }
+        episode_id = "ep-" + secrets.token_hex(8)
+        queries = {Tree.TASK: recall.task.query, Tree.ENV: recall.env.query}
+        keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
+        with self.store.write(self.space):
+            writes = {
+                tree: self._write_tree(tree, keys[tree], queries[tree], extractions[tree],
+                                       episode, episode_id)
+                for tree in TREES
+            }
+            self.store.add_episode(self.space, EpisodeRecord(
+                id=episode_id, task=episode.task, env=episode.env, success=episode.success,
+                score=episode.score, steps=episode_to_dict(episode)["steps"], meta=episode.meta,
+                result={t.value: w.to_dict() for t, w in writes.items()},
+                flat_chars=sum(experience_chars(x.experience) for x in extractions.values()),
+                created_at=time.time(),
+            ))
+        result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage)
+        if self.settings.auto_consolidate:
+            for write in writes.values():
+                matched = write.parent if write.action is Action.DELTA else write.node
+                if write.action is not Action.ROOT and matched:
+                    result.consolidated += self._consolidate_if_due(matched, usage)
+        usage.wall_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    def learn_many(self, episodes: Iterable[Episode]) -> Iterator[LearnResult]:
+        """Learn episodes in order, one transaction each (a failure leaves earlier ones learned)."""
+        for episode in episodes:
+            yield self.learn(episode)
+
+    def _extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
+        node = recall.node
+        if (self.extractor.uses_llm and node is not None
+                and node.meta.get("trace") == trace_signature(episode, recall.tree)):
+            # The same trajectory already produced this node: asking the model again would at
+            # best reproduce it. Reuse the stored experience (an exact dedup) and save the call.
+            assert recall.experience is not None
+            usage.llm_calls_saved += 1
+            return Extraction(recall.experience, note="trace already stored; model call skipped")
+        chain = tuple(compose_chain(recall.chain[: i + 1]) for i in range(len(recall.chain)))
+        extraction = self.extractor.extract(
+            ExtractRequest(episode, recall.tree, recall.experience, chain)
+        )
+        usage.add(extraction.usage)
+        return extraction
+
+    def _write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
+                    episode: Episode, episode_id: str) -> TreeWrite:
+        outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
+        chain, placement = self._placement(tree, key, query, extraction.experience)
+        if chain:
+            hit = placement.anchor if placement.action is Action.DEDUP else chain[-1].id
+            assert hit is not None
+            self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
+                            failures=int(not episode.success))
+        if placement.action is Action.DEDUP:
+            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note)
+        node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
+                              episode_id)
+        self.store.add_node(self.space, node, query if query is not None else self._zero())
+        return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
+                         extraction.note)
+
+    def _placement(self, tree: Tree, key: str, query: Vector | None,
+                   experience: Experience) -> tuple[list[Node], Placement]:
+        """Place ``experience`` against the best match, refined among exact ties.
+
+        Nodes written with the same key share a vector, so they tie exactly. Recall resolves such
+        ties by depth and age, but a writer knows the new experience: among the tied nodes it picks
+        the one whose chain is closest (an exact duplicate means a dedup), so repeated variations
+        of one task dedup against, and grow under, the right node instead of piling up under the
+        root.
+        """
+        threshold = self.settings.threshold(tree.value)
+        if not key.strip() or query is None:
+            return [], place(experience, [])
+        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
+                                k=TIE_POOL)
+        tied = [c for c in found if c.score >= threshold and c.score == found[0].score]
+        best: tuple[int, list[Node], Placement] | None = None
+        for candidate in tied:
+            chain = self.store.chain(self.space, candidate.id)
+            placement = place(experience, chain, max_depth=self.settings.max_depth)
+            cost = len(placement.patch)
+            if best is None or cost < best[0]:
+                best = (cost, chain, placement)
+        if best is None:
+            return [], place(experience, [])
+        return best[1], best[2]
+
+    def _new_node(self, tree: Tree, key: str, outcome: Outcome, placement: Placement,
+                  experience: Experience, episode: Episode, episode_id: str) -> Node:
+        is_root = placement.action is Action.ROOT
+        return Node(
+            id=new_node_id(tree), tree=tree,
+            kind=NodeKind.ROOT if is_root else NodeKind.DELTA, outcome=outcome, key=key,
+            parent_id=placement.anchor, depth=placement.depth,
+            content=experience if is_root else None,
+            patch=None if is_root else placement.patch,
+            episode_id=episode_id, created_at=time.time(),
+            meta={"trace": trace_signature(episode, tree), **_user_meta(episode)},
+        )
+
+    def _zero(self) -> Vector:
+        import numpy as np
+
+        return np.zeros(self.embedder.dim, dtype=np.float32)
+
+    # -- consolidation --------------------------------------------------------------------
+    def consolidate(self) -> list[Consolidation]:
+        """Compile every chain that is due (see ``core.tree.due_for_consolidation``)."""
+        usage = Usage()
+        done: list[Consolidation] = []
+        for node in list(self.store.nodes(self.space)):
+            done += self._consolidate_if_due(node.id, usage)
+        return done
+
+    def _consolidate_if_due(self, node_id: str, usage: Usage) -> list[Consolidation]:
+        node = self.store.get_node(self.space, node_id)
+        if node is None or not due_for_consolidation(node, self.settings.k_cons):
+            return []
+        chain = self.store.chain(self.space, node.id)
+        compiled = self.extractor.compile(node.tree, compose_chain(chain))
+        usage.add(compiled.usage)
+        vector = self.store.vector(self.space, node.id)
+        assert vector is not None
+        root = Node(
+            id=new_node_id(node.tree), tree=node.tree, kind=NodeKind.ROOT,
+            outcome=Outcome.SUCCESS, key=node.key, content=compiled.experience,
+            lineage=tuple(n.id for n in chain), created_at=time.time(),
+            meta={"consolidated_from": node.id, "note": compiled.note},
+        )
+        with self.store.write(self.space):
+            fresh = self.store.get_node(self.space, node.id)
+            if fresh is None or fresh.consolidated:  # another writer got there first
+                return []
+            self.store.add_node(self.space, root, vector)
+            self.store.mark_consolidated(self.space, node.id)
+        return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+
+    # -- inspection -----------------------------------------------------------------------
+    def get(self, node_id: str) -> Node:
+        node = self.store.get_node(self.space, node_id)
+        if node is None:
+            raise NodeNotFound(node_id, self.space)
+        return node
+
+    def chain(self, node_id: str) -> list[Node]:
+        chain = self.store.chain(self.space, node_id)
+        if not chain:
+            raise NodeNotFound(node_id, self.space)
+        return chain
+
+    def experience(self, node_id: str) -> Experience:
+        """The full composed experience of a node."""
+        return compose_chain(self.chain(node_id))
+
+    def nodes(self, tree: Tree | None = None) -> Iterator[Node]:
+        return self.store.nodes(self.space, tree)
+
+    def delete(self, node_id: str) -> list[str]:
+        """Delete a node and its whole subtree in one transaction; return the deleted ids."""
+        self.get(node_id)
+        with self.store.write(self.space):
+            return self.store.delete_subtree(self.space, node_id)
+
+    def forget(self) -> int:
+        """Delete everything in this space; return the number of nodes removed."""
+        with self.store.write(self.space):
+            return self.store.forget_space(self.space)
+
+    def stats(self) -> dict[str, Any]:
+        """Tree shapes, episodes, and stored vs flat characters (see ``reports.stats``)."""
+        return reports.stats(self.store, self.space)
+
+    def show(self, node_id: str) -> dict[str, Any]:
+        """A node's chain, composed experience, patch and counters."""
+        shown = reports.show(self.store, self.space, node_id)
+        if shown is None:
+            raise NodeNotFound(node_id, self.space)
+        return shown
+
+    def check(self) -> list[str]:
+        """Integrity problems of both trees (empty list when the memory is sound)."""
+        return reports.check(self.store, self.space, self.settings.max_depth)
+
+    def export(self, path: str | Path) -> int:
+        """Write this space as JSON Lines to ``path``; return the number of records."""
+        count = 0
+        with Path(path).open("w", encoding="utf-8") as handle:
+            for record in transfer.export_records(self.store, self.space):
+                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+                count += 1
+        return count
+
+    def import_(self, path: str | Path) -> dict[str, int]:
+        """Load an export into this space in one transaction (all or nothing)."""
+        with Path(path).open(encoding="utf-8") as handle:
+            records = (json.loads(line) for line in handle if line.strip())
+            return transfer.import_records(self.store, self.space, records)
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """A write block on this space, for callers composing several store operations."""
+        with self.store.write(self.space):
+            yield
+
+
+def new_node_id(tree: Tree) -> str:
+    return ("t-" if tree is Tree.TASK else "e-") + secrets.token_hex(8)
+
+
+def trace_signature(episode: Episode, tree: Tree) -> str:
+    """Fingerprint of what an extractor sees of an episode for one tree.
+
+    Task tree: the actions and the outcome; environment tree: actions and observations.
+    """
+    h = hashlib.blake2b(digest_size=12)
+    h.update(tree.value.encode())
+    if tree is Tree.TASK:
+        h.update(episode.task.encode() + b"\x00" + str(episode.success).encode())
+    else:
+        h.update(episode.env.encode())
+    for step in episode.steps:
+        h.update(b"\x01" + step.action.encode())
+        if tree is Tree.ENV:
+            h.update(b"\x02" + step.observation.encode())
+    return h.hexdigest()
+
+
+def _user_meta(episode: Episode) -> dict[str, Any]:
+    return {"episode_meta": episode.meta} if episode.meta else {}
+
+
+def check_settings_tree(tree: str) -> Tree:
+    try:
+        return Tree(tree)
+    except ValueError as exc:
+        raise ConfigError(f"tree must be 'task' or 'env', got {tree!r}") from exc

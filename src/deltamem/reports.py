@@ -1,0 +1,76 @@
+"""Read-only views of a memory: ``stats`` and ``show`` (the JSON the CLI prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltamem.core.delta import patch_chars
+from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
+from deltamem.core.tree import check_forest, compose_chain
+from deltamem.results import node_summary, patch_json
+from deltamem.store.base import Store
+
+
+def node_chars(node: Node) -> int:
+    """What a node stores, in serialised JSON characters: its content or its patch."""
+    if node.content is not None:
+        return experience_chars(node.content)
+    return patch_chars(node.patch or ())
+
+
+def stats(store: Store, space: str) -> dict[str, Any]:
+    """Tree shapes, episode count, and stored vs flat size.
+
+    ``stored_chars`` is what the trees hold (roots' contents plus deltas' patches);
+    ``flat_chars`` is what a one-record-per-episode memory would hold for the same episodes
+    (each episode's full extracted experiences). Consolidated roots count as stored.
+    """
+    per_tree: dict[str, dict[str, Any]] = {}
+    stored = 0
+    for tree in Tree:
+        nodes = list(store.nodes(space, tree))
+        stored += sum(node_chars(n) for n in nodes)
+        depths = [n.depth for n in nodes]
+        per_tree[tree.value] = {
+            "nodes": len(nodes),
+            "roots": sum(n.is_root for n in nodes),
+            "deltas": sum(not n.is_root for n in nodes),
+            "failures": sum(n.outcome is Outcome.FAILURE for n in nodes),
+            "consolidated_roots": sum(n.is_consolidated_root for n in nodes),
+            "max_depth": max(depths, default=0),
+            "by_depth": {str(d): depths.count(d) for d in sorted(set(depths))},
+        }
+    flat = sum(e.flat_chars for e in store.episodes(space))
+    return {
+        **per_tree,
+        "episodes": store.count_episodes(space),
+        "stored_chars": stored,
+        "flat_chars": flat,
+        "compression": round(stored / flat, 4) if flat else None,
+    }
+
+
+def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
+    """A node with its chain, composed experience, own patch and counters (None if absent)."""
+    chain = store.chain(space, node_id)
+    if not chain:
+        return None
+    node = chain[-1]
+    return {
+        "id": node.id,
+        "tree": node.tree.value,
+        "kind": node.kind.value,
+        "outcome": node.outcome.value,
+        "parent": node.parent_id,
+        "chain": [n.id for n in chain],
+        "experience": experience_to_dict(compose_chain(chain)),
+        "patch": patch_json(node),
+        "children": [c.id for c in store.children(space, node.id)],
+        "stats": node_summary(node),
+        "meta": node.meta,
+    }
+
+
+def check(store: Store, space: str, max_depth: int) -> list[str]:
+    """Integrity problems of both trees of a space (empty when sound)."""
+    return check_forest(store.nodes(space), max_depth=max_depth)

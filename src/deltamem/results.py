@@ -1,0 +1,172 @@
+"""Result objects returned by the facade, each with the JSON form the CLI and servers print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from deltamem.core.delta import patch_to_json
+from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
+from deltamem.core.tree import Action, compose_chain, success_prefix
+from deltamem.store.base import Candidate, Vector
+from deltamem.usage import Usage
+
+
+@dataclass(frozen=True, slots=True)
+class ChainLink:
+    """One node of a recalled chain with its similarity to the query and its penalised score."""
+
+    id: str
+    kind: str
+    outcome: str
+    similarity: float
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "outcome": self.outcome,
+                "similarity": round(self.similarity, 6), "score": round(self.score, 6)}
+
+
+@dataclass(slots=True)
+class TreeRecall:
+    """What one tree recalled for one key.
+
+    ``best`` is the top candidate whether or not it cleared the threshold, so ``explain`` can say
+    why nothing matched. ``chain`` and ``experience`` are empty unless ``matched``.
+    """
+
+    tree: Tree
+    key: str
+    threshold: float
+    penalty: float
+    best: Candidate | None = None
+    candidates: list[Candidate] = field(default_factory=list)
+    chain: list[Node] = field(default_factory=list)
+    links: list[ChainLink] = field(default_factory=list)
+    experience: Experience | None = None
+    query: Vector | None = field(default=None, repr=False)
+
+    @property
+    def matched(self) -> bool:
+        return bool(self.chain)
+
+    @property
+    def node(self) -> Node | None:
+        return self.chain[-1] if self.chain else None
+
+    def to_dict(self) -> dict[str, Any]:
+        name = "skill" if self.tree is Tree.TASK else "knowledge"
+        usable = success_prefix(self.chain)
+        guide = compose_chain(usable) if usable else None
+        out: dict[str, Any] = {
+            "matched": self.matched,
+            "node": self.node.id if self.node else None,
+            "score": round(self.best.score, 6) if self.matched and self.best else None,
+            "chain": [link.to_dict() for link in self.links],
+            name: _fields(guide) if guide is not None and guide.TYPE == name else None,
+        }
+        if self.node is not None and self.node.outcome is Outcome.FAILURE and self.experience:
+            out["lesson"] = _fields(self.experience)
+        return out
+
+    def explain(self) -> dict[str, Any]:
+        """Every term of the decision: similarity, penalty, score, threshold, verdict."""
+        rows = [
+            {"id": c.id, "similarity": round(c.similarity, 6), "failure": c.failure,
+             "penalty": round(self.penalty if c.failure else 0.0, 6), "score": round(c.score, 6),
+             "depth": c.depth, "clears_threshold": c.score >= self.threshold}
+            for c in self.candidates
+        ]
+        return {"tree": self.tree.value, "key": self.key, "threshold": self.threshold,
+                "penalty": self.penalty, "matched": self.matched, "candidates": rows}
+
+
+@dataclass(slots=True)
+class Recall:
+    """Both trees' recalls and the fused prompt context."""
+
+    task: TreeRecall
+    env: TreeRecall
+    context: str
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task": self.task.to_dict(), "env": self.env.to_dict(), "context": self.context,
+                "usage": self.usage.to_dict()}
+
+    def explain(self) -> dict[str, Any]:
+        return {"task": self.task.explain(), "env": self.env.explain()}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWrite:
+    """What learning did in one tree: a new root, a delta under ``parent``, or a dedup hit."""
+
+    action: Action
+    node: str | None
+    parent: str | None
+    patch_ops: int = 0
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"action": self.action.value, "node": self.node,
+                               "parent": self.parent}
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Consolidation:
+    """A chain compiled into a new root."""
+
+    source: str
+    root: str
+    tree: Tree
+    chain: tuple[str, ...]
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "root": self.root, "tree": self.tree.value,
+                "chain": list(self.chain), "note": self.note}
+
+
+@dataclass(slots=True)
+class LearnResult:
+    """Outcome of learning one episode."""
+
+    episode_id: str
+    task: TreeWrite
+    env: TreeWrite
+    consolidated: list[Consolidation] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episode": self.episode_id, "task": self.task.to_dict(),
+                "env": self.env.to_dict(),
+                "consolidated": [c.to_dict() for c in self.consolidated],
+                "usage": self.usage.to_dict()}
+
+
+def _fields(exp: Experience) -> dict[str, Any]:
+    out = experience_to_dict(exp)
+    out.pop("type")
+    return out
+
+
+def node_summary(node: Node) -> dict[str, Any]:
+    """Counters and flags of a node, as ``show`` reports them."""
+    return {"hits": node.hits, "successes": node.successes, "failures": node.failures,
+            "depth": node.depth, "consolidated": node.consolidated,
+            "consolidated_root": node.is_consolidated_root, "lineage": list(node.lineage),
+            "episode": node.episode_id, "created_at": node.created_at, "key": node.key}
+
+
+def patch_json(node: Node) -> list[dict[str, Any]] | None:
+    return None if node.patch is None else patch_to_json(node.patch)
+
+
+def cosine(a: Vector, b: Vector) -> float:
+    return float(np.dot(a, b))

@@ -1,0 +1,126 @@
+"""The storage port.
+
+A :class:`Store` keeps, per *space* (an isolated namespace, e.g. one per agent), the nodes of both
+trees with their vectors, and the episodes that were learned. Every backend (SQLite, Postgres)
+implements this protocol and passes the shared conformance suite in
+``deltamem.testing.conformance``.
+
+Semantics every backend must keep:
+
+* Writes happen inside ``with store.write(space):``, which is atomic and serialises writers of the
+  same space (SQLite: ``BEGIN IMMEDIATE``; Postgres: a transaction plus an advisory lock). Reads
+  inside the block see the block's own writes. An exception rolls everything back.
+* ``scan`` is exact: it scores every node of the tree with ``cos(q, v) - penalty * [failure]`` and
+  returns the best ``k`` in order of score, ties broken by shallower depth, then later insertion.
+* ``nodes`` yields in insertion order, so parents always come before their children.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from deltamem.core.model import Node, Tree
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One scored node from a scan."""
+
+    id: str
+    similarity: float
+    failure: bool
+    depth: int
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """A learned episode as stored: the raw episode plus what learning did with it."""
+
+    id: str
+    task: str
+    env: str
+    success: bool
+    score: float | None
+    steps: list[dict[str, Any]]
+    meta: dict[str, Any] = field(default_factory=dict)
+    result: dict[str, Any] = field(default_factory=dict)
+    flat_chars: int = 0
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceInfo:
+    """Which embedder a space was built with (vectors from two embedders never mix)."""
+
+    space: str
+    embedder: str
+    dim: int
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Persistent home of the residual trees. See the module docstring for the contract."""
+
+    url: str
+
+    # -- spaces ---------------------------------------------------------------------------
+    def ensure_space(self, space: str, embedder: str, dim: int) -> SpaceInfo:
+        """Register ``space`` with this embedder, or check it matches (``EmbedderMismatch``)."""
+        ...
+
+    def spaces(self) -> list[SpaceInfo]: ...
+
+    # -- transactions -----------------------------------------------------------------------
+    def write(self, space: str) -> AbstractContextManager[None]:
+        """Atomic, serialised write block for ``space``."""
+        ...
+
+    # -- nodes ----------------------------------------------------------------------------
+    def add_node(self, space: str, node: Node, vector: Vector) -> None: ...
+
+    def get_node(self, space: str, node_id: str) -> Node | None: ...
+
+    def chain(self, space: str, node_id: str) -> list[Node]:
+        """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
+        ...
+
+    def children(self, space: str, node_id: str) -> list[Node]: ...
+
+    def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]: ...
+
+    def vector(self, space: str, node_id: str) -> Vector | None: ...
+
+    def bump(self, space: str, node_id: str, *, hits: int = 0, successes: int = 0,
+             failures: int = 0) -> None: ...
+
+    def mark_consolidated(self, space: str, node_id: str) -> None: ...
+
+    def delete_subtree(self, space: str, node_id: str) -> list[str]:
+        """Delete the node and all its descendants (and their vectors); return the ids."""
+        ...
+
+    def forget_space(self, space: str) -> int:
+        """Delete everything in ``space``; return how many nodes went."""
+        ...
+
+    # -- retrieval ------------------------------------------------------------------------
+    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float,
+             k: int = 1) -> list[Candidate]: ...
+
+    # -- episodes -------------------------------------------------------------------------
+    def add_episode(self, space: str, record: EpisodeRecord) -> None: ...
+
+    def episodes(self, space: str) -> Iterator[EpisodeRecord]: ...
+
+    def count_episodes(self, space: str) -> int: ...
+
+    def close(self) -> None: ...

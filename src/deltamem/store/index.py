@@ -1,0 +1,80 @@
+"""An exact in-memory vector index for one (space, tree), kept in step with its store.
+
+Rows are appended in insertion order into capacity-doubling numpy buffers, so learning one node
+costs O(d) amortised instead of rebuilding the matrix (the reference code re-stacks every node's
+vector at every query). Scans call :func:`deltamem.core.scoring.top_k`, the reference semantics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import numpy.typing as npt
+
+from deltamem.core.scoring import top_k
+from deltamem.store.base import Candidate, Vector
+
+
+class VectorIndex:
+    """Append-only exact index; ``last_seq`` says how far it has read its store."""
+
+    def __init__(self, dim: int, capacity: int = 1024):
+        self.dim = dim
+        self.size = 0
+        self.last_seq = 0
+        self.ids: list[str] = []
+        self._matrix = np.zeros((capacity, dim), dtype=np.float32)
+        self._failures = np.zeros(capacity, dtype=bool)
+        self._depths = np.zeros(capacity, dtype=np.int32)
+
+    def extend(self, rows: Iterable[tuple[int, str, bool, int, Vector]]) -> None:
+        """Append ``(seq, id, failure, depth, vector)`` rows in increasing ``seq`` order."""
+        for seq, node_id, failure, depth, vector in rows:
+            if self.size == self._matrix.shape[0]:
+                self._grow()
+            self._matrix[self.size] = vector
+            self._failures[self.size] = failure
+            self._depths[self.size] = depth
+            self.ids.append(node_id)
+            self.size += 1
+            self.last_seq = max(self.last_seq, seq)
+
+    def _grow(self) -> None:
+        cap = max(1024, self._matrix.shape[0] * 2)
+        self._matrix = _resized(self._matrix, cap)
+        self._failures = _resized(self._failures, cap)
+        self._depths = _resized(self._depths, cap)
+
+    def scan(self, query: Vector, *, penalty: float, k: int) -> list[Candidate]:
+        hits = top_k(
+            self._matrix[: self.size],
+            self._failures[: self.size],
+            self._depths[: self.size],
+            query,
+            penalty=penalty,
+            k=k,
+        )
+        return [
+            Candidate(self.ids[h.position], h.similarity, h.failure,
+                      int(self._depths[h.position]), h.score)
+            for h in hits
+        ]
+
+
+def _resized(a: npt.NDArray[np.generic], rows: int) -> npt.NDArray[np.generic]:
+    out = np.zeros((rows, *a.shape[1:]), dtype=a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+def to_blob(vector: Vector) -> bytes:
+    """Vectors are stored as raw little-endian float32 bytes."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes, dim: int) -> Vector:
+    vector = np.frombuffer(blob, dtype="<f4")
+    if vector.shape[0] != dim:
+        raise ValueError(f"stored vector has {vector.shape[0]} dimensions, expected {dim}")
+    return vector.astype(np.float32)

@@ -1,0 +1,99 @@
+"""Node and episode <-> flat row conversion, shared by every SQL backend."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from deltamem.core.delta import patch_from_json, patch_to_json
+from deltamem.core.model import Node, NodeKind, Outcome, Tree, experience_from_dict, experience_to_dict
+from deltamem.store.base import EpisodeRecord
+
+NODE_COLUMNS = (
+    "id", "tree", "kind", "outcome", "parent_id", "depth", "key", "content", "patch", "hits",
+    "successes", "failures", "consolidated", "lineage", "episode_id", "created_at", "meta",
+)
+EPISODE_COLUMNS = (
+    "id", "task", "env", "success", "score", "steps", "meta", "result", "flat_chars", "created_at",
+)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def node_to_row(node: Node) -> dict[str, Any]:
+    return {
+        "id": node.id,
+        "tree": node.tree.value,
+        "kind": node.kind.value,
+        "outcome": node.outcome.value,
+        "parent_id": node.parent_id,
+        "depth": node.depth,
+        "key": node.key,
+        "content": None if node.content is None else dumps(experience_to_dict(node.content)),
+        "patch": None if node.patch is None else dumps(patch_to_json(node.patch)),
+        "hits": node.hits,
+        "successes": node.successes,
+        "failures": node.failures,
+        "consolidated": bool(node.consolidated),
+        "lineage": dumps(list(node.lineage)),
+        "episode_id": node.episode_id,
+        "created_at": node.created_at,
+        "meta": dumps(node.meta),
+    }
+
+
+def node_from_row(row: Mapping[str, Any]) -> Node:
+    content = row["content"]
+    patch = row["patch"]
+    return Node(
+        id=row["id"],
+        tree=Tree(row["tree"]),
+        kind=NodeKind(row["kind"]),
+        outcome=Outcome(row["outcome"]),
+        parent_id=row["parent_id"],
+        depth=int(row["depth"]),
+        key=row["key"],
+        content=None if content is None else experience_from_dict(json.loads(content)),
+        patch=None if patch is None else patch_from_json(json.loads(patch)),
+        hits=int(row["hits"]),
+        successes=int(row["successes"]),
+        failures=int(row["failures"]),
+        consolidated=bool(row["consolidated"]),
+        lineage=tuple(json.loads(row["lineage"])),
+        episode_id=row["episode_id"],
+        created_at=float(row["created_at"]),
+        meta=json.loads(row["meta"]),
+    )
+
+
+def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "task": record.task,
+        "env": record.env,
+        "success": bool(record.success),
+        "score": record.score,
+        "steps": dumps(record.steps),
+        "meta": dumps(record.meta),
+        "result": dumps(record.result),
+        "flat_chars": record.flat_chars,
+        "created_at": record.created_at,
+    }
+
+
+def episode_from_row(row: Mapping[str, Any]) -> EpisodeRecord:
+    return EpisodeRecord(
+        id=row["id"],
+        task=row["task"],
+        env=row["env"],
+        success=bool(row["success"]),
+        score=None if row["score"] is None else float(row["score"]),
+        steps=json.loads(row["steps"]),
+        meta=json.loads(row["meta"]),
+        result=json.loads(row["result"]),
+        flat_chars=int(row["flat_chars"]),
+        created_at=float(row["created_at"]),
+    )

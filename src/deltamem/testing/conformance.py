@@ -1,0 +1,226 @@
+"""The store conformance suite: every backend must pass these tests unchanged.
+
+Use it by subclassing :class:`StoreConformance` in a pytest module and providing a ``store``
+fixture that yields a fresh, empty store::
+
+    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def store(self, tmp_path):
+            s = MyStore(...)
+            yield s
+            s.close()
+
+The tests talk to the store only through the :class:`~deltamem.store.base.Store` protocol and
+compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from deltamem.core.delta import diff
+from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.scoring import top_k
+from deltamem.errors import EmbedderMismatch, StoreError
+from deltamem.store.base import EpisodeRecord, Store
+from deltamem.transfer import export_records, import_records
+
+DIM = 8
+SPACE = "conformance"
+
+
+def vec(seed: int, dim: int = DIM) -> Any:
+    v = np.random.default_rng(seed).normal(size=dim).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def make_root(node_id: str, exp: Any = None, outcome: Outcome = Outcome.SUCCESS,
+              tree: Tree = Tree.TASK) -> Node:
+    return Node(node_id, tree, NodeKind.ROOT, outcome, f"key {node_id}",
+                content=exp or Skill("heat", ("go", "take"), "hot"), created_at=time.time())
+
+
+def make_delta(node_id: str, parent: Node, before: Any, after: Any,
+               outcome: Outcome = Outcome.SUCCESS) -> Node:
+    return Node(node_id, parent.tree, NodeKind.DELTA, outcome, f"key {node_id}",
+                parent_id=parent.id, depth=parent.depth + 1, patch=diff(before, after),
+                created_at=time.time(), meta={"note": "ü"})
+
+
+class StoreConformance:
+    """Contract tests for :class:`~deltamem.store.base.Store` implementations."""
+
+    @pytest.fixture
+    def store(self) -> Store:  # pragma: no cover - overridden by every backend's test module
+        raise NotImplementedError
+
+    @pytest.fixture
+    def space(self, store: Store) -> str:
+        store.ensure_space(SPACE, "test-embedder", DIM)
+        return SPACE
+
+    def test_space_records_its_embedder(self, store: Store) -> None:
+        """A space remembers its embedder and refuses another one."""
+        info = store.ensure_space("a", "emb-1", DIM)
+        assert (info.embedder, info.dim) == ("emb-1", DIM)
+        assert store.ensure_space("a", "emb-1", DIM) == info
+        with pytest.raises(EmbedderMismatch):
+            store.ensure_space("a", "emb-2", DIM)
+        assert [s.space for s in store.spaces()] == ["a"]
+
+    def test_nodes_round_trip_exactly(self, store: Store, space: str) -> None:
+        """A node comes back equal, with its patch, meta and vector."""
+        base = Skill("heat", ("go", "take"), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, Skill("heat", ("go", "open", "take"), "hot"))
+        with store.write(space):
+            store.add_node(space, r, vec(1))
+            store.add_node(space, d, vec(2))
+        assert store.get_node(space, "d") == d
+        assert store.get_node(space, "d").meta == {"note": "ü"}  # type: ignore[union-attr]
+        assert store.get_node(space, "missing") is None
+        np.testing.assert_array_equal(store.vector(space, "d"), vec(2))
+        assert [n.id for n in store.chain(space, "d")] == ["r", "d"]
+        assert [n.id for n in store.children(space, "r")] == ["d"]
+        assert store.chain(space, "missing") == []
+
+    def test_nodes_iterate_in_insertion_order_per_tree(self, store: Store, space: str) -> None:
+        """nodes() yields parents before children, filtered by tree."""
+        with store.write(space):
+            for i in range(5):
+                tree = Tree.TASK if i % 2 == 0 else Tree.ENV
+                exp = Skill(f"s{i}") if tree is Tree.TASK else Knowledge(f"k{i}")
+                store.add_node(space, make_root(f"n{i}", exp, tree=tree), vec(i))
+        assert [n.id for n in store.nodes(space)] == [f"n{i}" for i in range(5)]
+        assert [n.id for n in store.nodes(space, Tree.ENV)] == ["n1", "n3"]
+
+    def test_counters_and_consolidation_flag(self, store: Store, space: str) -> None:
+        """bump adds to counters; mark_consolidated sets the flag."""
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+            store.bump(space, "r", hits=2, successes=1)
+            store.bump(space, "r", hits=1, failures=1)
+            store.mark_consolidated(space, "r")
+        node = store.get_node(space, "r")
+        assert node is not None
+        assert (node.hits, node.successes, node.failures, node.consolidated) == (3, 1, 1, True)
+
+    def test_failed_write_block_leaves_nothing(self, store: Store, space: str) -> None:
+        """An exception inside write() rolls back every change, including for scans."""
+        with store.write(space):
+            store.add_node(space, make_root("keep"), vec(1))
+        with pytest.raises(RuntimeError), store.write(space):
+            store.add_node(space, make_root("gone"), vec(2))
+            assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "gone"
+            raise RuntimeError("boom")
+        assert store.get_node(space, "gone") is None
+        assert [c.id for c in store.scan(space, Tree.TASK, vec(2), penalty=0.0, k=5)] == ["keep"]
+
+    def test_duplicate_node_id_is_refused(self, store: Store, space: str) -> None:
+        """Adding an existing id raises StoreError and keeps the original."""
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, make_root("r", Skill("other")), vec(2))
+        assert store.get_node(space, "r").content == Skill("heat", ("go", "take"), "hot")  # type: ignore[union-attr]
+
+    def test_scan_matches_reference(self, store: Store, space: str) -> None:
+        """scan() agrees with core.scoring.top_k, ties and failures included."""
+        rng = np.random.default_rng(7)
+        vectors, failures, depths, ids = [], [], [], []
+        with store.write(space):
+            parent = None
+            for i in range(60):
+                v = vectors[rng.integers(0, i)] if i and i % 7 == 0 else vec(100 + i)
+                fail = bool(rng.random() < 0.3)
+                outcome = Outcome.FAILURE if fail else Outcome.SUCCESS
+                if parent is not None and i % 3 == 0:
+                    node = make_delta(f"n{i}", parent, parent.content, Lesson("x"), outcome)
+                else:
+                    node = make_root(f"n{i}", outcome=outcome)
+                    parent = node
+                store.add_node(space, node, v)
+                vectors.append(v)
+                failures.append(fail)
+                depths.append(node.depth)
+                ids.append(node.id)
+        m = np.stack(vectors)
+        for q_seed in range(10):
+            q = vectors[q_seed * 5] if q_seed % 2 else vec(900 + q_seed)
+            want = top_k(m, np.array(failures), np.array(depths, dtype=np.int32), q,
+                         penalty=0.05, k=4)
+            got = store.scan(space, Tree.TASK, q, penalty=0.05, k=4)
+            assert [c.id for c in got] == [ids[w.position] for w in want]
+            for c, w in zip(got, want, strict=True):
+                assert c.score == pytest.approx(w.score, abs=1e-5)
+                assert c.failure == w.failure and c.depth == depths[w.position]
+
+    def test_scan_sees_writes_from_another_handle(self, store: Store, space: str) -> None:
+        """A scan picks up nodes written after the index was first built."""
+        with store.write(space):
+            store.add_node(space, make_root("a"), vec(1))
+        assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "a"
+        with store.write(space):
+            store.add_node(space, make_root("b"), vec(2))
+        assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "b"
+
+    def test_spaces_are_isolated(self, store: Store, space: str) -> None:
+        """Nodes and episodes of one space are invisible from another."""
+        store.ensure_space("other", "test-embedder", DIM)
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+        assert store.get_node("other", "r") is None
+        assert store.scan("other", Tree.TASK, vec(1), penalty=0.0) == []
+        assert list(store.nodes("other")) == []
+        with store.write("other"):
+            store.add_node("other", make_root("r"), vec(3))  # same id, other space: fine
+        assert store.forget_space("other") == 1
+        assert store.get_node(space, "r") is not None
+
+    def test_delete_subtree(self, store: Store, space: str) -> None:
+        """Deleting a node removes its descendants and their vectors, nothing else."""
+        base = Skill("a")
+        r = make_root("r", base)
+        c1 = make_delta("c1", r, base, Skill("b"))
+        c2 = make_delta("c2", c1, Skill("b"), Skill("c"))
+        other = make_root("o", Skill("z"))
+        with store.write(space):
+            for i, n in enumerate((r, c1, c2, other)):
+                store.add_node(space, n, vec(i))
+        assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "c2"
+        with store.write(space):
+            assert sorted(store.delete_subtree(space, "c1")) == ["c1", "c2"]
+        assert [n.id for n in store.nodes(space)] == ["r", "o"]
+        assert {c.id for c in store.scan(space, Tree.TASK, vec(2), penalty=0.0, k=9)} == {"r",
+                                                                                         "o"}
+
+    def test_episodes(self, store: Store, space: str) -> None:
+        """Episodes are stored in order, counted, and refused twice."""
+        rec = EpisodeRecord("e1", "task", "env", True, 1.0, [{"action": "a"}], {"m": 1},
+                            {"task": {"action": "root"}}, 42, 1.5)
+        with store.write(space):
+            store.add_episode(space, rec)
+        assert list(store.episodes(space)) == [rec]
+        assert store.count_episodes(space) == 1
+        with pytest.raises(StoreError), store.write(space):
+            store.add_episode(space, rec)
+        assert store.count_episodes(space) == 1
+
+    def test_export_import_round_trip(self, store: Store, space: str) -> None:
+        """Exporting, importing into a fresh space and exporting again gives the same records."""
+        base = Skill("heat", ("go",), "hot")
+        r = make_root("r", base)
+        with store.write(space):
+            store.add_node(space, r, vec(1))
+            store.add_node(space, make_delta("d", r, base, Lesson("heat", ("go",))), vec(2))
+            store.add_episode(space, EpisodeRecord("e", "t", "s", False, None, [], {}, {}, 3, 2.0))
+        first = list(export_records(store, space))
+        counts = import_records(store, "copy", iter(first))
+        assert counts == {"nodes": 2, "episodes": 1}
+        second = list(export_records(store, "copy"))
+        assert second[1:] == first[1:]
+        assert second[0] == {**first[0], "space": "copy"}

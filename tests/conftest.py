@@ -1,0 +1,24 @@
+"""Shared fixtures: a memory on a temporary SQLite file with the hashing test embedder."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import TEST_SETTINGS
+
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+
+
+@pytest.fixture
+def db_path(tmp_path):
+    return tmp_path / "mem.db"
+
+
+@pytest.fixture
+def mem(db_path):
+    memory = DeltaMem(SQLiteStore(db_path), HashingEmbedder(), TraceExtractor(),
+                      settings=TEST_SETTINGS)
+    yield memory
+    memory.close()

@@ -1,0 +1,86 @@
+"""Laws of exact structured deltas (property-tested)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deltamem.core.delta import (
+    PatchError,
+    Put,
+    SetText,
+    Splice,
+    apply,
+    compose,
+    diff,
+    patch_from_json,
+    patch_to_json,
+)
+from deltamem.core.model import Knowledge, Lesson, Skill
+
+# Small alphabets make equal items (and therefore real alignments) likely.
+item = st.sampled_from(["open door", "go to kitchen", "take apple", "heat apple", "look", "x"])
+items = st.lists(item, max_size=8).map(tuple)
+text = st.sampled_from(["", "heat the apple", "when hungry", "done", "apple is hot"])
+skills = st.builds(Skill, activation=text, steps=items, termination=text)
+knowledge = st.builds(Knowledge, trigger=text, facts=items)
+lessons = st.builds(Lesson, situation=text, failed=items, untried=items)
+experiences = st.one_of(skills, knowledge, lessons)
+
+
+@given(experiences, experiences)
+def test_apply_diff_roundtrip(a, b):
+    """apply(a, diff(a, b)) == b for any two experiences."""
+    assert apply(a, diff(a, b)) == b
+
+
+@given(experiences)
+def test_diff_of_equal_is_empty(a):
+    """An experience differs from itself by nothing (the dedup rule)."""
+    assert diff(a, a) == ()
+
+
+@given(experiences, experiences)
+def test_patch_json_roundtrip(a, b):
+    """A patch survives its JSON form unchanged."""
+    patch = diff(a, b)
+    assert patch_from_json(patch_to_json(patch)) == patch
+
+
+@given(st.lists(skills, min_size=1, max_size=5))
+def test_compose_chain_of_diffs_reaches_last(chain):
+    """Composing successive residuals reproduces the last experience exactly."""
+    patches = [diff(x, y) for x, y in zip(chain, chain[1:], strict=False)]
+    assert compose(chain[0], patches) == chain[-1]
+
+
+def test_unchanged_steps_cost_nothing():
+    """Inserting one step yields one insertion splice, not a rewrite."""
+    a = Skill("heat", ("go to kitchen", "take apple", "heat apple"), "done")
+    b = Skill("heat", ("go to kitchen", "open fridge", "take apple", "heat apple"), "done")
+    assert diff(a, b) == (Splice("steps", 1, 1, ("open fridge",)),)
+
+
+def test_type_change_is_a_put():
+    """A lesson recorded under a skill is stored whole (types cannot be diffed)."""
+    lesson = Lesson("heat", ("look",))
+    assert diff(Skill("heat"), lesson) == (Put(lesson),)
+
+
+def test_apply_rejects_misfit():
+    """Patches that do not fit raise PatchError instead of corrupting the experience."""
+    with pytest.raises(PatchError):
+        apply(Skill("a", ("x",)), (Splice("steps", 3, 4, ()),))
+    with pytest.raises(PatchError):
+        apply(Skill("a"), (SetText("trigger", "y"),))
+    with pytest.raises(PatchError):
+        apply(Skill("a", ("x", "y")), (Splice("steps", 0, 2, ()), Splice("steps", 1, 2, ())))
+
+
+@pytest.mark.parametrize("raw", [{"op": "nope"}, {"op": "set", "field": "a"}, "x",
+                                 {"op": "splice", "field": "steps", "start": "a", "stop": 1}])
+def test_patch_from_json_names_the_bad_op(raw):
+    """Malformed stored patches are reported with their position."""
+    with pytest.raises(ValueError, match=r"patch\[0\]"):
+        patch_from_json([raw])

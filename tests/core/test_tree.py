@@ -1,0 +1,114 @@
+"""Placement, consolidation eligibility and integrity rules of residual trees."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deltamem.core.delta import diff
+from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.tree import (
+    Action,
+    check_forest,
+    compose_chain,
+    due_for_consolidation,
+    place,
+    success_prefix,
+)
+
+BASE = Skill("heat the apple", ("go to kitchen", "take apple", "heat apple"), "apple is hot")
+
+
+def root(exp=BASE, node_id="r", outcome=Outcome.SUCCESS, tree=Tree.TASK):
+    return Node(node_id, tree, NodeKind.ROOT, outcome, "key", content=exp)
+
+
+def child(parent, exp_from, exp_to, node_id, outcome=Outcome.SUCCESS, **kw):
+    return Node(node_id, parent.tree, NodeKind.DELTA, outcome, "key", parent_id=parent.id,
+                depth=parent.depth + 1, patch=diff(exp_from, exp_to), **kw)
+
+
+def test_no_match_places_a_root():
+    """Nothing matched: the experience becomes a new root."""
+    assert place(BASE, []).action is Action.ROOT
+
+
+def test_same_experience_is_a_dedup():
+    """An episode that teaches nothing new writes no node."""
+    r = root()
+    placement = place(BASE, [r])
+    assert (placement.action, placement.anchor) == (Action.DEDUP, "r")
+
+
+def test_new_experience_is_a_delta_child_holding_the_residual():
+    """A different experience becomes a child of the match holding only the difference."""
+    new = Skill(BASE.activation, (*BASE.steps, "put apple on table"), BASE.termination)
+    placement = place(new, [root()])
+    assert placement.action is Action.DELTA and placement.anchor == "r" and placement.depth == 2
+    assert len(placement.patch) == 1
+
+
+def test_at_max_depth_the_delta_becomes_a_sibling():
+    """A match at max depth gets a sibling (same parent) diffed against the parent's chain."""
+    exps = [Skill("a", tuple("s" * i)) for i in range(1, 4)]
+    r = root(exps[0])
+    c = child(r, exps[0], exps[1], "c")
+    new = exps[2]
+    placement = place(new, [r, c], max_depth=2)
+    assert (placement.action, placement.anchor, placement.depth) == (Action.DELTA, "r", 2)
+    assert compose_chain([r, Node("n", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k",
+                                  parent_id="r", depth=2, patch=placement.patch)]) == new
+
+
+@given(st.lists(st.lists(st.sampled_from("abcd"), max_size=5), min_size=2, max_size=7))
+def test_chains_of_placements_compose_to_each_experience(step_lists):
+    """Every node written by placement composes back to the experience that wrote it."""
+    exps = [Skill("t", tuple(s)) for s in step_lists]
+    chain = [root(exps[0])]
+    for i, exp in enumerate(exps[1:], 1):
+        placement = place(exp, chain, max_depth=5)
+        if placement.action is Action.DEDUP:
+            continue
+        parent = next(n for n in chain if n.id == placement.anchor)
+        chain = chain[: chain.index(parent) + 1]
+        node = Node(f"n{i}", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k",
+                    parent_id=parent.id, depth=placement.depth, patch=placement.patch)
+        chain.append(node)
+        assert compose_chain(chain) == exp
+    assert check_forest(chain) == []
+
+
+def test_success_prefix_stops_before_a_failure_leaf():
+    """A failure leaf is a warning: the usable chain ends at the last success."""
+    r = root()
+    lesson = Lesson("heat the apple", ("look",))
+    f = child(r, BASE, lesson, "f", outcome=Outcome.FAILURE)
+    assert success_prefix([r, f]) == [r]
+    assert compose_chain([r, f]) == lesson
+
+
+def test_due_for_consolidation_rules():
+    """Only unconsolidated successful deltas with enough successes are compiled."""
+    r = root()
+    d = child(r, BASE, Skill("x"), "d", successes=3)
+    assert due_for_consolidation(d, 3)
+    assert not due_for_consolidation(d, 4)
+    assert not due_for_consolidation(root(), 0)
+    f = child(r, BASE, Lesson("x"), "f", outcome=Outcome.FAILURE, successes=9)
+    assert not due_for_consolidation(f, 3)
+    done = child(r, BASE, Skill("x"), "g", successes=9, consolidated=True)
+    assert not due_for_consolidation(done, 3)
+
+
+def test_check_forest_reports_problems():
+    """Integrity check names missing parents, wrong depths and env failures."""
+    r = root()
+    orphan = Node("o", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="zz", depth=2,
+                  patch=())
+    bad_depth = Node("b", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="r", depth=3,
+                     patch=())
+    env_fail = root(Knowledge("scene"), "e", outcome=Outcome.FAILURE, tree=Tree.ENV)
+    problems = check_forest([r, orphan, bad_depth, env_fail])
+    assert any("'zz' is missing" in p for p in problems)
+    assert any(p.startswith("b:") for p in problems)
+    assert any(p.startswith("e:") for p in problems)

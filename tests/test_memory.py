@@ -1,0 +1,190 @@
+"""The facade end to end on SQLite with the trace extractor and the hashing test embedder."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltamem.config import Settings
+from deltamem.core.model import Lesson, Skill
+from deltamem.errors import EmbedderMismatch, NodeNotFound
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+
+from helpers import TEST_SETTINGS, make_episode
+
+LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
+
+
+def test_first_episode_writes_roots_and_recall_finds_them(mem):
+    """Cold start: both trees get a root; recall composes them into the prompt context."""
+    result = mem.learn(make_episode())
+    assert (result.task.action, result.env.action) == ("root", "root")
+    recall = mem.recall("heat the apple", "a kitchen with a fridge, a microwave and a table")
+    assert recall.task.matched and recall.env.matched
+    assert recall.task.experience == Skill("heat the apple",
+                                           ("go to kitchen", "take apple", "heat apple"),
+                                           "You heat apple.")
+    assert "1. go to kitchen" in recall.context and "Scene knowledge" in recall.context
+    assert result.usage.embed_calls == 1 and result.usage.llm_calls == 0
+
+
+def test_repeat_is_dedup_and_variation_is_a_delta(mem):
+    """The same episode again writes nothing; a variation writes the exact residual."""
+    first = mem.learn(make_episode())
+    again = mem.learn(make_episode())
+    assert again.task.action == "dedup" and again.task.node == first.task.node
+    varied = mem.learn(make_episode(actions=LONGER))
+    assert varied.task.action == "delta" and varied.task.parent == first.task.node
+    assert mem.experience(varied.task.node).steps == LONGER
+    assert mem.get(first.task.node).hits == 2
+
+
+def test_failure_is_a_penalised_lesson(mem):
+    """A failed episode under a matched skill is stored as a lesson and rendered as a warning."""
+    mem.learn(make_episode())
+    failed = mem.learn(make_episode(task="heat the apple", actions=("look",), success=False))
+    node = mem.get(failed.task.node)
+    assert node.outcome == "failure"
+    assert mem.experience(node.id) == Lesson("heat the apple", ("look",))
+    recall = mem.recall("heat the apple", "")
+    # The success root wins over the failure: equal similarity, but the failure is penalised.
+    assert recall.task.node.outcome == "success"
+    explained = recall.explain()["task"]["candidates"]
+    assert explained[0]["score"] >= TEST_SETTINGS.tau_task
+
+
+def test_failure_match_renders_warning_not_steps(tmp_path):
+    """When the best match is a lesson, the context warns and does not instruct."""
+    with DeltaMem(SQLiteStore(tmp_path / "f.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(make_episode(task="cool the mug", actions=("look", "go north"), success=False))
+        recall = mem.recall("cool the mug", "")
+        assert recall.task.matched and recall.task.node.outcome == "failure"
+        assert "FAILED" in recall.context and "1. look" not in recall.context
+        assert recall.to_dict()["task"]["skill"] is None
+        assert recall.to_dict()["task"]["lesson"]["failed"] == ["look", "go north"]
+
+
+def test_unrelated_task_does_not_match(mem):
+    """Below the threshold nothing is recalled and no context is produced."""
+    mem.learn(make_episode())
+    recall = mem.recall("water the plant in the greenhouse", "a greenhouse with seeds")
+    assert not recall.task.matched and not recall.env.matched
+    assert recall.context == ""
+    assert recall.task.best is not None and recall.task.best.score < TEST_SETTINGS.tau_task
+
+
+def test_consolidation_after_k_successes(mem):
+    """K successes on a delta compile its chain into a new root with lineage."""
+    root = mem.learn(make_episode()).task.node
+    delta = mem.learn(make_episode(actions=LONGER)).task.node
+    results = [mem.learn(make_episode(actions=LONGER)) for _ in range(3)]
+    consolidated = results[-1].consolidated
+    assert [c.source for c in consolidated if c.tree == "task"] == [delta]
+    new_root = mem.get(consolidated[0].root)
+    assert new_root.is_consolidated_root and new_root.lineage == (root, delta)
+    assert new_root.content == mem.experience(delta)
+    assert mem.get(delta).consolidated
+    # The consolidated root now wins recall over the deep node it came from (shallower tie).
+    assert mem.recall("heat the apple", "").task.node.id == new_root.id
+    assert mem.check() == []
+
+
+def test_manual_consolidate_and_no_double_compilation(tmp_path):
+    """consolidate() compiles what is due exactly once."""
+    settings = Settings(tau_task=0.6, tau_env=0.6, auto_consolidate=False, k_cons=2)
+    with DeltaMem(SQLiteStore(tmp_path / "c.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as mem:
+        mem.learn(make_episode())
+        mem.learn(make_episode(actions=LONGER))
+        for _ in range(2):
+            mem.learn(make_episode(actions=LONGER))
+        assert len([c for c in mem.consolidate() if c.tree == "task"]) == 1
+        assert [c for c in mem.consolidate() if c.tree == "task"] == []
+
+
+def test_max_depth_turns_deltas_into_siblings(tmp_path):
+    """A chain never grows past max_depth."""
+    settings = Settings(tau_task=0.3, tau_env=0.3, max_depth=2, auto_consolidate=False)
+    with DeltaMem(SQLiteStore(tmp_path / "d.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as mem:
+        for i in range(6):
+            mem.learn(make_episode(task=f"heat the apple {'again ' * i}",
+                                   actions=("go to kitchen",) + ("take apple",) * (i + 1)))
+        assert max(n.depth for n in mem.nodes()) == 2
+        assert mem.check() == []
+
+
+def test_every_node_composes_to_the_experience_that_wrote_it(mem):
+    """Exactness: each node's composition equals its episode's extracted experience."""
+    extractor = TraceExtractor()
+    episodes = [make_episode(actions=a) for a in
+                [("a", "b"), ("a", "c", "b"), ("a",), ("a", "b", "d"), ("x", "y")]]
+    episodes.append(make_episode(actions=("a",), success=False))
+    for ep in episodes:
+        result = mem.learn(ep)
+        if result.task.action != "dedup":
+            expected = extractor.skill(ep) if ep.success else extractor.lesson(ep)
+            assert mem.experience(result.task.node) == expected
+        if result.env.action != "dedup":
+            assert mem.experience(result.env.node) == extractor.knowledge(ep)
+
+
+def test_stats_reports_compression(mem):
+    """stored_chars counts roots and patches; flat_chars the full experiences."""
+    for actions in [("a", "b", "c", "d"), ("a", "b", "c", "d", "e"), ("a", "x", "c", "d")]:
+        mem.learn(make_episode(actions=actions))
+    stats = mem.stats()
+    assert stats["episodes"] == 3
+    assert stats["task"]["roots"] == 1 and stats["task"]["deltas"] == 2
+    assert 0 < stats["stored_chars"] < stats["flat_chars"]
+
+
+def test_export_import_round_trip(mem, tmp_path):
+    """An exported memory imported elsewhere recalls and exports identically."""
+    mem.learn(make_episode())
+    mem.learn(make_episode(actions=LONGER))
+    path = tmp_path / "x.jsonl"
+    mem.export(path)
+    with DeltaMem(SQLiteStore(tmp_path / "copy.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as copy:
+        assert copy.import_(path) == {"nodes": 4, "episodes": 2}
+        copy.export(tmp_path / "y.jsonl")
+        assert (tmp_path / "y.jsonl").read_text() == path.read_text()
+        assert copy.recall("heat the apple").to_dict()["task"] == \
+            mem.recall("heat the apple").to_dict()["task"]
+
+
+def test_reopening_with_another_embedder_is_refused(db_path, mem):
+    """Vectors from two embedders never mix in one space."""
+    mem.learn(make_episode())
+    with pytest.raises(EmbedderMismatch, match="hashing-256"):
+        DeltaMem(SQLiteStore(db_path), HashingEmbedder(dim=64), TraceExtractor())
+
+
+def test_delete_and_forget(mem):
+    """delete removes a subtree; forget empties the space; both are audited."""
+    root = mem.learn(make_episode()).task.node
+    child = mem.learn(make_episode(actions=LONGER)).task.node
+    assert sorted(mem.delete(root)) == sorted([root, child])
+    with pytest.raises(NodeNotFound):
+        mem.show(child)
+    assert mem.forget() >= 1
+    assert list(mem.nodes()) == []
+    assert [a["action"] for a in mem.store.audit_log(mem.space)] == ["delete_subtree",
+                                                                     "forget_space"]
+
+
+def test_show_reports_chain_patch_and_counters(mem):
+    """show() returns the CLI contract's fields."""
+    mem.learn(make_episode())
+    node = mem.learn(make_episode(actions=LONGER)).task.node
+    shown = mem.show(node)
+    assert set(shown) >= {"id", "tree", "kind", "outcome", "parent", "chain", "experience",
+                          "patch", "stats"}
+    assert shown["kind"] == "delta" and len(shown["chain"]) == 2
+    assert shown["experience"]["steps"] == list(LONGER)
+    assert shown["patch"] == [{"op": "splice", "field": "steps", "start": 1, "stop": 1,
+                               "items": ["open microwave"]}]

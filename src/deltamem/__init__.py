@@ -1,0 +1,87 @@
+"""deltamem: incremental experience memory for LLM agents via residual trees.
+
+Everyday use::
+
+    from deltamem import DeltaMem, Episode, Step
+
+    with DeltaMem.open("agent.db") as mem:
+        recall = mem.recall(task="heat the apple", env="You are in a kitchen ...")
+        prompt_block = recall.context          # put this in the agent's prompt
+        ...                                    # run the episode
+        mem.learn(Episode(task=..., env=..., steps=(Step("open fridge", "It is open."),),
+                          success=True), recall=recall)
+
+Adapters live in documented submodules: ``deltamem.store.sqlite`` / ``.postgres``,
+``deltamem.embed``, ``deltamem.llm``, ``deltamem.extract``; test doubles in ``deltamem.testing``.
+"""
+
+from deltamem.config import Settings
+from deltamem.core.delta import Patch, Put, SetText, Splice, apply, compose, diff
+from deltamem.core.model import (
+    Episode,
+    Experience,
+    Knowledge,
+    Lesson,
+    Node,
+    NodeKind,
+    Outcome,
+    Skill,
+    Step,
+    Tree,
+)
+from deltamem.errors import (
+    BudgetExceeded,
+    ConfigError,
+    DeltaMemError,
+    EmbedderMismatch,
+    EpisodeError,
+    ExtractionError,
+    NodeNotFound,
+    ProviderError,
+    SchemaError,
+    StoreError,
+)
+from deltamem.memory import DeltaMem
+from deltamem.results import Consolidation, LearnResult, Recall, TreeRecall, TreeWrite
+from deltamem.usage import Usage
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceeded",
+    "ConfigError",
+    "Consolidation",
+    "DeltaMem",
+    "DeltaMemError",
+    "EmbedderMismatch",
+    "Episode",
+    "EpisodeError",
+    "Experience",
+    "ExtractionError",
+    "Knowledge",
+    "LearnResult",
+    "Lesson",
+    "Node",
+    "NodeKind",
+    "NodeNotFound",
+    "Outcome",
+    "Patch",
+    "ProviderError",
+    "Put",
+    "Recall",
+    "SchemaError",
+    "SetText",
+    "Settings",
+    "Skill",
+    "Splice",
+    "Step",
+    "StoreError",
+    "Tree",
+    "TreeRecall",
+    "TreeWrite",
+    "Usage",
+    "__version__",
+    "apply",
+    "compose",
+    "diff",
+]

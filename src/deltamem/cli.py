@@ -96,7 +96,7 @@ def learn(
     parsed = list(read_episodes(file))
     bad = [(line, e) for line, e in parsed if isinstance(e, EpisodeError)]
     for _, error in bad:
-        err.print(f"error: {error}", markup=False, highlight=False)
+        _error(error)
     if strict and bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
     model_llm = _llm_from_flags(llm, base_url, model) if extractor == "llm" else None
@@ -266,12 +266,76 @@ def check(
         raise typer.Exit(1)
 
 
+@app.command()
+def calibrate(
+    file: Annotated[Path, typer.Argument(help="Labelled episodes as JSON Lines.")],
+    task_group: Annotated[str, typer.Option(
+        help="Label of an episode's task: meta.<key> or 'text'.")] = "meta.task_name",
+    env_group: Annotated[str, typer.Option(
+        help="Label of an episode's scene: meta.<key>, 'first-sentence' or 'text'.")
+    ] = "first-sentence",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Choose tau_task and tau_env for an embedder from labelled episodes.
+
+    Episodes with the same label should match each other. For each threshold the top-1 retrieval
+    precision/recall/F1 is computed (each episode queries all the others); the recommendation is
+    the middle of the best-F1 plateau (see deltamem.calibrate). Set the result with
+    DELTAMEM_TAU_TASK / DELTAMEM_TAU_ENV.
+    """
+    from deltamem.calibrate import calibrate_episodes
+    from deltamem.embed import make_embedder
+
+    episodes = [e for _, e in read_episodes(file) if not isinstance(e, EpisodeError)]
+    model = make_embedder(embedder or Settings.from_env().embedder)
+    result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
+                                env_group=_grouper(env_group, "env"))
+    data = result.to_dict()
+    _emit(data, as_json, lambda: _print_calibration(data))
+
+
+def _grouper(spec: str, field: str) -> Callable[[Any], Any]:
+    from deltamem.extract.trace import first_sentence
+
+    if spec.startswith("meta."):
+        key = spec.removeprefix("meta.")
+        return lambda e: e.meta.get(key)
+    if spec == "text":
+        return lambda e: getattr(e, field)
+    if spec == "first-sentence":
+        return lambda e: first_sentence(getattr(e, field), 300)
+    raise ConfigError(f"unknown group {spec!r}; use meta.<key>, 'text' or 'first-sentence'")
+
+
+def _print_calibration(data: dict[str, Any]) -> None:
+    for tree in ("task", "env"):
+        cal = data.get(tree)
+        if not cal:
+            out.print(f"{tree}: not enough labelled episodes")
+            continue
+        out.print(f"{tree}: recommended tau {cal['tau']} (best top-1 F1 {cal['f1']:.3f}; "
+                  f"same-group mean cos {cal['within_mean']:.3f}, other {cal['between_mean']:.3f})")
+        out.print(f"  export DELTAMEM_TAU_{tree.upper()}={cal['tau']}")
+
+
+def _register_subcommands() -> None:
+    # Serving and benchmarking live in their own modules; they register their commands here.
+    from deltamem import cli_bench, cli_serve
+
+    cli_serve.register(app)
+    cli_bench.register(app)
+
+
+_register_subcommands()
+
+
 def main() -> None:
     """Console entry point: run the app, turning library errors into one-line messages."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except DeltaMemError as exc:
-        err.print(f"error: {exc}", markup=False, highlight=False)
+        _error(exc)
         sys.exit(_exit_code(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -282,6 +346,13 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _error(message: object) -> None:
+    """One unwrapped line on stderr (rich would wrap long paths across lines)."""
+    text = " ".join(str(message).split())
+    sys.stderr.write(f"error: {text}\n")
 
 
 def _exit_code(exc: DeltaMemError) -> int:

@@ -9,11 +9,12 @@ from typing import Any
 
 from deltamem.errors import ConfigError
 
-# Calibrated for the default embedder (all-MiniLM-L6-v2) on recorded ScienceWorld episodes with
-# `deltamem calibrate`; see docs/calibration.md. The paper's 0.75 / 0.85 were tuned for e5-base-v2
+# Calibrated for the default embedder (all-MiniLM-L6-v2) on recorded ScienceWorld gold episodes
+# (tests/fixtures/scienceworld_gold.jsonl) with `deltamem calibrate`: the middle of the best
+# top-1 F1 plateau; see docs/calibration.md. The paper's 0.75 / 0.85 were tuned for e5-base-v2
 # used without its prefixes, whose cosines run much higher than MiniLM's.
-DEFAULT_TAU_TASK = 0.75
-DEFAULT_TAU_ENV = 0.85
+DEFAULT_TAU_TASK = 0.52
+DEFAULT_TAU_ENV = 0.86
 
 
 @dataclass(frozen=True, slots=True)

@@ -187,7 +187,7 @@ class DeltaMem:
                 id=episode_id, task=episode.task, env=episode.env, success=episode.success,
                 score=episode.score, steps=episode_to_dict(episode)["steps"], meta=episode.meta,
                 result={t.value: w.to_dict() for t, w in writes.items()},
-                flat_chars=sum(experience_chars(x.experience) for x in extractions.values()),
+                flat_chars=sum(experience_chars(x.flat) for x in extractions.values()),
                 created_at=time.time(),
             ))
         result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage)
@@ -230,12 +230,13 @@ class DeltaMem:
             self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
                             failures=int(not episode.success))
         if placement.action is Action.DEDUP:
-            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note)
+            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note,
+                             experience=extraction.experience)
         node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
                               episode_id)
         self.store.add_node(self.space, node, query if query is not None else self._zero())
         return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
-                         extraction.note)
+                         extraction.note, extraction.experience)
 
     def _placement(self, tree: Tree, key: str, query: Vector | None,
                    experience: Experience) -> tuple[list[Node], Placement]:

@@ -23,7 +23,8 @@ def stats(store: Store, space: str) -> dict[str, Any]:
 
     ``stored_chars`` is what the trees hold (roots' contents plus deltas' patches);
     ``flat_chars`` is what a one-record-per-episode memory would hold for the same episodes
-    (each episode's full extracted experiences). Consolidated roots count as stored.
+    (each episode's own extracted experiences, without knowledge merged in from the matched
+    chain). Consolidated roots count as stored.
     """
     per_tree: dict[str, dict[str, Any]] = {}
     stored = 0

@@ -109,6 +109,7 @@ class TreeWrite:
     parent: str | None
     patch_ops: int = 0
     note: str = ""
+    experience: Experience | None = None  # what the extractor wrote (== the node's composition)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action.value, "node": self.node,

@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from deltamem.core.delta import (
+    Edit,
     PatchError,
     Put,
     SetText,
@@ -27,12 +28,35 @@ skills = st.builds(Skill, activation=text, steps=items, termination=text)
 knowledge = st.builds(Knowledge, trigger=text, facts=items)
 lessons = st.builds(Lesson, situation=text, failed=items, untried=items)
 experiences = st.one_of(skills, knowledge, lessons)
+# Multi-word texts with odd whitespace, so that word-level edits are exercised.
+word = st.sampled_from(["the", "red", "apple", "box", "kitchen", "  ", "\n\t", "to", "go"])
+sentence = st.lists(word, max_size=12).map(" ".join)
+wordy = st.builds(Skill, activation=sentence, steps=st.lists(sentence, max_size=6).map(tuple),
+                  termination=sentence)
 
 
 @given(experiences, experiences)
 def test_apply_diff_roundtrip(a, b):
     """apply(a, diff(a, b)) == b for any two experiences."""
     assert apply(a, diff(a, b)) == b
+
+
+@given(wordy, wordy)
+def test_word_level_edits_roundtrip(a, b):
+    """Word-level edits of texts and items reproduce the target exactly, through JSON too."""
+    patch = diff(a, b)
+    assert apply(a, patch) == b
+    assert apply(a, patch_from_json(patch_to_json(patch))) == b
+
+
+def test_small_text_change_is_an_edit_not_a_restatement():
+    """Changing one word of a long step stores the word, not the step."""
+    long = "move the dove egg to the red box in the kitchen and then wait for two steps"
+    a = Skill("t", ("look around", long))
+    b = Skill("t", ("look around", long.replace("red", "blue")))
+    (op,) = diff(a, b)
+    assert isinstance(op, Edit) and op.index == 1 and op.edits == ((12, 13, "blue"),)  # tokens alternate word, space
+    assert len(patch_to_json((op,))[0]["edits"][0][2]) < len(long)
 
 
 @given(experiences)

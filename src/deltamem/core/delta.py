@@ -3,13 +3,17 @@
 A :class:`Patch` is a short tuple of edit operations that turns one experience into another:
 
 * :class:`SetText`  -- replace a scalar (text) field;
+* :class:`Edit`     -- revise a few words of a scalar field or of one list item (cheaper than
+  restating a long text that changed by a word);
 * :class:`Splice`   -- replace the run ``items[start:stop]`` of a list field by new items
   (an insertion when ``start == stop``, a deletion when no items are given);
 * :class:`Put`      -- replace the whole experience (used only when the two experiences are of
   different types, e.g. a failure lesson recorded under a skill chain).
 
-Splice positions always refer to the *original* list, and splices on one field never overlap, so a
-patch reads like a unified diff and applying it is order-independent. The law this module keeps,
+Positions always refer to the *original* text or list, and the edits of one field never overlap,
+so a patch reads like a unified diff and applying it is order-independent (item edits first, then
+splices). Texts are edited at word granularity: a text is split into alternating runs of
+whitespace and non-whitespace, which join back to exactly the original. The law this module keeps,
 property-tested in ``tests/core/test_delta.py``::
 
     apply(a, diff(a, b)) == b        for any two experiences a and b
@@ -20,6 +24,7 @@ An empty patch means "nothing new": the caller deduplicates instead of writing a
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
@@ -34,6 +39,19 @@ class SetText:
 
     field: str
     value: str
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """Revise the text of scalar ``field`` (``index`` None) or of ``field[index]``.
+
+    ``edits`` are ``(start, stop, text)`` triples over the original text's word tokens: tokens
+    ``start:stop`` are replaced by ``text``.
+    """
+
+    field: str
+    index: int | None
+    edits: tuple[tuple[int, int, str], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +71,7 @@ class Put:
     value: Experience
 
 
-Op: TypeAlias = SetText | Splice | Put
+Op: TypeAlias = SetText | Edit | Splice | Put
 Patch: TypeAlias = tuple[Op, ...]
 
 
@@ -73,37 +91,89 @@ def diff(old: Experience, new: Experience) -> Patch:
         return (Put(new),)
     ops: list[Op] = []
     for name in old.SCALARS:
-        if getattr(old, name) != getattr(new, name):
-            ops.append(SetText(name, getattr(new, name)))
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            edit = _edit(name, None, before, after)
+            ops.append(edit if edit is not None else SetText(name, after))
     for name in old.LISTS:
         ops.extend(_diff_list(name, getattr(old, name), getattr(new, name)))
     return tuple(ops)
 
 
-def _diff_list(name: str, a: Sequence[str], b: Sequence[str]) -> Iterable[Splice]:
+def _diff_list(name: str, a: Sequence[str], b: Sequence[str]) -> Iterable[Edit | Splice]:
     if a == b:
         return
     matcher = SequenceMatcher(a=a, b=b, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag != "equal":
+        if tag == "equal":
+            continue
+        if tag == "replace" and i2 - i1 == j2 - j1:
+            # Item for item: revise the items that changed by a few words, restate the others.
+            for k in range(i2 - i1):
+                edit = _edit(name, i1 + k, a[i1 + k], b[j1 + k])
+                yield edit if edit is not None else Splice(name, i1 + k, i1 + k + 1, (b[j1 + k],))
+        else:
             yield Splice(name, i1, i2, tuple(b[j1:j2]))
+
+
+_TOKEN = re.compile(r"\s+|\S+")
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKEN.findall(text)
+
+
+def _edit(name: str, index: int | None, before: str, after: str) -> Edit | None:
+    """A word-level edit from ``before`` to ``after``, or None when restating is cheaper."""
+    a, b = _tokens(before), _tokens(after)
+    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
+    edits = tuple(
+        (i1, i2, "".join(b[j1:j2]))
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        if tag != "equal"
+    )
+    cost = sum(len(text) + 8 for _, _, text in edits)
+    return Edit(name, index, edits) if cost < len(after) * 0.6 else None
+
+
+def apply_text_edits(text: str, edits: tuple[tuple[int, int, str], ...]) -> str:
+    """Apply word-level ``(start, stop, text)`` edits (original token positions) to ``text``."""
+    tokens = _tokens(text)
+    last_start = len(tokens) + 1
+    for start, stop, replacement in sorted(edits, reverse=True):
+        if not 0 <= start <= stop <= len(tokens) or stop > last_start:
+            raise PatchError(f"text edit [{start}:{stop}] does not fit {len(tokens)} tokens")
+        tokens[start:stop] = [replacement]
+        last_start = start
+    return "".join(tokens)
 
 
 def apply(exp: Experience, patch: Patch) -> Experience:
     """Apply ``patch`` to ``exp``; raises :class:`PatchError` if it does not fit."""
     result = exp
     splices: dict[str, list[Splice]] = {}
+    item_edits: dict[str, list[Edit]] = {}
     for op in patch:
         if isinstance(op, Put):
             result = op.value
-        elif isinstance(op, SetText):
+        elif isinstance(op, SetText) or (isinstance(op, Edit) and op.index is None):
             if op.field not in result.SCALARS:
                 raise PatchError(f"{result.TYPE} has no text field {op.field!r}")
-            result = replace(result, **{op.field: op.value})
+            value = op.value if isinstance(op, SetText) else apply_text_edits(
+                getattr(result, op.field), op.edits)
+            result = replace(result, **{op.field: value})
         else:
             if op.field not in result.LISTS:
                 raise PatchError(f"{result.TYPE} has no list field {op.field!r}")
-            splices.setdefault(op.field, []).append(op)
+            target = item_edits if isinstance(op, Edit) else splices
+            target.setdefault(op.field, []).append(op)  # type: ignore[arg-type]
+    for name, edits in item_edits.items():
+        items = list(getattr(result, name))
+        for edit in edits:
+            if edit.index is None or not 0 <= edit.index < len(items):
+                raise PatchError(f"edit of {name}[{edit.index}] does not fit {len(items)} items")
+            items[edit.index] = apply_text_edits(items[edit.index], edit.edits)
+        result = replace(result, **{name: tuple(items)})
     for name, runs in splices.items():
         result = replace(result, **{name: _splice(getattr(result, name), runs)})
     return result
@@ -139,6 +209,9 @@ def patch_to_json(patch: Patch) -> list[dict[str, Any]]:
             out.append({"op": "put", "value": experience_to_dict(op.value)})
         elif isinstance(op, SetText):
             out.append({"op": "set", "field": op.field, "value": op.value})
+        elif isinstance(op, Edit):
+            out.append({"op": "edit", "field": op.field, "index": op.index,
+                        "edits": [list(e) for e in op.edits]})
         else:
             out.append(
                 {"op": "splice", "field": op.field, "start": op.start, "stop": op.stop,
@@ -159,6 +232,10 @@ def patch_from_json(data: list[dict[str, Any]]) -> Patch:
                 ops.append(Put(experience_from_dict(raw["value"])))
             elif kind == "set":
                 ops.append(SetText(str(raw["field"]), _str(raw["value"])))
+            elif kind == "edit":
+                index = raw.get("index")
+                ops.append(Edit(str(raw["field"]), None if index is None else int(index),
+                                tuple((int(a), int(b), _str(t)) for a, b, t in raw["edits"])))
             elif kind == "splice":
                 ops.append(Splice(str(raw["field"]), int(raw["start"]), int(raw["stop"]),
                                   tuple(_str(x) for x in raw.get("items", []))))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from enum import StrEnum
 
-from deltamem.core.delta import Patch, Put, SetText, Splice
+from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, apply_text_edits
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, Outcome, Skill
 from deltamem.core.tree import compose_chain, success_prefix
 
@@ -66,17 +66,36 @@ def render_experience(exp: Experience) -> str:
     return render_knowledge(exp)
 
 
-def render_patch(patch: Patch) -> str:
-    """A patch as short human-readable edit lines (positions are 1-based)."""
+def render_patch(patch: Patch, base: Experience) -> str:
+    """A patch as short human-readable edit lines (positions are 1-based).
+
+    ``base`` is the experience the patch applies to; word-level edits are shown as the revised
+    text, which needs it.
+    """
     lines: list[str] = []
+    revised = apply(base, patch)
     for op in patch:
-        if isinstance(op, Put):
+        if isinstance(op, Edit):
+            if op.index is None:
+                lines.append(f"Revise {op.field}: {getattr(revised, op.field)}")
+            else:
+                lines.append(f"Revise {op.field} {op.index + 1}: "
+                             f"{getattr(base, op.field)[op.index]} -> "
+                             f"{apply_text_edits(getattr(base, op.field)[op.index], op.edits)}")
+        elif isinstance(op, Put):
             lines.append("Replace everything with:\n" + render_experience(op.value))
         elif isinstance(op, SetText):
             lines.append(f"Set {op.field}: {op.value}")
         else:
             lines.append(_render_splice(op))
     return "\n".join(lines)
+
+
+def _item_after(base: Experience, patch: Patch, op: Edit) -> str:
+    from deltamem.core.delta import _apply_edits
+
+    assert op.index is not None
+    return _apply_edits(getattr(base, op.field)[op.index], op.edits)
 
 
 def _render_splice(op: Splice) -> str:
@@ -108,9 +127,11 @@ def render_chain(chain: Sequence[Node], style: Style = Style.COMPOSED) -> str:
 
 def _render_patches(chain: Sequence[Node]) -> str:
     assert chain[0].content is not None
-    blocks = [f"[Base] {_status(chain[0])}\n{render_experience(chain[0].content)}"]
+    composed = chain[0].content
+    blocks = [f"[Base] {_status(chain[0])}\n{render_experience(composed)}"]
     for i, node in enumerate(chain[1:], 1):
-        blocks.append(f"[Patch {i}] {_status(node)}\n{render_patch(node.patch)}")
+        blocks.append(f"[Patch {i}] {_status(node)}\n{render_patch(node.patch, composed)}")
+        composed = apply(composed, node.patch)
     return "\n\n".join(blocks)
 
 

@@ -29,4 +29,5 @@ def l2_normalise(x: Vectors) -> Vectors:
     """Row-wise L2 normalisation; zero rows stay zero."""
     norms = np.linalg.norm(x, axis=1, keepdims=True)
     norms[norms == 0.0] = 1.0
-    return (x / norms).astype(np.float32, copy=False)
+    out: Vectors = (x / norms).astype(np.float32, copy=False)
+    return out

@@ -36,6 +36,13 @@ class Extraction:
     experience: Experience
     usage: Usage = field(default_factory=Usage)
     note: str = ""
+    # What the episode alone yields, when that differs from ``experience`` (e.g. knowledge merged
+    # into a known scene): a flat one-record-per-episode memory would store this instead.
+    standalone: Experience | None = None
+
+    @property
+    def flat(self) -> Experience:
+        return self.standalone if self.standalone is not None else self.experience
 
 
 @runtime_checkable

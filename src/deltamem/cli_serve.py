@@ -1,0 +1,243 @@
+"""CLI commands for serving and curating a memory: serve, mcp, view, keys, skills, delete, forget.
+
+The main CLI adds them with ``register(app)``. Options mirror ``deltamem.cli`` (``--db``,
+``--space``, ``--embedder``, ``--json``); library errors propagate to the main CLI's handler,
+which prints one line and exits with its code.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from deltamem.config import Settings
+from deltamem.memory import DeltaMem
+
+DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
+                                    help="SQLite path, sqlite:PATH or postgresql://... URL.")]
+SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
+                                       help="Namespace inside the database.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
+                                              help="minilm (default), static, st:<model>.")]
+DEFAULT_DB = "deltamem.db"
+
+
+def open_memory(db: str, space: str, embedder: str | None) -> DeltaMem:
+    """Open the memory a command works on (tests replace this to use a test embedder)."""
+    return DeltaMem.open(db, space=space, embedder=embedder, settings=Settings.from_env())
+
+
+def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+    else:
+        human()
+
+
+def serve(
+    db: DbOpt = DEFAULT_DB,
+    host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] =
+    "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
+    embedder: EmbedOpt = None,
+    extractor: Annotated[str, typer.Option(help="trace (no model) or llm.")] = "trace",
+    no_keys: Annotated[bool, typer.Option(
+        "--no-keys", help="Serve without API keys (only behind your own auth).")] = False,
+    max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 1_000_000,
+) -> None:
+    """Serve the memory over REST (OpenAPI docs at /docs); every space of DB is reachable."""
+    import uvicorn
+
+    from deltamem.server.rest import create_app
+
+    app = create_app(db, embedder=embedder, extractor=extractor, require_keys=not no_keys,
+                     max_body_bytes=max_body)
+    _log_requests_to_stderr()
+    # uvicorn's own access log is off: ours is structured and leaves query strings out.
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+
+
+def _log_requests_to_stderr() -> None:
+    import logging
+
+    logger = logging.getLogger("deltamem.server")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+
+
+def mcp(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
+    host: Annotated[str, typer.Option(help="Interface for --transport http.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port for --transport http.")] = 8765,
+) -> None:
+    """Serve one space as an MCP server (tools: recall, learn, show, consolidate, stats)."""
+    from deltamem.errors import ConfigError
+    from deltamem.server.mcp import run_server
+
+    if transport not in ("stdio", "http"):
+        raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
+    with open_memory(db, space, embedder) as mem:
+        run_server(mem, transport="stdio" if transport == "stdio" else "http", host=host,
+                   port=port)
+
+
+def view(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    out: Annotated[Path, typer.Option("--out", help="HTML file to write.")] = Path("tree.html"),
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write both trees as one self-contained HTML page (open it in any browser)."""
+    from deltamem.server.viewer import render_viewer
+
+    with open_memory(db, space, embedder) as mem:
+        page = render_viewer(mem)
+    out.write_text(page, encoding="utf-8")
+    _emit({"file": str(out), "bytes": len(page.encode())}, as_json,
+          lambda: typer.echo(f"wrote {out}"))
+
+
+def delete(
+    node_id: Annotated[str, typer.Argument(help="Node id; its whole subtree goes with it.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete a node and its subtree, in one transaction."""
+    with open_memory(db, space, embedder) as mem:
+        deleted = mem.delete(node_id)
+    _emit({"deleted": deleted}, as_json, lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
+
+
+def forget(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm: delete the whole space.")] = False,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete every node and episode of the space (asks for --yes)."""
+    if not yes:
+        typer.echo(f"refusing to forget space {space!r} without --yes", err=True)
+        raise typer.Exit(1)
+    with open_memory(db, space, embedder) as mem:
+        count = mem.forget()
+    _emit({"space": space, "deleted_nodes": count}, as_json,
+          lambda: typer.echo(f"forgot {count} node(s) of space {space!r}"))
+
+
+keys_app = typer.Typer(no_args_is_help=True, help="API keys of the REST server.")
+
+
+@keys_app.command("create")
+def keys_create(
+    db: DbOpt = DEFAULT_DB,
+    space: Annotated[list[str] | None, typer.Option(
+        "--space", help="A space the key may use (repeat; '*' for all).")] = None,
+    name: Annotated[str, typer.Option(help="A label, e.g. the agent's name.")] = "",
+    as_json: JsonOpt = False,
+) -> None:
+    """Create a key; it is printed once and never again."""
+    from deltamem.server.keys import open_keys
+
+    store = open_keys(db)
+    try:
+        record, secret = store.create(space or ["default"], name=name)
+    finally:
+        store.close()
+    _emit({**record.to_dict(), "key": secret}, as_json, lambda: typer.echo(
+        f"{secret}\n(key id {record.id}, spaces {', '.join(record.spaces)}; "
+        "store it now: it is not shown again)"))
+
+
+@keys_app.command("list")
+def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+    """List keys (ids, names, spaces; never the secrets)."""
+    from deltamem.server.keys import open_keys
+
+    store = open_keys(db)
+    try:
+        rows = [k.to_dict() for k in store.list()]
+    finally:
+        store.close()
+    _emit({"keys": rows}, as_json, lambda: typer.echo("\n".join(
+        f"{r['id']}  {'active ' if r['active'] else 'revoked'}  {','.join(r['spaces'])}  "
+        f"{r['name']}" for r in rows) or "no keys"))
+
+
+@keys_app.command("revoke")
+def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the secret).")],
+                db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
+    """Revoke a key by id; requests with it get 401 from then on."""
+    from deltamem.server.keys import open_keys
+
+    store = open_keys(db)
+    try:
+        done = store.revoke(key_id)
+    finally:
+        store.close()
+    _emit({"id": key_id, "revoked": done}, as_json,
+          lambda: typer.echo(f"revoked {key_id}" if done else f"no active key {key_id}"))
+    if not done:
+        raise typer.Exit(4)
+
+
+skills_app = typer.Typer(no_args_is_help=True, help="Skills as SKILL.md folders.")
+
+
+@skills_app.command("export")
+def skills_export(
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write skill folders into.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Export skill roots as <dir>/<slug>/SKILL.md and knowledge as <dir>/knowledge/*.md."""
+    from deltamem.skills import export_skills
+
+    with open_memory(db, space, embedder) as mem:
+        written = export_skills(mem, out_dir)
+    _emit(written, as_json, lambda: typer.echo(
+        f"wrote {len(written['skills'])} skill(s) and {len(written['knowledge'])} knowledge "
+        f"file(s) to {out_dir}"))
+
+
+@skills_app.command("import")
+def skills_import(
+    src: Annotated[Path, typer.Argument(help="A folder of skill folders, or one SKILL.md.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Import SKILL.md files as task-tree roots, in one transaction (duplicates skipped)."""
+    from deltamem.skills import import_skills
+
+    with open_memory(db, space, embedder) as mem:
+        done = import_skills(mem, src)
+    _emit(done, as_json, lambda: typer.echo(
+        f"imported {len(done['imported'])} skill(s), skipped {len(done['skipped'])} duplicate(s)"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add serve, mcp, view, delete, forget and the keys/skills groups to the main CLI."""
+    for command in (serve, mcp, view, delete, forget):
+        app.command()(command)
+    app.add_typer(keys_app, name="keys")
+    app.add_typer(skills_app, name="skills")

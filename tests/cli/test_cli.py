@@ -1,0 +1,144 @@
+"""The CLI's contract: JSON shapes, exit codes and error lines (run as a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from helpers import make_episode
+
+from deltamem.episodes import episode_to_dict
+
+ENV = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
+       "DELTAMEM_TAU_ENV": "0.6"}
+
+
+def run(*args, check=True):
+    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", *map(str, args)],
+                          capture_output=True, text=True, env=ENV, timeout=120)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def write_jsonl(path, episodes):
+    path.write_text("".join(json.dumps(episode_to_dict(e)) + "\n" for e in episodes))
+    return path
+
+
+@pytest.fixture
+def learned(tmp_path):
+    db = tmp_path / "m.db"
+    eps = write_jsonl(tmp_path / "e.jsonl", [
+        make_episode(),
+        make_episode(),
+        make_episode(actions=("go to kitchen", "open microwave", "take apple", "heat apple")),
+    ])
+    out = json.loads(run("learn", eps, "--db", db, "--extractor", "trace", "--json").stdout)
+    return db, out
+
+
+def test_learn_contract(learned):
+    """learn --json reports root, dedup and delta per tree with node and parent ids."""
+    _, out = learned
+    assert out["episodes"] == 3
+    actions = [(r["index"], r["task"]["action"]) for r in out["results"]]
+    assert actions == [(0, "root"), (1, "dedup"), (2, "delta")]
+    root = out["results"][0]["task"]["node"]
+    assert out["results"][1]["task"] == {"action": "dedup", "node": root, "parent": None}
+    assert out["results"][2]["task"]["parent"] == root
+    assert set(out["results"][0]["env"]) >= {"action", "node", "parent"}
+    assert out["usage"]["embed_calls"] >= 3
+
+
+def test_recall_contract(learned):
+    """recall --json returns both trees' match, chain, experience and the context."""
+    db, _ = learned
+    out = json.loads(run("recall", "--db", db, "--task", "heat the apple", "--env",
+                         "a kitchen with a fridge, a microwave and a table", "--json").stdout)
+    task = out["task"]
+    assert task["matched"] is True and isinstance(task["score"], float)
+    assert set(task["chain"][0]) == {"id", "kind", "outcome", "similarity", "score"}
+    assert task["skill"]["steps"] == ["go to kitchen", "take apple", "heat apple"]
+    assert set(task["skill"]) == {"activation", "steps", "termination"}
+    assert out["env"]["matched"] and set(out["env"]["knowledge"]) == {"trigger", "facts"}
+    assert "go to kitchen" in out["context"]
+    miss = json.loads(run("recall", "--db", db, "--task", "unrelated zebra quest",
+                          "--json").stdout)
+    assert miss["task"] == {"matched": False, "node": None, "score": None, "chain": [],
+                            "skill": None}
+
+
+def test_show_and_stats_contract(learned):
+    """show and stats print the documented fields."""
+    db, out = learned
+    delta = out["results"][2]["task"]["node"]
+    shown = json.loads(run("show", delta, "--db", db, "--json").stdout)
+    assert shown["kind"] == "delta" and shown["chain"][-1] == delta
+    assert shown["experience"]["steps"][1] == "open microwave"
+    assert shown["patch"][0]["op"] == "splice"
+    assert set(shown["stats"]) >= {"hits", "successes", "failures"}
+    stats = json.loads(run("stats", "--db", db, "--json").stdout)
+    for tree in ("task", "env"):
+        assert set(stats[tree]) >= {"nodes", "roots", "deltas", "failures", "max_depth"}
+    assert stats["episodes"] == 3
+    assert 0 < stats["stored_chars"] < stats["flat_chars"]
+
+
+def test_export_import_consolidate_check(learned, tmp_path):
+    """export/import round-trip through the CLI; consolidate and check succeed."""
+    db, _ = learned
+    run("export", tmp_path / "x.jsonl", "--db", db)
+    copy = tmp_path / "copy.db"
+    counts = json.loads(run("import", tmp_path / "x.jsonl", "--db", copy, "--json").stdout)
+    assert counts == {"nodes": 5, "episodes": 3} or counts["episodes"] == 3
+    assert json.loads(run("consolidate", "--db", db, "--json").stdout) == {"consolidated": []}
+    assert json.loads(run("check", "--db", copy, "--json").stdout) == {"ok": True,
+                                                                        "problems": []}
+
+
+def test_bad_lines_are_reported_and_skipped(tmp_path):
+    """A malformed line names file, line and field; the good lines are still learned."""
+    eps = tmp_path / "bad.jsonl"
+    good = json.dumps(episode_to_dict(make_episode()))
+    eps.write_text(good + "\n{not json\n" + json.dumps({"task": "x", "success": "yes"}) + "\n"
+                   + json.dumps({"task": "x", "success": True, "steps": [{"observation": "o"}]})
+                   + "\n")
+    proc = run("learn", eps, "--db", tmp_path / "m.db", "--json", check=False)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 3
+    assert f"{eps}:2: invalid JSON" in lines[0]
+    assert f"{eps}:3:" in lines[1] and "'success'" in lines[1]
+    assert f"{eps}:4:" in lines[2] and "steps[0].action" in lines[2]
+    out = json.loads(proc.stdout)
+    assert out["episodes"] == 1 and [e["line"] for e in out["errors"]] == [2, 3, 4]
+
+
+def test_strict_learns_nothing_on_bad_input(tmp_path):
+    """--strict refuses the whole file when any line is bad."""
+    eps = tmp_path / "bad.jsonl"
+    eps.write_text(json.dumps(episode_to_dict(make_episode())) + "\n[]\n")
+    proc = run("learn", eps, "--db", tmp_path / "m.db", "--strict", check=False)
+    assert proc.returncode == 2 and "must be a JSON object" in proc.stderr
+    stats = json.loads(run("stats", "--db", tmp_path / "m.db", "--json").stdout)
+    assert stats["episodes"] == 0
+
+
+def test_unreadable_file_and_missing_node(tmp_path):
+    """Missing files and unknown nodes give one-line errors and distinct exit codes."""
+    proc = run("learn", tmp_path / "nope.jsonl", "--db", tmp_path / "m.db", check=False)
+    assert proc.returncode == 2 and "nope.jsonl" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = run("show", "t-missing", "--db", tmp_path / "m.db", check=False)
+    assert proc.returncode == 4 and "no node 't-missing'" in proc.stderr
+
+
+def test_embedder_mismatch_is_a_clear_error(learned):
+    """Reopening a space with another embedder fails with a fix in the message."""
+    db, _ = learned
+    proc = run("stats", "--db", db, "--embedder", "hashing:64", check=False)
+    assert proc.returncode == 5 and "open it with embedder='hashing-256'" in proc.stderr

@@ -1,0 +1,257 @@
+"""Real text environments: ScienceWorld, generated ALFWorld games, TextWorldExpress, make_env."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from deltamem.errors import ConfigError
+from deltamem.harness.envs import ENV_NAMES, Environment, EpisodeSpec, make_env
+from deltamem.harness.envs.alfworld import split_task
+from deltamem.harness.envs.base import EnvError, Transition
+
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "scienceworld_gold.jsonl"
+ALFWORLD_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place",
+                  "pick_cool_then_place", "look_at_obj", "pick_two_obj")
+
+
+def play(env: Environment, actions: list[str]) -> Transition:
+    """Play ``actions`` until the episode ends; return the last transition."""
+    last = None
+    for action in actions:
+        last = env.step(action)
+        if last.done:
+            break
+    assert last is not None
+    return last
+
+
+# -- make_env -------------------------------------------------------------------------------
+
+def test_make_env_rejects_unknown_names() -> None:
+    """Unknown names, the official ALFWorld and unknown TWX games raise ConfigError."""
+    for name in ("nosuchenv", "alfworld", "twx-nosuchgame", "twx-"):
+        with pytest.raises(ConfigError, match="unknown environment"):
+            make_env(name)
+
+
+def test_env_names_list_every_family() -> None:
+    """The registry names ScienceWorld, generated ALFWorld and the TWX games."""
+    assert {"scienceworld", "alfworld-generated", "twx-cookingworld", "twx-coin"} <= set(
+        ENV_NAMES)
+
+
+def test_split_task_follows_the_spec() -> None:
+    """ALFWorld text is split on "Your task is to:"; without it env is empty (spec §2.1)."""
+    scene, task = split_task("You are in a room.\n\nYour task is to: put a mug in sink.")
+    assert (scene, task) == ("You are in a room.", "Your task is to: put a mug in sink.")
+    assert split_task("no marker here") == ("", "no marker here")
+
+
+# -- the recorded fixture -------------------------------------------------------------------
+
+def test_scienceworld_fixture_is_well_formed() -> None:
+    """The gold fixture has winning episodes, >= 3 variations per task, train and test."""
+    episodes = [json.loads(line) for line in FIXTURE.read_text().splitlines() if line]
+    by_task: dict[str, set[tuple[str, int]]] = defaultdict(set)
+    for ep in episodes:
+        assert ep["success"] is True and ep["score"] == 1.0
+        assert ep["task"].startswith("Task Description:") and ep["env"]
+        assert ep["steps"] and all(s["action"] and "observation" in s for s in ep["steps"])
+        by_task[ep["meta"]["task_name"]].add((ep["meta"]["split"], ep["meta"]["variation"]))
+    assert len(by_task) >= 4
+    for variations in by_task.values():
+        assert len(variations) >= 3
+        assert {split for split, _ in variations} == {"train", "test"}
+
+
+# -- ScienceWorld ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sciworld():
+    """One ScienceWorld adapter (and JVM) for the module."""
+    pytest.importorskip("scienceworld")
+    env = make_env("scienceworld", gold_paths=True, max_steps=30)
+    yield env
+    env.close()
+
+
+@pytest.mark.envs
+def test_scienceworld_gold_path_reaches_score_one(sciworld) -> None:
+    """find-living-thing's gold path ends the episode with score 1 and a win."""
+    variation = sciworld.variations("find-living-thing", "train")[0]
+    sciworld.load(EpisodeSpec("find-living-thing", variation, "train"))
+    start = sciworld.reset()
+    assert start.task.startswith("Task Description:")
+    assert "living thing" in start.task
+    assert start.scene == start.observation and start.scene.startswith("This ")
+    last = play(sciworld, sciworld.gold_actions())
+    assert (last.won, last.done, last.score) == (True, True, 1.0)
+
+
+@pytest.mark.envs
+def test_scienceworld_failure_and_step_budget(sciworld) -> None:
+    """A wrong focus loses with score 0; the step budget ends an episode; then step raises."""
+    sciworld.load(EpisodeSpec("find-living-thing", 1, "train"))
+    sciworld.reset()
+    lost = sciworld.step("focus on air")
+    assert (lost.done, lost.won, lost.score) == (True, False, 0.0)
+    with pytest.raises(EnvError):
+        sciworld.step("look around")
+    short = make_env("scienceworld", max_steps=2)
+    try:
+        short.load(EpisodeSpec("find-living-thing", 1, "train"))
+        short.reset()
+        first, second = short.step("look around"), short.step("look around")
+        assert not first.done and second.done and not second.won
+    finally:
+        short.close()
+
+
+@pytest.mark.envs
+def test_scienceworld_adapters_share_one_jvm_safely(sciworld) -> None:
+    """An adapter whose episode another adapter replaced refuses to step instead of misplaying."""
+    from deltamem.harness.envs import scienceworld as sw
+
+    sciworld.load(EpisodeSpec("find-plant", 0, "train"))
+    sciworld.reset()
+    jvm = sw._shared_server()
+    other = make_env("scienceworld")
+    try:
+        other.load(EpisodeSpec("find-plant", 1, "train"))
+        assert sw._shared_server() is jvm
+        with pytest.raises(EnvError, match="another"):
+            sciworld.step("look around")
+    finally:
+        other.close()
+
+
+@pytest.mark.envs
+def test_scienceworld_splits_are_disjoint_and_checked(sciworld) -> None:
+    """Train/dev/test variations do not overlap; loading a test variation as train fails."""
+    splits = {s: set(sciworld.variations("find-plant", s)) for s in ("train", "dev", "test")}
+    assert all(splits.values())
+    assert not (splits["train"] & splits["test"]) and not (splits["train"] & splits["dev"])
+    with pytest.raises(ConfigError):
+        sciworld.load(EpisodeSpec("find-plant", min(splits["test"]), "train"))
+    with pytest.raises(ConfigError):
+        sciworld.variations("no-such-task", "train")
+
+
+@pytest.mark.envs
+def test_scienceworld_episode_stream(sciworld) -> None:
+    """episode_specs yields the first variations of each requested task from one split."""
+    from deltamem.harness.envs.scienceworld import episode_specs
+
+    specs = list(episode_specs(sciworld, "test", tasks=["find-plant", "melt"], per_task=2))
+    assert [s.task_name for s in specs] == ["find-plant", "find-plant", "melt", "melt"]
+    assert all(s.split == "test" for s in specs)
+    assert [s.variation for s in specs[:2]] == sciworld.variations("find-plant", "test")[:2]
+
+
+# -- generated ALFWorld games ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def alfworld_env(tmp_path_factory):
+    """A generated-ALFWorld adapter writing games into a temporary cache."""
+    pytest.importorskip("alfworld")
+    env = make_env("alfworld-generated", cache_dir=tmp_path_factory.mktemp("alfgen"))
+    yield env
+    env.close()
+
+
+@pytest.mark.envs
+@pytest.mark.parametrize("task_type", ALFWORLD_TYPES)
+def test_alfworld_generated_plan_wins(alfworld_env, task_type: str) -> None:
+    """For every task type the planner's plan wins the generated game."""
+    alfworld_env.load(EpisodeSpec(task_type, 7, "seen"))
+    start = alfworld_env.reset()
+    assert start.task.startswith("Your task is to:")
+    assert start.scene.startswith("You are in the middle of a room.")
+    assert "Welcome to TextWorld" not in start.observation
+    assert start.admissible and "look" in start.admissible
+    gold = alfworld_env.gold_actions()
+    assert gold and len(gold) <= alfworld_env.max_steps
+    last = play(alfworld_env, gold)
+    assert (last.won, last.done, last.score) == (True, True, 1.0)
+
+
+@pytest.mark.envs
+def test_alfworld_same_seed_same_game(tmp_path: Path) -> None:
+    """A seed always produces the same game file; another seed or split produces another."""
+    pytest.importorskip("alfworld")
+    from deltamem.harness.envs.alfworld_gen import floor_plans, generate_game
+
+    first = generate_game(3, "pick_heat_then_place", "unseen", tmp_path / "a")
+    again = generate_game(3, "pick_heat_then_place", "unseen", tmp_path / "b")
+    other = generate_game(4, "pick_heat_then_place", "unseen", tmp_path / "a")
+    seen = generate_game(3, "pick_heat_then_place", "seen", tmp_path / "a")
+    assert first.read_bytes() == again.read_bytes()
+    assert len({first.read_bytes(), other.read_bytes(), seen.read_bytes()}) == 3
+    plans = json.loads(seen.read_text())["deltamem"]["floor_plan"]
+    assert plans in floor_plans("seen", "pick_heat_then_place")
+    for kind in ALFWORLD_TYPES:
+        assert not set(floor_plans("seen", kind)) & set(floor_plans("unseen", kind))
+
+
+@pytest.mark.envs
+def test_alfworld_invalid_action_and_budget(tmp_path: Path) -> None:
+    """Unknown commands answer "Nothing happens."; max_steps ends the episode unwon."""
+    pytest.importorskip("alfworld")
+    env = make_env("alfworld-generated", cache_dir=tmp_path, max_steps=2)
+    try:
+        env.load(EpisodeSpec("pick_and_place", 1, "unseen"))
+        env.reset()
+        first = env.step("fly to the moon")
+        assert first.observation == "Nothing happens." and not first.done
+        second = env.step("look")
+        assert second.done and not second.won
+        with pytest.raises(EnvError):
+            env.step("look")
+    finally:
+        env.close()
+
+
+def test_alfworld_rejects_unknown_task_type(tmp_path: Path) -> None:
+    """Unknown task types and splits are configuration errors."""
+    pytest.importorskip("alfworld")
+    from deltamem.harness.envs.alfworld_gen import generate_game
+
+    with pytest.raises(ConfigError):
+        generate_game(0, "pick_and_juggle", "seen", tmp_path)
+    with pytest.raises(ConfigError):
+        generate_game(0, "pick_and_place", "valid", tmp_path)
+
+
+def test_alfworld_episode_stream_cycles_task_types() -> None:
+    """The ALFWorld stream cycles task types with consecutive seeds; bad names are refused."""
+    from deltamem.harness.envs.alfworld import episode_specs
+
+    specs = list(episode_specs("unseen", 4, task_types=["look_at_obj", "pick_two_obj"], start=10))
+    kinds = ["look_at_obj", "pick_two_obj"] * 2
+    assert specs == [EpisodeSpec(k, 10 + i, "unseen") for i, k in enumerate(kinds)]
+    with pytest.raises(ConfigError):
+        list(episode_specs("seen", 1, task_types=["pick_and_juggle"]))
+
+
+# -- TextWorldExpress -----------------------------------------------------------------------
+
+@pytest.mark.envs
+@pytest.mark.parametrize("game", ["cookingworld", "coin"])
+def test_twx_gold_path_wins(game: str) -> None:
+    """The TWX gold path wins cookingworld and coin on a test-fold seed."""
+    pytest.importorskip("textworld_express")
+    env = make_env(f"twx-{game}", max_steps=60)
+    try:
+        seed = env.seeds("test")[0]
+        assert seed not in set(env.seeds("train"))
+        env.load(EpisodeSpec(game, seed, "test"))
+        start = env.reset()
+        assert start.task and start.scene == start.observation and start.admissible
+        last = play(env, env.gold_actions())
+        assert (last.won, last.done, last.score) == (True, True, 1.0)
+    finally:
+        env.close()

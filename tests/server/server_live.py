@@ -1,0 +1,65 @@
+"""A real uvicorn server on a random loopback port, in a thread (shared by server tests)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from deltamem.server.keys import KeyStore
+
+
+@dataclass
+class LiveServer:
+    """A running server: its base URL, database and API keys."""
+
+    url: str
+    db: Path
+    key_a: str  # scoped to space "a"
+    key_all: str  # scoped to "*"
+
+    def client(self, key: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
+
+
+class ServerThread:
+    """uvicorn serving an app on an already bound socket, in a background thread."""
+
+    def __init__(self, app: object):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")  # type: ignore[arg-type]
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
+                                       daemon=True)
+
+    def __enter__(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        self.sock.close()
+
+
+def make_keys(db: Path) -> tuple[str, str]:
+    """Create a key for space "a" and one for every space."""
+    keys = KeyStore(db)
+    try:
+        return keys.create(["a"], name="agent-a")[1], keys.create(["*"], name="admin")[1]
+    finally:
+        keys.close()

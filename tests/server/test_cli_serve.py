@@ -1,0 +1,104 @@
+"""The serving CLI commands (keys, view, skills, delete, forget) through ``register(app)``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from deltamem import cli_serve
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+from helpers import TEST_SETTINGS, make_episode
+
+runner = CliRunner()
+TASKS = [("heat the apple", ("go to kitchen", "take apple", "heat apple")),
+         ("cool the milk", ("go to fridge", "cool milk", "put milk"))]
+
+
+@pytest.fixture
+def app(monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
+    """A Typer app with the serving commands, opening memories with the hashing test embedder."""
+
+    def open_memory(db: str, space: str, embedder: str | None) -> DeltaMem:
+        return DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space,
+                        settings=TEST_SETTINGS)
+
+    monkeypatch.setattr(cli_serve, "open_memory", open_memory)
+    main = typer.Typer()
+
+    @main.command()
+    def version() -> None:
+        """A second command, so Typer keeps sub-command names."""
+
+    cli_serve.register(main)
+    return main
+
+
+def run(app: typer.Typer, *args: str) -> dict:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def learn(db: Path, n: int = 1) -> DeltaMem:
+    mem = DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS)
+    for task, actions in TASKS[:n]:
+        mem.learn(make_episode(task=task, actions=actions))
+    return mem
+
+
+def test_register_adds_every_command(app: typer.Typer) -> None:
+    """serve, mcp, view, delete, forget and the keys/skills groups are registered."""
+    result = runner.invoke(app, ["--help"])
+    for name in ("serve", "mcp", "view", "delete", "forget", "keys", "skills"):
+        assert name in result.stdout
+
+
+def test_keys_create_list_revoke(app: typer.Typer, tmp_path: Path) -> None:
+    """A created key is listed without its secret and can be revoked."""
+    db = str(tmp_path / "k.db")
+    created = run(app, "keys", "create", "--db", db, "--space", "a", "--space", "b")
+    assert created["key"].startswith("dmk_") and created["spaces"] == ["a", "b"]
+    listed = run(app, "keys", "list", "--db", db)["keys"]
+    assert [k["id"] for k in listed] == [created["id"]]
+    assert created["key"] not in json.dumps(listed)
+    assert run(app, "keys", "revoke", created["id"], "--db", db)["revoked"] is True
+    again = runner.invoke(app, ["keys", "revoke", created["id"], "--db", db])
+    assert again.exit_code == 4
+
+
+def test_view_writes_a_page(app: typer.Typer, tmp_path: Path) -> None:
+    """`view --out` writes the self-contained viewer page."""
+    db = tmp_path / "v.db"
+    learn(db).close()
+    out = tmp_path / "tree.html"
+    done = run(app, "view", "--db", str(db), "--out", str(out))
+    assert done["file"] == str(out) and "heat the apple" in out.read_text()
+
+
+def test_skills_export_then_import(app: typer.Typer, tmp_path: Path) -> None:
+    """Skills exported from one database import into another."""
+    learn(tmp_path / "a.db", 2).close()
+    exported = run(app, "skills", "export", str(tmp_path / "sk"), "--db", str(tmp_path / "a.db"))
+    assert len(exported["skills"]) == 2
+    imported = run(app, "skills", "import", str(tmp_path / "sk"), "--db", str(tmp_path / "b.db"))
+    assert len(imported["imported"]) == 2
+
+
+def test_delete_and_forget(app: typer.Typer, tmp_path: Path) -> None:
+    """delete removes a subtree; forget needs --yes and then empties the space."""
+    db = tmp_path / "d.db"
+    mem = learn(db, 2)
+    node = next(iter(mem.nodes())).id
+    total = len(list(mem.nodes()))
+    mem.close()
+    assert run(app, "delete", node, "--db", str(db))["deleted"] == [node]
+    refused = runner.invoke(app, ["forget", "--db", str(db)])
+    assert refused.exit_code == 1
+    assert run(app, "forget", "--db", str(db), "--yes")["deleted_nodes"] == total - 1

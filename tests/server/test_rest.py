@@ -1,0 +1,251 @@
+"""The REST server, driven over real HTTP on loopback (uvicorn in a thread, httpx client)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from server_live import LiveServer, ServerThread, make_keys
+
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.server.keys import KeyStore
+from deltamem.server.rest import create_app
+from helpers import TEST_SETTINGS
+
+pytestmark = pytest.mark.server
+
+KITCHEN = "a kitchen with a fridge, a microwave and a table"
+
+
+def episode(task: str = "heat the apple", actions: tuple[str, ...] = ("go to kitchen",
+            "take apple", "heat apple"), success: bool = True, env: str = KITCHEN) -> dict:
+    """An episode in its JSON wire form."""
+    return {"task": task, "env": env, "success": success, "score": 1.0 if success else 0.0,
+            "steps": [{"action": a, "observation": f"You {a}."} for a in actions]}
+
+
+def stats(live: LiveServer, space: str = "a") -> dict:
+    with live.client(live.key_all) as c:
+        response = c.get(f"/v1/spaces/{space}/stats")
+    assert response.status_code == 200
+    return response.json()
+
+
+def test_learn_recall_consolidate_export_import_cycle(tmp_path: Path) -> None:
+    """The whole cycle over HTTP: learn, recall, consolidate, export, import elsewhere."""
+    db = tmp_path / "cycle.db"
+    _, key = make_keys(db)
+    settings = TEST_SETTINGS.with_(auto_consolidate=False)
+    app = create_app(db, embedder=HashingEmbedder(), settings=settings)
+    with ServerThread(app) as running, httpx.Client(
+        base_url=f"http://127.0.0.1:{running.port}", headers={"Authorization": f"Bearer {key}"}
+    ) as c:
+        first = c.post("/v1/spaces/a/learn", json=episode())
+        assert first.status_code == 200
+        assert first.json()["task"]["action"] == "root"
+        longer = episode(actions=("go to kitchen", "open microwave", "take apple", "heat apple"))
+        batch = c.post("/v1/spaces/a/learn", json={"episodes": [longer] * 4})
+        assert batch.status_code == 200
+        assert batch.json()["episodes"] == 4
+        actions = [r["task"]["action"] for r in batch.json()["results"]]
+        assert actions == ["delta", "dedup", "dedup", "dedup"]
+
+        recall = c.post("/v1/spaces/a/recall",
+                        json={"task": "heat the apple", "env": KITCHEN, "explain": True})
+        assert recall.status_code == 200
+        body = recall.json()
+        assert body["task"]["matched"]
+        assert body["task"]["node"] == first.json()["task"]["node"]  # ties go to the shallower
+        assert body["task"]["skill"]["steps"] == ["go to kitchen", "take apple", "heat apple"]
+        assert "1. go to kitchen" in body["context"]
+        assert body["explain"]["task"]["candidates"][0]["clears_threshold"] is True
+
+        done = c.post("/v1/spaces/a/consolidate").json()["consolidated"]
+        assert {d["tree"] for d in done} == {"task", "env"}
+        assert c.get("/v1/spaces/a/stats").json()["task"]["consolidated_roots"] == 1
+
+        exported = c.get("/v1/spaces/a/export")
+        assert exported.status_code == 200
+        assert exported.headers["content-type"].startswith("application/x-ndjson")
+        lines = [json.loads(line) for line in exported.text.splitlines()]
+        assert lines[0]["format"] == "deltamem-export"
+        assert sum(r.get("record") == "node" for r in lines) == 6
+        assert sum(r.get("record") == "episode" for r in lines) == 5
+
+        imported = c.post("/v1/spaces/b/import", content=exported.content,
+                          headers={"content-type": "application/x-ndjson"})
+        assert imported.status_code == 200
+        assert imported.json() == {"nodes": 6, "episodes": 5}
+        again = c.get("/v1/spaces/b/export").text.splitlines()
+        assert [json.loads(x) for x in again[1:]] == lines[1:]
+
+
+def test_show_and_delete_node(live: LiveServer) -> None:
+    """A node can be shown, deleted with its subtree, and is then 404."""
+    with live.client(live.key_a) as c:
+        root = c.post("/v1/spaces/a/learn", json=episode()).json()["task"]["node"]
+        longer = ("go to kitchen", "open microwave", "take apple", "heat apple")
+        child = c.post("/v1/spaces/a/learn", json=episode(actions=longer)).json()["task"]
+        assert child["action"] == "delta" and child["parent"] == root
+        shown = c.get(f"/v1/spaces/a/nodes/{child['node']}").json()
+        assert shown["chain"] == [root, child["node"]]
+        assert shown["experience"]["steps"] == list(longer)
+        deleted = c.delete(f"/v1/spaces/a/nodes/{root}")
+        assert deleted.status_code == 200
+        assert set(deleted.json()["deleted"]) == {root, child["node"]}
+        missing = c.get(f"/v1/spaces/a/nodes/{root}")
+        assert missing.status_code == 404
+        assert missing.json()["error"]["type"] == "NodeNotFound"
+
+
+def test_forget_empties_the_space(live: LiveServer) -> None:
+    """DELETE on a space removes every node and episode of it and no other space's."""
+    with live.client(live.key_all) as c:
+        c.post("/v1/spaces/a/learn", json=episode())
+        c.post("/v1/spaces/other/learn", json=episode())
+        forgot = c.delete("/v1/spaces/a")
+        assert forgot.status_code == 200 and forgot.json()["deleted_nodes"] == 2
+    assert stats(live, "a")["task"]["nodes"] == 0 and stats(live, "a")["episodes"] == 0
+    assert stats(live, "other")["episodes"] == 1
+
+
+def test_missing_and_wrong_keys_are_401(live: LiveServer) -> None:
+    """No key, a malformed key and a wrong secret are all 401 with a Bearer challenge."""
+    for key in (None, "not-a-key", live.key_a[:-3] + "xyz", "dmk_nosuchid_secret"):
+        with live.client(key) as c:
+            response = c.post("/v1/spaces/a/recall", json={"task": "x"})
+        assert response.status_code == 401, key
+        assert response.headers["www-authenticate"] == "Bearer"
+        assert response.json()["error"]["type"] == "Unauthorized"
+
+
+def test_key_for_space_a_on_space_b_is_403(live: LiveServer) -> None:
+    """A key scoped to space a may not read or write space b."""
+    with live.client(live.key_a) as c:
+        assert c.post("/v1/spaces/a/recall", json={"task": "x"}).status_code == 200
+        assert c.post("/v1/spaces/b/recall", json={"task": "x"}).status_code == 403
+        assert c.post("/v1/spaces/b/learn", json=episode()).status_code == 403
+        assert c.delete("/v1/spaces/b").status_code == 403
+    assert stats(live, "b")["episodes"] == 0
+
+
+def test_revoked_key_is_401(live: LiveServer) -> None:
+    """Revoking a key takes effect on the next request."""
+    keys = KeyStore(live.db)
+    record, secret = keys.create(["a"])
+    with live.client(secret) as c:
+        assert c.get("/v1/spaces/a/stats").status_code == 200
+        assert keys.revoke(record.id)
+        assert c.get("/v1/spaces/a/stats").status_code == 401
+    keys.close()
+
+
+def test_oversized_body_is_413_and_changes_nothing(live: LiveServer) -> None:
+    """Bodies over the limit get 413, declared or chunked, and nothing is learned."""
+    before = stats(live)
+    big = episode()
+    big["meta"] = {"blob": "x" * 1_200_000}
+    with live.client(live.key_a) as c:
+        declared = c.post("/v1/spaces/a/learn", json=big)
+        assert declared.status_code == 413
+        assert declared.json()["error"]["type"] == "PayloadTooLarge"
+
+        def chunks() -> Iterator[bytes]:
+            data = json.dumps(big).encode()
+            for i in range(0, len(data), 64 * 1024):
+                yield data[i:i + 64 * 1024]
+
+        chunked = c.post("/v1/spaces/a/learn", content=chunks(),
+                         headers={"content-type": "application/json"})
+        assert chunked.status_code == 413
+    assert stats(live) == before
+
+
+def test_malformed_and_invalid_bodies_are_422_naming_the_field(live: LiveServer) -> None:
+    """Bad JSON, a bad episode field, or one bad episode in a batch: 422, nothing learned."""
+    before = stats(live)
+    with live.client(live.key_a) as c:
+        bad_json = c.post("/v1/spaces/a/learn", content=b'{"task": "x",',
+                          headers={"content-type": "application/json"})
+        assert bad_json.status_code == 422
+        assert bad_json.json()["error"]["field"] == "body"
+
+        bad_step = episode()
+        bad_step["steps"][1] = {"action": 7}
+        response = c.post("/v1/spaces/a/learn", json=bad_step)
+        assert response.status_code == 422
+        assert response.json()["error"]["field"] == "steps[1].action"
+
+        no_success = episode()
+        del no_success["success"]
+        batch = c.post("/v1/spaces/a/learn", json={"episodes": [episode(), no_success]})
+        assert batch.status_code == 422
+        assert batch.json()["error"]["field"] == "episodes[1].success"
+
+        recall = c.post("/v1/spaces/a/recall", json={"task": "x", "top_k": 0})
+        assert recall.status_code == 422 and recall.json()["error"]["field"] == "top_k"
+        unknown = c.post("/v1/spaces/a/recall", json={"goal": "x"})
+        assert unknown.status_code == 422 and unknown.json()["error"]["field"] == "goal"
+    assert stats(live) == before
+
+
+def test_bad_import_file_is_422_and_changes_nothing(live: LiveServer) -> None:
+    """An import body that is not an export is refused before any write."""
+    before = stats(live)
+    with live.client(live.key_a) as c:
+        response = c.post("/v1/spaces/a/import", content=b'{"record": "node"}\nnot json\n')
+        assert response.status_code == 422
+    assert stats(live) == before
+
+
+def test_health_ready_docs_and_viewer(live: LiveServer) -> None:
+    """Health, readiness, OpenAPI docs and the viewer page are served."""
+    with live.client() as c:
+        assert c.get("/healthz").json() == {"status": "ok"}
+        assert c.get("/readyz").json()["status"] == "ready"
+        assert c.get("/docs").status_code == 200
+        paths = c.get("/openapi.json").json()["paths"]
+        assert "/v1/spaces/{space}/recall" in paths and "/v1/spaces/{space}/learn" in paths
+    with live.client(live.key_a) as c:
+        c.post("/v1/spaces/a/learn", json=episode())
+        page = c.get("/v1/spaces/a/view")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "heat the apple" in page.text
+
+
+def test_each_request_logs_one_json_line_without_secrets(live: LiveServer,
+                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """The access log has method, path, status, ms and space, and never the key."""
+    with caplog.at_level(logging.INFO, logger="deltamem.server"), live.client(live.key_a) as c:
+        c.post("/v1/spaces/a/recall", json={"task": "heat the apple"})
+    records = [json.loads(r.getMessage()) for r in caplog.records if r.name == "deltamem.server"]
+    line = next(r for r in records if r["path"] == "/v1/spaces/a/recall")
+    assert line["method"] == "POST" and line["status"] == 200 and line["space"] == "a"
+    assert line["ms"] >= 0
+    assert all(live.key_a not in r.getMessage() for r in caplog.records)
+
+
+def test_concurrent_learners_lose_no_episode(live: LiveServer) -> None:
+    """Eight threads learning distinct episodes at once: every episode is stored."""
+    errors: list[str] = []
+
+    def worker(n: int) -> None:
+        with live.client(live.key_a) as c:
+            for i in range(5):
+                ep = episode(task=f"task {n} number {i}", env=f"room {n} {i}")
+                response = c.post("/v1/spaces/a/learn", json=ep)
+                if response.status_code != 200:
+                    errors.append(response.text)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert stats(live)["episodes"] == 40

@@ -1,0 +1,50 @@
+"""Episode validation: every bad input names its field."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltamem.episodes import episode_from_dict, episode_to_dict, read_episodes
+from deltamem.errors import EpisodeError
+
+GOOD = {"task": "t", "env": "e", "success": True, "score": 1,
+        "steps": [{"action": "a", "observation": "o", "thought": "why"}], "meta": {"k": 1}}
+
+
+def test_good_episode_round_trips():
+    """A valid episode survives to_dict/from_dict."""
+    episode = episode_from_dict(GOOD)
+    assert episode.steps[0].thought == "why" and episode.score == 1.0
+    assert episode_from_dict(episode_to_dict(episode)) == episode
+
+
+@pytest.mark.parametrize(("patch", "field"), [
+    ({"task": None}, "task"),
+    ({"task": ""}, "task"),
+    ({"task": 3}, "task"),
+    ({"success": "true"}, "success"),
+    ({"score": "high"}, "score"),
+    ({"score": float("nan")}, "score"),
+    ({"steps": {}}, "steps"),
+    ({"steps": [1]}, "steps[0]"),
+    ({"steps": [{"observation": "o"}]}, "steps[0].action"),
+    ({"steps": [{"action": "a", "extra": 1}]}, "steps[0].extra"),
+    ({"meta": []}, "meta"),
+    ({"bogus": 1}, "bogus"),
+])
+def test_bad_fields_are_named(patch, field):
+    """Each malformed field raises EpisodeError with .field set."""
+    with pytest.raises(EpisodeError) as info:
+        episode_from_dict({**GOOD, **patch}, where="f:1")
+    assert info.value.field == field
+    assert str(info.value).startswith("f:1: ")
+
+
+def test_read_episodes_yields_errors_per_line(tmp_path):
+    """Blank lines are skipped; bad lines become errors with their line number."""
+    path = tmp_path / "e.jsonl"
+    path.write_bytes(b'{"task": "t", "success": false}\n\n\xff\xfe\n[1]\n')
+    got = list(read_episodes(path))
+    assert [line for line, _ in got] == [1, 3, 4]
+    assert not isinstance(got[0][1], EpisodeError)
+    assert "UTF-8" in str(got[1][1]) and "JSON object" in str(got[2][1])

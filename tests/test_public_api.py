@@ -1,0 +1,45 @@
+"""The public surface: sorted, complete, importable, and the core stays pure."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import deltamem
+
+CORE = Path(deltamem.__file__).parent / "core"
+ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum", "json",
+                   "typing", "numpy", "deltamem"}
+
+
+def test_all_is_sorted_and_importable():
+    """__all__ is sorted and every name resolves."""
+    names = [n for n in deltamem.__all__ if n != "__version__"]
+    assert names == sorted(names, key=str.lower) or names == sorted(names)
+    for name in deltamem.__all__:
+        assert hasattr(deltamem, name), name
+
+
+def test_core_does_no_io():
+    """core/ imports only the stdlib's pure modules and numpy (no sqlite, http, os, time)."""
+    for path in CORE.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots = {(node.module or "").split(".")[0]}
+            else:
+                continue
+            assert roots <= ALLOWED_IN_CORE, f"{path.name} imports {roots - ALLOWED_IN_CORE}"
+
+
+def test_import_is_light():
+    """`import deltamem` pulls in neither model runtimes nor database drivers."""
+    code = ("import sys, deltamem; heavy = {'llama_cpp', 'psycopg', 'torch', 'fastapi', "
+            "'scienceworld', 'tokenizers'} & set(sys.modules); print(sorted(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

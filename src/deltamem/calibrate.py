@@ -13,9 +13,10 @@ every candidate tau two ways:
   been seen before would calibrate to tau = 0.
 * **pairs**: every unordered pair, predicting "same label" when ``cos >= tau``.
 
-Each gives precision, recall and F1 per tau; the recommended tau is the middle of the range of
-taus that reach the best top-1 F1, so that it sits as far as the data allows from both errors. Precision with no predicted matches is reported as 1.0 (nothing
-accepted, nothing wrong); F1 is then 0 whenever a match was possible.
+Each gives precision, recall and F-beta per tau; the recommended tau is the middle of the range
+of taus that reach the best top-1 score, as far as the data allows from both kinds of error.
+Precision with no predicted matches is reported as 1.0 (nothing accepted, nothing wrong); the
+score is then 0 whenever a match was possible.
 """
 
 from __future__ import annotations
@@ -94,11 +95,13 @@ class Calibration:
         return rows
 
 
-def _prf(tp: int, fp: int, fn: int) -> tuple[float, float, float]:
+def _prf(tp: int, fp: int, fn: int, beta: float = 1.0) -> tuple[float, float, float]:
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 0.0
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
+    b2 = beta * beta
+    denominator = b2 * precision + recall
+    score = (1 + b2) * precision * recall / denominator if denominator else 0.0
+    return precision, recall, score
 
 
 def _best(curve: Sequence[CurvePoint]) -> CurvePoint:
@@ -110,7 +113,7 @@ def _best(curve: Sequence[CurvePoint]) -> CurvePoint:
 
 
 def _top1_curve(sims: F64, labels: npt.NDArray[np.int64],
-                taus: Sequence[float]) -> list[CurvePoint]:
+                taus: Sequence[float], beta: float = 1.0) -> list[CurvePoint]:
     n = len(labels)
     masked = sims.copy()
     np.fill_diagonal(masked, -np.inf)
@@ -127,7 +130,7 @@ def _top1_curve(sims: F64, labels: npt.NDArray[np.int64],
         tp = int(np.sum(accepted & correct))
         fp = int(np.sum(accepted & ~correct)) + int(np.sum(best_other >= tau))
         fn = int(np.sum(~accepted & matchable))
-        curve.append(CurvePoint(tau, *_prf(tp, fp, fn), tp=tp, fp=fp, fn=fn))
+        curve.append(CurvePoint(tau, *_prf(tp, fp, fn, beta), tp=tp, fp=fp, fn=fn))
     return curve
 
 
@@ -149,16 +152,20 @@ def _pair_curve(pair_sims: F64, same: npt.NDArray[np.bool_],
 
 
 def calibrate(vectors: npt.ArrayLike, groups: Sequence[Hashable],
-              thresholds: Sequence[float] | None = None) -> Calibration:
+              thresholds: Sequence[float] | None = None, *, beta: float = 1.0) -> Calibration:
     """Pick the match threshold that best separates same-group from different-group items.
 
     Args:
         vectors: ``(n, d)`` embedded keys, one per episode (normalised here if they are not).
         groups: a label per row; rows with equal labels should match each other.
         thresholds: candidate taus (default 0.00..1.00 in steps of 0.01).
+        beta: weight of recall against precision in the top-1 score (F-beta; 1 = F1). A memory
+            that misses a known task loses everything, while a match to a *related* task still
+            gives an adaptable hint, so ``deltamem calibrate`` uses beta = 2 by default.
 
     Returns:
-        A :class:`Calibration`; ``tau`` is the top-1 F1 optimum (ties to the higher tau).
+        A :class:`Calibration`; ``tau`` is the middle of the best top-1 F-beta plateau (the
+        ``f1`` field holds that F-beta score).
 
     Raises:
         ConfigError: shapes disagree, fewer than two items, or no group has two members (then
@@ -182,7 +189,7 @@ def calibrate(vectors: npt.ArrayLike, groups: Sequence[Hashable],
     iu = np.triu_indices(len(labels), k=1)
     pair_sims = sims[iu]
     same = labels[iu[0]] == labels[iu[1]]
-    top1 = _top1_curve(sims, labels, taus)
+    top1 = _top1_curve(sims, labels, taus, beta)
     pairs = _pair_curve(pair_sims, same, taus)
     best, best_pair = _best(top1), _best(pairs)
     counts = np.bincount(labels)
@@ -214,7 +221,7 @@ class EpisodeCalibration:
 
 def _calibrate_keys(episodes: Sequence[Episode], key: Callable[[Episode], str],
                     group: Callable[[Episode], Hashable | None], embedder: Embedder,
-                    thresholds: Sequence[float] | None) -> Calibration | None:
+                    thresholds: Sequence[float] | None, beta: float) -> Calibration | None:
     keys, labels = [], []
     for ep in episodes:
         label = group(ep)
@@ -224,13 +231,14 @@ def _calibrate_keys(episodes: Sequence[Episode], key: Callable[[Episode], str],
             labels.append(label)
     if len(keys) < 2 or max((labels.count(g) for g in set(labels)), default=0) < 2:
         return None
-    return calibrate(embedder.embed(keys), labels, thresholds)
+    return calibrate(embedder.embed(keys), labels, thresholds, beta=beta)
 
 
 def calibrate_episodes(episodes: Iterable[Episode], embedder: Embedder, *,
                        task_group: Callable[[Episode], Hashable | None],
                        env_group: Callable[[Episode], Hashable | None] | None = None,
-                       thresholds: Sequence[float] | None = None) -> EpisodeCalibration:
+                       thresholds: Sequence[float] | None = None,
+                       beta: float = 1.0) -> EpisodeCalibration:
     """Calibrate tau_task (keys: ``episode.task``) and tau_env (keys: ``episode.env``).
 
     Args:
@@ -241,12 +249,13 @@ def calibrate_episodes(episodes: Iterable[Episode], embedder: Embedder, *,
         env_group: label of an episode's scene, e.g. ``lambda e: e.meta["room_layout"]``;
             ``None`` skips the environment calibration.
         thresholds: candidate taus (default 0.00..1.00 step 0.01).
+        beta: recall weight of the top-1 score (see :func:`calibrate`).
 
     Returns:
         An :class:`EpisodeCalibration`; a side is ``None`` when it had no two same-group items.
     """
     eps = list(episodes)
-    task = _calibrate_keys(eps, lambda e: e.task, task_group, embedder, thresholds)
-    env = (_calibrate_keys(eps, lambda e: e.env, env_group, embedder, thresholds)
+    task = _calibrate_keys(eps, lambda e: e.task, task_group, embedder, thresholds, beta)
+    env = (_calibrate_keys(eps, lambda e: e.env, env_group, embedder, thresholds, beta)
            if env_group is not None else None)
     return EpisodeCalibration(task=task, env=env, embedder=embedder.name)

@@ -274,14 +274,18 @@ def calibrate(
     env_group: Annotated[str, typer.Option(
         help="Label of an episode's scene: meta.<key>, 'first-sentence' or 'text'.")
     ] = "first-sentence",
+    beta: Annotated[float, typer.Option(
+        help="Recall weight of the F-beta score (2: a miss costs more than a near match).")
+    ] = 2.0,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Choose tau_task and tau_env for an embedder from labelled episodes.
 
     Episodes with the same label should match each other. For each threshold the top-1 retrieval
-    precision/recall/F1 is computed (each episode queries all the others); the recommendation is
-    the middle of the best-F1 plateau (see deltamem.calibrate). Set the result with
+    precision/recall/F-beta is computed (each episode queries all the others, and all the others
+    but its own group, as an unseen task); the recommendation is the middle of the best plateau
+    (see deltamem.calibrate). Set the result with
     DELTAMEM_TAU_TASK / DELTAMEM_TAU_ENV.
     """
     from deltamem.calibrate import calibrate_episodes
@@ -290,7 +294,7 @@ def calibrate(
     episodes = [e for _, e in read_episodes(file) if not isinstance(e, EpisodeError)]
     model = make_embedder(embedder or Settings.from_env().embedder)
     result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
-                                env_group=_grouper(env_group, "env"))
+                                env_group=_grouper(env_group, "env"), beta=beta)
     data = result.to_dict()
     _emit(data, as_json, lambda: _print_calibration(data))
 
@@ -314,9 +318,23 @@ def _print_calibration(data: dict[str, Any]) -> None:
         if not cal:
             out.print(f"{tree}: not enough labelled episodes")
             continue
-        out.print(f"{tree}: recommended tau {cal['tau']} (best top-1 F1 {cal['f1']:.3f}; "
+        out.print(f"{tree}: recommended tau {cal['tau']} (best top-1 F-beta {cal['f1']:.3f}; "
                   f"same-group mean cos {cal['within_mean']:.3f}, other {cal['between_mean']:.3f})")
         out.print(f"  export DELTAMEM_TAU_{tree.upper()}={cal['tau']}")
+
+
+@app.command()
+def migrate(
+    source: Annotated[str, typer.Option("--from", help="Source: sqlite:PATH, a path or URL.")],
+    target: Annotated[str, typer.Option("--to", help="Target: postgresql://... or a path.")],
+    space: Annotated[str | None, typer.Option(help="One space (default: all).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Copy whole spaces between stores exactly (nodes, vectors, counters, episodes)."""
+    from deltamem.store.migrate import migrate as copy_spaces
+
+    counts = copy_spaces(source, target, space=space)
+    _emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))
 
 
 def _register_subcommands() -> None:

@@ -83,4 +83,5 @@ def _parse(name: str, raw: str, kind: type) -> Any:
             return raw.lower() in ("1", "true", "yes")
         return kind(raw)
     except ValueError as exc:
-        raise ConfigError(f"DELTAMEM_{name.upper()}={raw!r} is not a valid {kind.__name__}") from exc
+        message = f"DELTAMEM_{name.upper()}={raw!r} is not a valid {kind.__name__}"
+        raise ConfigError(message) from exc

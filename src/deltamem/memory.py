@@ -205,20 +205,34 @@ class DeltaMem:
             yield self.learn(episode)
 
     def _extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
-        node = recall.node
-        if (self.extractor.uses_llm and node is not None
-                and node.meta.get("trace") == trace_signature(episode, recall.tree)):
-            # The same trajectory already produced this node: asking the model again would at
-            # best reproduce it. Reuse the stored experience (an exact dedup) and save the call.
-            assert recall.experience is not None
-            usage.llm_calls_saved += 1
-            return Extraction(recall.experience, note="trace already stored; model call skipped")
+        if self.extractor.uses_llm and recall.matched:
+            twin = self._same_trace(recall, trace_signature(episode, recall.tree))
+            if twin is not None:
+                # The same trajectory already produced this node: asking the model again would
+                # at best reproduce it. Reuse its experience (an exact dedup) and save the call.
+                usage.llm_calls_saved += 1
+                return Extraction(self.experience(twin.id),
+                                  note="trace already stored; model call skipped")
         chain = tuple(compose_chain(recall.chain[: i + 1]) for i in range(len(recall.chain)))
         extraction = self.extractor.extract(
             ExtractRequest(episode, recall.tree, recall.experience, chain)
         )
         usage.add(extraction.usage)
         return extraction
+
+    def _same_trace(self, recall: TreeRecall, signature: str) -> Node | None:
+        """A node written by an identical trajectory, among the exact ties of the best match."""
+        if recall.query is None or recall.best is None:
+            return None
+        found = self.store.scan(self.space, recall.tree, recall.query,
+                                penalty=self.settings.penalty, k=TIE_POOL)
+        for candidate in found:
+            if candidate.score != recall.best.score:
+                break
+            node = self.store.get_node(self.space, candidate.id)
+            if node is not None and node.meta.get("trace") == signature:
+                return node
+        return None
 
     def _write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
                     episode: Episode, episode_id: str) -> TreeWrite:

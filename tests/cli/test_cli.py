@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from helpers import make_episode
 
 from deltamem.episodes import episode_to_dict
+from helpers import make_episode
 
 ENV = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
        "DELTAMEM_TAU_ENV": "0.6"}
@@ -142,3 +142,15 @@ def test_embedder_mismatch_is_a_clear_error(learned):
     db, _ = learned
     proc = run("stats", "--db", db, "--embedder", "hashing:64", check=False)
     assert proc.returncode == 5 and "open it with embedder='hashing-256'" in proc.stderr
+
+
+def test_calibrate_recommends_thresholds(tmp_path):
+    """calibrate prints a threshold per tree from labelled episodes."""
+    eps = [make_episode(task=f"{verb} the {obj} now", env=f"room {room}", task_name=verb)
+           for verb in ("heat", "cool", "clean") for obj in ("apple", "mug", "egg")
+           for room in ("a", "b")]
+    path = write_jsonl(tmp_path / "labelled.jsonl", eps)
+    out = json.loads(run("calibrate", path, "--env-group", "text", "--json").stdout)
+    assert out["embedder"] == "hashing-256"
+    assert 0.0 < out["task"]["tau"] <= 1.0 and out["task"]["n_groups"] == 3
+    assert out["env"]["n_groups"] == 2

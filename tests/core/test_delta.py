@@ -55,7 +55,8 @@ def test_small_text_change_is_an_edit_not_a_restatement():
     a = Skill("t", ("look around", long))
     b = Skill("t", ("look around", long.replace("red", "blue")))
     (op,) = diff(a, b)
-    assert isinstance(op, Edit) and op.index == 1 and op.edits == ((12, 13, "blue"),)  # tokens alternate word, space
+    # Tokens alternate word and whitespace, so "red" is token 12.
+    assert isinstance(op, Edit) and op.index == 1 and op.edits == ((12, 13, "blue"),)
     assert len(patch_to_json((op,))[0]["edits"][0][2]) < len(long)
 
 

@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from deltamem.core.model import Experience, experience_from_dict, experience_to_dict
 
@@ -161,7 +161,7 @@ def apply(exp: Experience, patch: Patch) -> Experience:
                 raise PatchError(f"{result.TYPE} has no text field {op.field!r}")
             value = op.value if isinstance(op, SetText) else apply_text_edits(
                 getattr(result, op.field), op.edits)
-            result = replace(result, **{op.field: value})
+            result = _with(result, op.field, value)
         else:
             if op.field not in result.LISTS:
                 raise PatchError(f"{result.TYPE} has no list field {op.field!r}")
@@ -173,10 +173,17 @@ def apply(exp: Experience, patch: Patch) -> Experience:
             if edit.index is None or not 0 <= edit.index < len(items):
                 raise PatchError(f"edit of {name}[{edit.index}] does not fit {len(items)} items")
             items[edit.index] = apply_text_edits(items[edit.index], edit.edits)
-        result = replace(result, **{name: tuple(items)})
+        result = _with(result, name, tuple(items))
     for name, runs in splices.items():
-        result = replace(result, **{name: _splice(getattr(result, name), runs)})
+        result = _with(result, name, _splice(getattr(result, name), runs))
     return result
+
+
+def _with(exp: Experience, name: str, value: object) -> Experience:
+    # dataclasses.replace cannot be typed over a union of dataclasses; the field names are
+    # checked against SCALARS / LISTS by the callers.
+    changed: Experience = replace(cast(Any, exp), **{name: value})
+    return changed
 
 
 def _splice(items: tuple[str, ...], runs: list[Splice]) -> tuple[str, ...]:

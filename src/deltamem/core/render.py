@@ -91,13 +91,6 @@ def render_patch(patch: Patch, base: Experience) -> str:
     return "\n".join(lines)
 
 
-def _item_after(base: Experience, patch: Patch, op: Edit) -> str:
-    from deltamem.core.delta import _apply_edits
-
-    assert op.index is not None
-    return _apply_edits(getattr(base, op.field)[op.index], op.edits)
-
-
 def _render_splice(op: Splice) -> str:
     items = "; ".join(op.items)
     span = f"{op.field} {op.start + 1}" + (f"-{op.stop}" if op.stop - op.start > 1 else "")

@@ -8,12 +8,14 @@ vector at every query). Scans call :func:`deltamem.core.scoring.top_k`, the refe
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, TypeVar
 
 import numpy as np
-import numpy.typing as npt
 
 from deltamem.core.scoring import top_k
 from deltamem.store.base import Candidate, Vector
+
+A = TypeVar("A", bound=np.ndarray[Any, Any])
 
 
 class VectorIndex:
@@ -62,8 +64,8 @@ class VectorIndex:
         ]
 
 
-def _resized(a: npt.NDArray[np.generic], rows: int) -> npt.NDArray[np.generic]:
-    out = np.zeros((rows, *a.shape[1:]), dtype=a.dtype)
+def _resized(a: A, rows: int) -> A:
+    out: A = np.zeros((rows, *a.shape[1:]), dtype=a.dtype)  # type: ignore[assignment]
     out[: a.shape[0]] = a
     return out
 

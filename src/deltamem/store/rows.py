@@ -7,7 +7,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from deltamem.core.delta import patch_from_json, patch_to_json
-from deltamem.core.model import Node, NodeKind, Outcome, Tree, experience_from_dict, experience_to_dict
+from deltamem.core.model import (
+    Node,
+    NodeKind,
+    Outcome,
+    Tree,
+    experience_from_dict,
+    experience_to_dict,
+)
 from deltamem.store.base import EpisodeRecord
 
 NODE_COLUMNS = (

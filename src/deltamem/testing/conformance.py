@@ -131,7 +131,10 @@ class StoreConformance:
     def test_scan_matches_reference(self, store: Store, space: str) -> None:
         """scan() agrees with core.scoring.top_k, ties and failures included."""
         rng = np.random.default_rng(7)
-        vectors, failures, depths, ids = [], [], [], []
+        vectors: list[Any] = []
+        failures: list[bool] = []
+        depths: list[int] = []
+        ids: list[str] = []
         with store.write(space):
             parent = None
             for i in range(60):

@@ -1,0 +1,15 @@
+"""Fixtures for provider tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fake_openai_server import FakeOpenAIServer
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeOpenAIServer]:
+    """A running fake OpenAI-compatible server."""
+    with FakeOpenAIServer() as server:
+        yield server

@@ -1,0 +1,254 @@
+"""The PostgreSQL + pgvector store: the shared conformance suite plus what only it can show."""
+
+from __future__ import annotations
+
+import socket
+
+import psycopg
+import pytest
+
+from deltamem.core.model import Tree
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import ConfigError, SchemaError, StoreError
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store import open_store
+from deltamem.store._pg_sql import SCHEMA_VERSION
+from deltamem.store.migrate import migrate
+from deltamem.store.postgres import PostgresStore
+from deltamem.store.sqlite import SQLiteStore
+from deltamem.testing.conformance import DIM, SPACE, StoreConformance, make_root, vec
+from deltamem.transfer import export_records
+from helpers import TEST_SETTINGS, make_episode
+from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.postgres
+
+
+class TestPostgres(StoreConformance):
+    """PostgreSQL on a real TCP server, one fresh schema per test."""
+
+    @pytest.fixture
+    def store(self, pg_url):  # noqa: F811 - the imported fixture
+        s = PostgresStore(pg_url)
+        yield s
+        s.close()
+
+
+# -- behaviour only a server store has ----------------------------------------------------------
+def test_second_handle_catches_up_and_rebuilds_after_deletes(pg_url):  # noqa: F811
+    """A second store on the same database sees new nodes, and stops seeing deleted ones."""
+    a, b = PostgresStore(pg_url), PostgresStore(pg_url)
+    try:
+        a.ensure_space(SPACE, "e", DIM)
+        with a.write(SPACE):
+            a.add_node(SPACE, make_root("r1"), vec(1))
+        assert b.scan(SPACE, Tree.TASK, vec(2), penalty=0.0)[0].id == "r1"
+        with a.write(SPACE):
+            a.add_node(SPACE, make_root("r2"), vec(2))
+        assert b.scan(SPACE, Tree.TASK, vec(2), penalty=0.0)[0].id == "r2"
+        with a.write(SPACE):
+            assert a.delete_subtree(SPACE, "r2") == ["r2"]
+        assert [c.id for c in b.scan(SPACE, Tree.TASK, vec(2), penalty=0.0, k=5)] == ["r1"]
+        assert [e["action"] for e in b.audit_log(SPACE)] == ["delete_subtree"]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_scan_inside_a_block_merges_own_uncommitted_nodes(pg_url):  # noqa: F811
+    """In a block, own new nodes join the committed ones; exact ties go to the newer node."""
+    with _store(pg_url) as store:
+        with store.write(SPACE):
+            store.add_node(SPACE, make_root("old"), vec(1))
+            store.add_node(SPACE, make_root("other"), vec(3))
+        with pytest.raises(RuntimeError), store.write(SPACE):
+            store.add_node(SPACE, make_root("new"), vec(1))  # same vector, same depth: a tie
+            got = store.scan(SPACE, Tree.TASK, vec(1), penalty=0.0, k=3)
+            assert [c.id for c in got] == ["new", "old", "other"]
+            assert got[0].score == got[1].score
+            raise RuntimeError("roll back")
+        assert [c.id for c in store.scan(SPACE, Tree.TASK, vec(1), penalty=0.0, k=3)] == [
+            "old", "other"]
+
+
+def test_scan_inside_a_block_hides_its_own_deletions(pg_url):  # noqa: F811
+    """A block that deleted a node no longer finds it, before and after commit."""
+    with _store(pg_url) as store:
+        with store.write(SPACE):
+            store.add_node(SPACE, make_root("a"), vec(1))
+            store.add_node(SPACE, make_root("b"), vec(2))
+        assert store.scan(SPACE, Tree.TASK, vec(2), penalty=0.0)[0].id == "b"
+        with store.write(SPACE):
+            store.delete_subtree(SPACE, "b")
+            store.add_node(SPACE, make_root("c"), vec(3))
+            inside = store.scan(SPACE, Tree.TASK, vec(2), penalty=0.0, k=5)
+            assert {c.id for c in inside} == {"a", "c"}
+        assert {c.id for c in store.scan(SPACE, Tree.TASK, vec(2), penalty=0.0, k=5)} == {"a",
+                                                                                        "c"}
+
+
+def test_refuses_other_spaces_and_wrong_dimensions_inside_a_block(pg_url):  # noqa: F811
+    """A block changes only its own space, and vectors must have the space's dimension."""
+    with _store(pg_url) as store:
+        store.ensure_space("other", "e", DIM)
+        with pytest.raises(StoreError, match="inside a write block"), store.write(SPACE):
+            store.add_node("other", make_root("x"), vec(1))
+        with pytest.raises(StoreError, match="8-d"), store.write(SPACE):
+            store.add_node(SPACE, make_root("x"), vec(1, dim=4))
+        with pytest.raises(StoreError, match="do not nest"), store.write(SPACE), store.write(SPACE):
+            pass
+        assert list(store.nodes(SPACE)) == [] and list(store.nodes("other")) == []
+
+
+def test_newer_schema_is_refused(pg_url):  # noqa: F811
+    """A database written by a newer deltamem is not opened."""
+    with _store(pg_url) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO deltamem_schema (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(SchemaError, match="newer"):
+        PostgresStore(pg_url)
+
+
+def test_open_store_routes_urls_and_unreachable_servers_fail_clearly(pg_url):  # noqa: F811
+    """open_store gives a PostgresStore; a closed port is a StoreError, not a hang."""
+    store = open_store(pg_url)
+    try:
+        assert isinstance(store, PostgresStore)
+    finally:
+        store.close()
+    with pytest.raises(StoreError, match="cannot open"):
+        PostgresStore(f"postgresql://postgres@127.0.0.1:{_closed_port()}/postgres",
+                      connect_timeout=2)
+
+
+# -- the facade on both backends ------------------------------------------------------------------
+def test_facade_learns_the_same_memory_as_sqlite(pg_url, tmp_path):  # noqa: F811
+    """Same episodes into SQLite and Postgres: same trees, recalls and exports (ids mapped)."""
+    episodes = [workload_episode(i) for i in range(48)]
+    with _mem(SQLiteStore(tmp_path / "m.db")) as lite, _mem(PostgresStore(pg_url)) as pg:
+        for episode in episodes:
+            a, b = lite.learn(episode), pg.learn(episode)
+            assert (a.task.action, a.env.action, len(a.consolidated)) == (
+                b.task.action, b.env.action, len(b.consolidated))
+        names = _id_map(lite, pg)
+        assert lite.stats() == pg.stats()
+        for task, env in {(e.task, e.env) for e in episodes[:12]}:
+            want = lite.recall(task, env).to_dict()
+            got = pg.recall(task, env).to_dict()
+            want.pop("usage"), got.pop("usage")
+            assert _canon(got, names) == _canon(want, names)
+        assert _canon(list(export_records(pg.store, "default")), names) == _canon(
+            list(export_records(lite.store, "default")), names)
+        assert lite.check() == [] and pg.check() == []
+        actions = {r["task"]["action"] for r in (e.result for e in pg.store.episodes("default"))}
+        assert {"root", "delta", "dedup"} <= actions
+
+
+# -- migration ------------------------------------------------------------------------------------
+def test_migrate_sqlite_to_postgres_and_back_is_exact(pg_url, tmp_path):  # noqa: F811
+    """sqlite -> postgres -> sqlite keeps every record of every space bit for bit."""
+    src = tmp_path / "src.db"
+    with _mem(SQLiteStore(src)) as mem:
+        for i in range(30):
+            mem.learn(workload_episode(i))
+        mem.delete(next(n.id for n in mem.nodes() if n.depth == 1))
+    with _mem(SQLiteStore(src), space="second") as mem:
+        mem.learn(workload_episode(3))
+    counts = migrate(f"sqlite:{src}", pg_url)
+    assert set(counts) == {"default", "second"}
+    assert counts["second"] == {"nodes": 2, "episodes": 1}
+    back = tmp_path / "back.db"
+    assert migrate(pg_url, f"sqlite:{back}", space="default") == {"default": counts["default"]}
+    stores = [SQLiteStore(src), PostgresStore(pg_url), SQLiteStore(back)]
+    try:
+        exports = [list(export_records(s, "default")) for s in stores]
+        assert exports[0] == exports[1] == exports[2]
+        assert len(exports[0]) == 1 + counts["default"]["nodes"] + counts["default"]["episodes"]
+        assert list(export_records(stores[0], "second")) == list(
+            export_records(stores[1], "second"))
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_migrate_refuses_a_non_empty_destination_and_unknown_spaces(pg_url, tmp_path):  # noqa: F811
+    """Nothing is copied into a space that already has data, or from a space that is absent."""
+    src = tmp_path / "src.db"
+    with _mem(SQLiteStore(src)) as mem:
+        mem.learn(workload_episode(0))
+    migrate(f"sqlite:{src}", pg_url)
+    with pytest.raises(StoreError, match="not empty"):
+        migrate(f"sqlite:{src}", pg_url)
+    with pytest.raises(ConfigError, match="no space"):
+        migrate(f"sqlite:{src}", pg_url, space="missing")
+    with _store(pg_url) as store:
+        assert store.count_episodes("default") == 1
+
+
+# -- helpers --------------------------------------------------------------------------------------
+TASKS = {
+    "heat the apple": ("go to kitchen", "take apple", "heat apple"),
+    "cool the mug": ("go to kitchen", "take mug", "open fridge", "cool mug"),
+    "clean the plate": ("go to sink", "take plate", "clean plate"),
+}
+ENVS = ("a kitchen with a fridge, a microwave and a table",
+        "a kitchen with a sink, a stove and a shelf")
+EXTRAS = ("look around", "open drawer", "check the counter")
+
+
+def workload_episode(i: int):
+    """Episode ``i`` of a workload whose tasks repeat and vary: roots, deltas, dedups, lessons."""
+    task = list(TASKS)[i % len(TASKS)]
+    base = TASKS[task]
+    variant = (i // len(TASKS)) % 5
+    actions = base if variant in (0, 1) else (base[0], EXTRAS[variant - 2], *base[1:])
+    return make_episode(task=task, actions=actions, success=variant != 4, env=ENVS[(i // 2) % 2])
+
+
+class _store:
+    """A PostgresStore registered with the conformance space, closed on exit."""
+
+    def __init__(self, url: str):
+        self.store = PostgresStore(url)
+        self.store.ensure_space(SPACE, "e", DIM)
+
+    def __enter__(self) -> PostgresStore:
+        return self.store
+
+    def __exit__(self, *exc: object) -> None:
+        self.store.close()
+
+
+def _mem(store, space: str = "default") -> DeltaMem:
+    return DeltaMem(store, HashingEmbedder(), TraceExtractor(), space=space,
+                    settings=TEST_SETTINGS)
+
+
+def _id_map(lite: DeltaMem, pg: DeltaMem) -> dict[str, str]:
+    """Canonical names for the random ids of both memories, paired by insertion order."""
+    names: dict[str, str] = {}
+    for mem in (lite, pg):
+        for i, node in enumerate(mem.nodes()):
+            names[node.id] = f"node-{i}"
+        for i, episode in enumerate(mem.store.episodes(mem.space)):
+            names[episode.id] = f"episode-{i}"
+    return names
+
+
+def _canon(value, names: dict[str, str]):
+    """``value`` with ids renamed and wall-clock timestamps dropped."""
+    if isinstance(value, dict):
+        return {k: _canon(v, names) for k, v in value.items() if k not in ("created_at", "at")}
+    if isinstance(value, list | tuple):
+        return [_canon(v, names) for v in value]
+    if isinstance(value, str):
+        return names.get(value, value)
+    return value
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers import TEST_SETTINGS
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
+from helpers import TEST_SETTINGS
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from pathlib import Path
 import deltamem
 
 CORE = Path(deltamem.__file__).parent / "core"
-ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum", "json",
+ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum", "json", "re",
                    "typing", "numpy", "deltamem"}
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from helpers import make_episode
-
 from deltamem.core.model import Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import ExtractRequest
 from deltamem.extract.trace import TraceExtractor
+from helpers import make_episode
 
 
 def test_success_becomes_skill_with_verbatim_actions():

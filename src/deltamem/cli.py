@@ -6,7 +6,6 @@ Every command takes ``--db`` (default ``$DELTAMEM_DB`` or ``./deltamem.db``), ``
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
@@ -18,6 +17,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from deltamem.cli_options import DEFAULT_DB, DbOpt, EmbedOpt, JsonOpt, SpaceOpt, emit
 from deltamem.config import Settings
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
@@ -42,17 +42,9 @@ EXIT_CODES: dict[type[DeltaMemError], int] = {
     ExtractionError: 7,
 }
 
-DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
-                                    help="SQLite path, sqlite:PATH or postgresql://... URL.")]
-SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
-                                       help="Namespace inside the database.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
-                                              help="minilm (default), static, st:<model>.")]
 TauTask = Annotated[float | None, typer.Option("--tau-task", help="Task-tree threshold.")]
 TauEnv = Annotated[float | None, typer.Option("--tau-env", help="Environment-tree threshold.")]
 Penalty = Annotated[float | None, typer.Option("--penalty", help="Failure penalty lambda.")]
-DEFAULT_DB = "deltamem.db"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -62,12 +54,6 @@ def _open(db: str, space: str, embedder: str | None, *, extractor: str = "trace"
     return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
                          settings=base)
 
-
-def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-    else:
-        human()
 
 
 @app.command()
@@ -119,7 +105,7 @@ def learn(
     summary = {"episodes": len(results), "results": results,
                "errors": [{"line": line, "field": e.field, "error": str(e)} for line, e in bad],
                "usage": total.to_dict()}
-    _emit(summary, as_json, lambda: _print_learn(summary))
+    emit(summary, as_json, lambda: _print_learn(summary))
     if bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
 
@@ -164,7 +150,7 @@ def recall(
     data = result.to_dict()
     if explain:
         data["explain"] = result.explain()
-    _emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
+    emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
                                            markup=False, highlight=False))
 
 
@@ -179,7 +165,7 @@ def show(
     """Show a node: its chain, composed experience, own patch and counters."""
     with _open(db, space, embedder) as mem:
         data = mem.show(node_id)
-    _emit(data, as_json, lambda: out.print_json(data=data))
+    emit(data, as_json, lambda: out.print_json(data=data))
 
 
 @app.command()
@@ -192,7 +178,7 @@ def stats(
     """Tree shapes, episodes, and stored vs flat size."""
     with _open(db, space, embedder) as mem:
         data = mem.stats()
-    _emit(data, as_json, lambda: _print_stats(data))
+    emit(data, as_json, lambda: _print_stats(data))
 
 
 def _print_stats(data: dict[str, Any]) -> None:
@@ -217,7 +203,7 @@ def consolidate(
     """Compile every frequently successful chain into a new root."""
     with _open(db, space, embedder, k_cons=k_cons) as mem:
         done = [c.to_dict() for c in mem.consolidate()]
-    _emit({"consolidated": done}, as_json,
+    emit({"consolidated": done}, as_json,
           lambda: out.print(f"consolidated {len(done)} chain(s)"))
 
 
@@ -232,7 +218,7 @@ def export_(
     """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
     with _open(db, space, embedder) as mem:
         count = mem.export(file)
-    _emit({"records": count, "file": str(file)}, as_json,
+    emit({"records": count, "file": str(file)}, as_json,
           lambda: out.print(f"exported {count} records to {file}"))
 
 
@@ -247,7 +233,7 @@ def import_(
     """Import an export into the space, in one transaction (all or nothing)."""
     with _open(db, space, embedder) as mem:
         counts = mem.import_(file)
-    _emit(counts, as_json, lambda: out.print(f"imported {counts}"))
+    emit(counts, as_json, lambda: out.print(f"imported {counts}"))
 
 
 @app.command()
@@ -260,7 +246,7 @@ def check(
     """Check both trees' integrity (parents, depths, every chain composes)."""
     with _open(db, space, embedder) as mem:
         problems = mem.check()
-    _emit({"ok": not problems, "problems": problems}, as_json,
+    emit({"ok": not problems, "problems": problems}, as_json,
           lambda: out.print("ok" if not problems else "\n".join(problems), markup=False))
     if problems:
         raise typer.Exit(1)
@@ -296,7 +282,7 @@ def calibrate(
     result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
                                 env_group=_grouper(env_group, "env"), beta=beta)
     data = result.to_dict()
-    _emit(data, as_json, lambda: _print_calibration(data))
+    emit(data, as_json, lambda: _print_calibration(data))
 
 
 def _grouper(spec: str, field: str) -> Callable[[Any], Any]:
@@ -334,7 +320,7 @@ def migrate(
     from deltamem.store.migrate import migrate as copy_spaces
 
     counts = copy_spaces(source, target, space=space)
-    _emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))
+    emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))
 
 
 def _register_subcommands() -> None:

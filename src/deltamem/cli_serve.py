@@ -7,37 +7,21 @@ which prints one line and exits with its code.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from deltamem.cli_options import DEFAULT_DB, DbOpt, EmbedOpt, JsonOpt, SpaceOpt, emit
 from deltamem.config import Settings
 from deltamem.memory import DeltaMem
-
-DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
-                                    help="SQLite path, sqlite:PATH or postgresql://... URL.")]
-SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
-                                       help="Namespace inside the database.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
-EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
-                                              help="minilm (default), static, st:<model>.")]
-DEFAULT_DB = "deltamem.db"
 
 
 def open_memory(db: str, space: str, embedder: str | None) -> DeltaMem:
     """Open the memory a command works on (tests replace this to use a test embedder)."""
     return DeltaMem.open(db, space=space, embedder=embedder, settings=Settings.from_env())
 
-
-def _emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
-    if as_json:
-        sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
-    else:
-        human()
 
 
 def serve(
@@ -107,7 +91,7 @@ def view(
     with open_memory(db, space, embedder) as mem:
         page = render_viewer(mem)
     out.write_text(page, encoding="utf-8")
-    _emit({"file": str(out), "bytes": len(page.encode())}, as_json,
+    emit({"file": str(out), "bytes": len(page.encode())}, as_json,
           lambda: typer.echo(f"wrote {out}"))
 
 
@@ -121,7 +105,7 @@ def delete(
     """Delete a node and its subtree, in one transaction."""
     with open_memory(db, space, embedder) as mem:
         deleted = mem.delete(node_id)
-    _emit({"deleted": deleted}, as_json, lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
+    emit({"deleted": deleted}, as_json, lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
 
 
 def forget(
@@ -137,7 +121,7 @@ def forget(
         raise typer.Exit(1)
     with open_memory(db, space, embedder) as mem:
         count = mem.forget()
-    _emit({"space": space, "deleted_nodes": count}, as_json,
+    emit({"space": space, "deleted_nodes": count}, as_json,
           lambda: typer.echo(f"forgot {count} node(s) of space {space!r}"))
 
 
@@ -160,7 +144,7 @@ def keys_create(
         record, secret = store.create(space or ["default"], name=name)
     finally:
         store.close()
-    _emit({**record.to_dict(), "key": secret}, as_json, lambda: typer.echo(
+    emit({**record.to_dict(), "key": secret}, as_json, lambda: typer.echo(
         f"{secret}\n(key id {record.id}, spaces {', '.join(record.spaces)}; "
         "store it now: it is not shown again)"))
 
@@ -175,7 +159,7 @@ def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
         rows = [k.to_dict() for k in store.list()]
     finally:
         store.close()
-    _emit({"keys": rows}, as_json, lambda: typer.echo("\n".join(
+    emit({"keys": rows}, as_json, lambda: typer.echo("\n".join(
         f"{r['id']}  {'active ' if r['active'] else 'revoked'}  {','.join(r['spaces'])}  "
         f"{r['name']}" for r in rows) or "no keys"))
 
@@ -191,7 +175,7 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the 
         done = store.revoke(key_id)
     finally:
         store.close()
-    _emit({"id": key_id, "revoked": done}, as_json,
+    emit({"id": key_id, "revoked": done}, as_json,
           lambda: typer.echo(f"revoked {key_id}" if done else f"no active key {key_id}"))
     if not done:
         raise typer.Exit(4)
@@ -213,7 +197,7 @@ def skills_export(
 
     with open_memory(db, space, embedder) as mem:
         written = export_skills(mem, out_dir)
-    _emit(written, as_json, lambda: typer.echo(
+    emit(written, as_json, lambda: typer.echo(
         f"wrote {len(written['skills'])} skill(s) and {len(written['knowledge'])} knowledge "
         f"file(s) to {out_dir}"))
 
@@ -231,7 +215,7 @@ def skills_import(
 
     with open_memory(db, space, embedder) as mem:
         done = import_skills(mem, src)
-    _emit(done, as_json, lambda: typer.echo(
+    emit(done, as_json, lambda: typer.echo(
         f"imported {len(done['imported'])} skill(s), skipped {len(done['skipped'])} duplicate(s)"))
 
 

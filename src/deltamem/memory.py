@@ -147,11 +147,11 @@ class DeltaMem:
             return result
         result.chain = self.store.chain(self.space, result.best.id)
         result.experience = compose_chain(result.chain)
-        result.links = [self._link(node, query) for node in result.chain]
+        vectors = self.store.vectors(self.space, [n.id for n in result.chain])
+        result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
         return result
 
-    def _link(self, node: Node, query: Vector) -> ChainLink:
-        vector = self.store.vector(self.space, node.id)
+    def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
         sim = cosine(query, vector) if vector is not None else 0.0
         penalty = self.settings.penalty if node.outcome is Outcome.FAILURE else 0.0
         return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)

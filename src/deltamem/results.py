@@ -65,7 +65,7 @@ class TreeRecall:
             "node": self.node.id if self.node else None,
             "score": round(self.best.score, 6) if self.matched and self.best else None,
             "chain": [link.to_dict() for link in self.links],
-            name: _fields(guide) if guide is not None and guide.TYPE == name else None,
+            name: _fields(guide) if guide is not None and name == guide.TYPE else None,
         }
         if self.node is not None and self.node.outcome is Outcome.FAILURE and self.experience:
             out["lesson"] = _fields(self.experience)

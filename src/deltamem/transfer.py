@@ -21,6 +21,7 @@ from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row,
 
 FORMAT = "deltamem-export"
 VERSION = 1
+_BATCH = 500  # nodes whose vectors are fetched per round trip (stays under SQL parameter limits)
 _JSON_COLUMNS = ("content", "patch", "lineage", "meta", "steps", "result")
 
 
@@ -31,12 +32,15 @@ def export_records(store: Store, space: str) -> Iterator[dict[str, Any]]:
         raise ConfigError(f"no space {space!r} in {store.url}")
     yield {"format": FORMAT, "version": VERSION, "space": space, "embedder": info.embedder,
            "dim": info.dim}
-    for node in store.nodes(space):
-        vector = store.vector(space, node.id)
-        assert vector is not None
-        row = _decode(node_to_row(node))
-        row["vector"] = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
-        yield {"record": "node", **row}
+    nodes = list(store.nodes(space))
+    for start in range(0, len(nodes), _BATCH):
+        batch = nodes[start : start + _BATCH]
+        vectors = store.vectors(space, [n.id for n in batch])
+        for node in batch:
+            row = _decode(node_to_row(node))
+            row["vector"] = base64.b64encode(
+                np.asarray(vectors[node.id], dtype="<f4").tobytes()).decode()
+            yield {"record": "node", **row}
     for episode in store.episodes(space):
         yield {"record": "episode", **_decode(episode_to_row(episode))}
 

@@ -99,6 +99,10 @@ class Store(Protocol):
 
     def vector(self, space: str, node_id: str) -> Vector | None: ...
 
+    def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
+        """Vectors of many nodes in one round trip (missing ids are absent from the result)."""
+        ...
+
     def bump(self, space: str, node_id: str, *, hits: int = 0, successes: int = 0,
              failures: int = 0) -> None: ...
 

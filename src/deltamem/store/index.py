@@ -3,6 +3,11 @@
 Rows are appended in insertion order into capacity-doubling numpy buffers, so learning one node
 costs O(d) amortised instead of rebuilding the matrix (the reference code re-stacks every node's
 vector at every query). Scans call :func:`deltamem.core.scoring.top_k`, the reference semantics.
+
+Small scans run BLAS on one thread: a matrix-vector product over a few thousand rows takes
+~0.1 ms on one core, but a multi-threaded BLAS call waits for its second thread to be scheduled,
+and on a busy 2-core machine that wait was measured at ~20 ms (200x). Large scans are memory-
+bandwidth bound and keep the library's default threads.
 """
 
 from __future__ import annotations
@@ -13,6 +18,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from deltamem.core.scoring import top_k
+
+SINGLE_THREAD_ROWS = 50_000
+_blas: Any = None
+
+
+def _one_blas_thread() -> Any:
+    global _blas
+    if _blas is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas = ThreadpoolController()
+    return _blas.limit(limits=1, user_api="blas")
 from deltamem.store.base import Candidate, Vector
 
 A = TypeVar("A", bound=np.ndarray[Any, Any])
@@ -49,14 +66,12 @@ class VectorIndex:
         self._depths = _resized(self._depths, cap)
 
     def scan(self, query: Vector, *, penalty: float, k: int) -> list[Candidate]:
-        hits = top_k(
-            self._matrix[: self.size],
-            self._failures[: self.size],
-            self._depths[: self.size],
-            query,
-            penalty=penalty,
-            k=k,
-        )
+        args = (self._matrix[: self.size], self._failures[: self.size], self._depths[: self.size])
+        if self.size < SINGLE_THREAD_ROWS:
+            with _one_blas_thread():
+                hits = top_k(*args, query, penalty=penalty, k=k)
+        else:
+            hits = top_k(*args, query, penalty=penalty, k=k)
         return [
             Candidate(self.ids[h.position], h.similarity, h.failure,
                       int(self._depths[h.position]), h.score)

@@ -259,6 +259,22 @@ class SQLiteStore:
             ).fetchone()
         return None if row is None else from_blob(row[0], int(row[1]))
 
+    def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
+        if not node_ids:
+            return {}
+        dim = self._dims.get(space) or self._space_dim(space)
+        marks = ", ".join("?" * len(node_ids))
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT id, vector FROM nodes WHERE space = ? AND id IN ({marks})",
+                (space, *node_ids),
+            ).fetchall()
+        return {r[0]: from_blob(r[1], dim) for r in rows}
+
+    def _space_dim(self, space: str) -> int:
+        info = self._space(space)
+        return info.dim if info else 0
+
     def bump(self, space: str, node_id: str, *, hits: int = 0, successes: int = 0,
              failures: int = 0) -> None:
         with self._lock:

@@ -84,6 +84,10 @@ class StoreConformance:
         assert store.get_node(space, "d").meta == {"note": "ü"}  # type: ignore[union-attr]
         assert store.get_node(space, "missing") is None
         np.testing.assert_array_equal(store.vector(space, "d"), vec(2))
+        both = store.vectors(space, ["r", "d", "missing"])
+        assert sorted(both) == ["d", "r"]
+        np.testing.assert_array_equal(both["r"], vec(1))
+        assert store.vectors(space, []) == {}
         assert [n.id for n in store.chain(space, "d")] == ["r", "d"]
         assert [n.id for n in store.children(space, "r")] == ["d"]
         assert store.chain(space, "missing") == []

@@ -1,0 +1,165 @@
+"""Harness memories: NoMemory, DeltaMem modes and ablations, Synapse, AWM and ReasoningBank."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import ConfigError
+from deltamem.harness.baselines import (
+    AWM_MAX_CHARS,
+    AWMMemory,
+    ReasoningBankMemory,
+    SynapseMemory,
+    flatten_trajectory,
+)
+from deltamem.harness.factory import ALL_KINDS, make_memory, parse_kinds
+from deltamem.harness.memories import DeltaMemMemory, Memory, NoMemory
+from deltamem.testing.llm import ScriptedLLM
+from helpers import TEST_SETTINGS, make_episode
+
+HEAT = "heat the apple in the kitchen"
+WATER = "water the plant in the garden"
+
+
+def items_json(*titles: str) -> str:
+    return json.dumps({"items": [{"title": t, "description": f"about {t}",
+                                  "content": f"do {t} carefully"} for t in titles]})
+
+
+def test_no_memory_injects_nothing() -> None:
+    """NoMemory returns no context and learns nothing."""
+    memory = NoMemory()
+    assert memory.context(HEAT, "kitchen") == ("", {})
+    assert memory.update(make_episode(task=HEAT), {}).usage.llm_calls == 0
+    assert memory.size() == {"entries": 0, "chars": 0}
+
+
+def test_synapse_stores_successes_and_recalls_top1(tmp_path: Path) -> None:
+    """Only successes are stored; the closest task's trajectory comes back, and persists."""
+    path = tmp_path / "syn.json"
+    memory = SynapseMemory(HashingEmbedder(), path)
+    assert memory.context(HEAT, "")[0] == ""
+    assert not memory.update(make_episode(task=WATER, success=False), {}).written["stored"]
+    memory.update(make_episode(task=HEAT, actions=("go to kitchen", "heat apple"),
+                               observations=["ok", "hot"]), {})
+    memory.update(make_episode(task=WATER, actions=("go to garden", "water plant"),
+                               observations=["ok", "wet"]), {})
+    text, info = memory.context("heat the apple", "")
+    assert info["matched"] and info["entry"] == 0
+    assert "Action: heat apple" in text and "water plant" not in text
+    assert memory.size()["entries"] == 2
+    again = SynapseMemory(HashingEmbedder(), path)
+    assert again.context("water the plant", "")[1]["entry"] == 1
+
+
+def test_flatten_trajectory_is_capped() -> None:
+    """A long trajectory is cut to the limit."""
+    ep = make_episode(actions=tuple(f"step {i}" for i in range(200)))
+    assert len(flatten_trajectory(ep, 500)) == 500
+
+
+def test_awm_induces_then_merges_per_family(tmp_path: Path) -> None:
+    """A success induces a workflow for its family; a later success merges (replaces) it."""
+    llm = ScriptedLLM(["1. go to <room>\n2. heat <object>", "1. go to <room>\n2. take <object>"
+                       "\n3. heat <object>"])
+    memory = AWMMemory(llm, tmp_path / "awm.json")
+    failed = memory.update(make_episode(task=HEAT, success=False, task_name="heat"), {})
+    assert not failed.written["stored"] and not llm.calls
+    first = memory.update(make_episode(task=HEAT, task_name="heat"), {})
+    assert first.usage.llm_calls == 1 and first.written == {"stored": True, "family": "heat",
+                                                            "merged": False}
+    second = memory.update(make_episode(task=HEAT, task_name="heat"), {})
+    assert second.written["merged"]
+    assert "Current workflow" in llm.calls[1].prompt and "heat <object>" in llm.calls[1].prompt
+    text, info = memory.context(HEAT, "", family="heat")
+    assert info["matched"] and "3. heat <object>" in text
+    assert memory.context(HEAT, "", family="other") == ("", {"matched": False,
+                                                             "family": "other"})
+    assert memory.size()["entries"] == 1
+
+
+def test_awm_caps_and_keeps_old_workflow_on_empty_answer() -> None:
+    """Workflows are cut to 2000 chars; an empty answer keeps the previous workflow."""
+    memory = AWMMemory(ScriptedLLM(["x" * 5000, "   "]))
+    memory.update(make_episode(task_name="heat"), {})
+    assert len(memory.entries[0]["workflow"]) == AWM_MAX_CHARS
+    kept = memory.update(make_episode(task_name="heat"), {})
+    assert not kept.written["stored"] and len(memory.entries[0]["workflow"]) == AWM_MAX_CHARS
+
+
+def test_reasoningbank_learns_from_success_and_failure(tmp_path: Path) -> None:
+    """Both outcomes become entries; the closest one is rendered with its outcome tag."""
+    llm = ScriptedLLM([items_json("preheat", "check door"), items_json("wrong room")])
+    memory = ReasoningBankMemory(llm, HashingEmbedder(), tmp_path / "rb.json")
+    ok = memory.update(make_episode(task=HEAT), {})
+    bad = memory.update(make_episode(task=WATER, success=False), {})
+    assert ok.written["items"] == 2 and bad.written["stored"]
+    assert "failed attempt" in llm.calls[1].prompt
+    assert llm.calls[0].schema is not None
+    text, info = memory.context(HEAT, "")
+    assert info["entry"] == 0 and "[SUCCESS] preheat: about preheat" in text
+    text, info = memory.context(WATER, "")
+    assert info["entry"] == 1 and "[FAILURE] wrong room" in text
+    assert ReasoningBankMemory(llm, HashingEmbedder(), tmp_path / "rb.json").size() == \
+        memory.size()
+
+
+def test_reasoningbank_reports_failed_extraction() -> None:
+    """Unparseable answers store nothing and say why (no guessed items)."""
+    memory = ReasoningBankMemory(ScriptedLLM(["no json here", "still none"]), HashingEmbedder())
+    update = memory.update(make_episode(), {})
+    assert not update.written["stored"] and "extraction failed" in update.written["reason"]
+    assert memory.entries == [] and update.usage.llm_calls == 2
+
+
+def test_deltamem_modes_inject_one_or_both_trees(tmp_path: Path) -> None:
+    """All modes learn both trees; task/env modes inject only their tree."""
+    texts = {}
+    for mode in ("both", "task", "env"):
+        memory = DeltaMemMemory(tmp_path / f"{mode}.db", HashingEmbedder(), extractor="trace",
+                                settings=TEST_SETTINGS, mode=mode)
+        ep = make_episode()
+        text, info = memory.context(ep.task, ep.env)
+        assert text == "" and not info["task"]["matched"]
+        update = memory.update(ep, info)
+        assert update.written["task"]["action"] == "root"
+        assert update.written["env"]["action"] == "root"
+        texts[mode], info = memory.context(ep.task, ep.env)
+        assert info["task"]["matched"] and info["env"]["matched"]
+        assert memory.size()["entries"] == 2
+        memory.close()
+    assert "Skill memory" in texts["both"] and "Scene knowledge" in texts["both"]
+    assert "Skill memory" in texts["task"] and "Scene knowledge" not in texts["task"]
+    assert "Scene knowledge" in texts["env"] and "Skill memory" not in texts["env"]
+
+
+def test_factory_builds_every_kind_with_its_ablation(tmp_path: Path) -> None:
+    """Each kind name builds the right memory; ablations change the settings."""
+    llm = ScriptedLLM([])
+    for kind in ALL_KINDS:
+        memory = make_memory(kind, tmp_path / kind, embedder=HashingEmbedder(), llm=llm,
+                             extractor="trace", settings=TEST_SETTINGS)
+        assert isinstance(memory, Memory) and memory.name == kind
+        memory.close()
+    nopen = make_memory("deltamem-nopenalty", tmp_path / "p", embedder=HashingEmbedder(),
+                        llm=llm, extractor="trace", settings=TEST_SETTINGS)
+    nocons = make_memory("deltamem-nocons", tmp_path / "c", embedder=HashingEmbedder(),
+                         llm=llm, extractor="trace", settings=TEST_SETTINGS)
+    assert isinstance(nopen, DeltaMemMemory) and nopen.mem.settings.penalty == 0.0
+    assert isinstance(nocons, DeltaMemMemory) and not nocons.mem.settings.auto_consolidate
+    nopen.close()
+    nocons.close()
+
+
+def test_parse_kinds_checks_names_and_adds_ablations() -> None:
+    """Kinds are validated, deduplicated, and --ablations appends the four ablations."""
+    assert parse_kinds("none, deltamem,none") == ["none", "deltamem"]
+    assert parse_kinds("deltamem", ablations=True)[1:] == ["deltamem-task", "deltamem-env",
+                                                           "deltamem-nopenalty",
+                                                           "deltamem-nocons"]
+    with pytest.raises(ConfigError, match="unknown memory kind"):
+        parse_kinds("none,memgpt")

@@ -1,0 +1,187 @@
+"""The runner (streams, protocols, resume), the report built from its logs, and ``bench``."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from test_agent import CoinRoomDouble
+from typer.testing import CliRunner
+
+from deltamem.cli_bench import register
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import ConfigError
+from deltamem.harness.agent import AgentConfig
+from deltamem.harness.factory import MEMORY_KINDS
+from deltamem.harness.report import summarize, table, wilson, write_report
+from deltamem.harness.runner import RunOptions, episode_stream, read_log, run, run_bench
+from deltamem.llm.base import Message
+from deltamem.testing.llm import FunctionLLM
+from helpers import TEST_SETTINGS
+
+ENV = "coinroom-double"
+
+
+def coin_player(messages: Sequence[Message], schema: dict[str, Any] | None) -> str:
+    """Wins odd seeds (east, then take), idles on even ones; answers memory prompts too."""
+    prompt = messages[0]["content"]
+    if "strategy notes" in prompt:
+        return json.dumps({"items": [{"title": "go east", "description": "coin is east",
+                                      "content": "move east then take coin"}]})
+    if "workflow" in prompt and "Your next action" not in messages[-1]["content"]:
+        return "1. move east\n2. take <object>"
+    seed = int(re.findall(r"seed (\d+)", prompt)[-1])  # the task comes after any memory
+    if seed % 2 == 0:
+        return "Action: look around"
+    return "Action: take coin" if "take coin" in messages[-1]["content"] else "Action: move east"
+
+
+def options(**changes: Any) -> RunOptions:
+    base = {"episodes": 4, "seed": 7, "extractor": "trace", "settings": TEST_SETTINGS,
+            "agent": AgentConfig(max_invalid=2)}
+    return RunOptions(**{**base, **changes})
+
+
+def test_stream_is_fixed_by_the_seed() -> None:
+    """The same seed gives the same episodes in the same order; another seed differs."""
+    env = CoinRoomDouble()
+    first = episode_stream(env, ENV, "test", 5, seed=1)
+    assert first == episode_stream(env, ENV, "test", 5, seed=1)
+    assert first != episode_stream(env, ENV, "test", 5, seed=2)
+    assert episode_stream(env, ENV, "test", 3, seed=1) == first[:3]
+
+
+def test_online_run_logs_every_episode_and_learns(tmp_path: Path) -> None:
+    """Each kind logs one record per episode with trajectory, recall, writes and usage."""
+    llm = FunctionLLM(coin_player)
+    logs = run_bench(ENV, ["none", "deltamem", "synapse"], llm, out=tmp_path,
+                     embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+    none, delta, synapse = (read_log(logs[k]) for k in ("none", "deltamem", "synapse"))
+    assert [r["index"] for r in delta] == [0, 1, 2, 3]
+    assert [r["spec"] for r in none] == [r["spec"] for r in delta] == [r["spec"] for r in synapse]
+    for record in delta:
+        assert record["success"] == (record["spec"]["variation"] % 2 == 1)
+        assert record["trajectory"] and record["usage"]["agent"]["llm_calls"] >= 1
+        assert record["written"]["task"]["action"] in ("root", "delta", "dedup")
+    assert delta[0]["memory_chars"] == 0 and delta[-1]["memory_size"]["entries"] > 0
+    assert any(r["recall"]["task"]["matched"] for r in delta[1:])
+    assert all(r["memory_size"]["entries"] == 0 for r in none)
+    assert synapse[-1]["memory_size"]["entries"] == sum(r["success"] for r in synapse)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["env"] == ENV and config["kinds"] == ["none", "deltamem", "synapse"]
+
+
+def test_rerun_resumes_and_skips_logged_episodes(tmp_path: Path) -> None:
+    """A rerun with more episodes plays only the new ones; a different stream is refused."""
+    llm = FunctionLLM(coin_player)
+    run(ENV, "deltamem", llm, 3, 7, "online", out=tmp_path, embedder=HashingEmbedder(),
+        options=options(), env=CoinRoomDouble())
+    calls = len(llm.calls)
+    again = FunctionLLM(coin_player)
+    log = run(ENV, "deltamem", again, 3, 7, "online", out=tmp_path,
+              embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+    assert not again.calls and len(read_log(log)) == 3
+    more = run(ENV, "deltamem", again, 5, 7, "online", out=tmp_path,
+               embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+    records = read_log(more)
+    assert [r["index"] for r in records] == [0, 1, 2, 3, 4]
+    assert 0 < len(again.calls) < calls * 2
+    assert records[3]["memory_size"]["entries"] >= records[2]["memory_size"]["entries"]
+    with pytest.raises(ConfigError, match="another episode stream"):
+        run(ENV, "deltamem", again, 5, 99, "online", out=tmp_path,
+            embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+
+
+def test_warm_start_learns_gold_then_evaluates_frozen(tmp_path: Path) -> None:
+    """Warm start: train records come from gold replays; a frozen memory does not grow."""
+    llm = FunctionLLM(coin_player)
+    log = run(ENV, "synapse", llm, 3, 0, "warm", out=tmp_path, embedder=HashingEmbedder(),
+              options=options(train_episodes=2), env=CoinRoomDouble())
+    records = read_log(log)
+    train = [r for r in records if r["phase"] == "train"]
+    evals = [r for r in records if r["phase"] == "eval"]
+    assert len(train) == 2 and all(r["success"] for r in train)
+    assert all(r["spec"]["split"] == "train" for r in train)
+    assert all(r["spec"]["split"] == "test" for r in evals) and len(evals) == 3
+    assert {r["memory_size"]["entries"] for r in evals} == {2}
+    assert all(r["written"] == {} for r in evals)
+    assert all(r["recall"]["matched"] for r in evals)
+
+
+def test_report_numbers_match_the_logs(tmp_path: Path) -> None:
+    """summary.json, plots and report.html are written; SR and CI come from the JSONL."""
+    llm = FunctionLLM(coin_player)
+    logs = run_bench(ENV, ["none", "awm", "reasoningbank"], llm, out=tmp_path,
+                     embedder=HashingEmbedder(), options=options(episodes=5), env=CoinRoomDouble())
+    (tmp_path / "tree.html").write_text("<html></html>")
+    summary = write_report(tmp_path)
+    for name in ("summary.json", "success.png", "memory.png", "report.html"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert json.loads((tmp_path / "summary.json").read_text()) == summary
+    rows = {r["kind"]: r for r in summary["kinds"]}
+    assert list(rows) == ["none", "awm", "reasoningbank"]
+    for kind, path in logs.items():
+        records = read_log(path)
+        wins = sum(r["success"] for r in records)
+        assert rows[kind]["successes"] == wins and rows[kind]["episodes"] == 5
+        assert rows[kind]["success_rate"] == pytest.approx(wins / 5)
+        low, high = wilson(wins, 5)
+        assert rows[kind]["sr_ci95"] == [round(low, 4), round(high, 4)]
+        steps = sum(r["steps"] for r in records) / 5
+        assert rows[kind]["mean_steps"] == pytest.approx(steps)
+    assert rows["awm"]["memory_llm_calls_total"] == rows["awm"]["successes"]
+    assert rows["reasoningbank"]["memory_entries"] == 5
+    page = (tmp_path / "report.html").read_text()
+    assert 'href="tree.html"' in page and page.count("data:image/png;base64,") == 2
+    assert table(summarize(tmp_path)).row_count == 3
+
+
+def test_wilson_interval_known_values() -> None:
+    """Wilson bounds match hand-computed values and stay inside [0, 1]."""
+    low, high = wilson(5, 10)
+    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
+    assert wilson(0, 4)[0] == 0.0 and wilson(4, 4)[1] == 1.0 and wilson(0, 0) == (0.0, 0.0)
+
+
+def test_bad_options_are_refused() -> None:
+    """Unknown protocols and empty runs raise ConfigError."""
+    with pytest.raises(ConfigError):
+        RunOptions(protocol="offline")
+    with pytest.raises(ConfigError):
+        RunOptions(episodes=0)
+
+@pytest.mark.envs
+@pytest.mark.llm
+@pytest.mark.slow
+def test_bench_runs_every_memory_kind_with_the_local_model(tmp_path: Path) -> None:
+    """One short coin game per memory kind; logs, summary and report are written."""
+    pytest.importorskip("llama_cpp")
+    pytest.importorskip("textworld_express")
+    app = typer.Typer()
+    register(app)
+
+    @app.callback()
+    def _root() -> None:
+        """Group callback so that 'bench' is a subcommand, as in the real CLI."""
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, [
+        "bench", "--env", "twx-coin", "--memory", ",".join(MEMORY_KINDS), "--llm", "local",
+        "--episodes", "1", "--seed", "0", "--protocol", "online", "--max-steps", "3",
+        "--game-params", "numLocations=1,includeDoors=0,numDistractorItems=0",
+        "--extractor", "trace", "--n-ctx", "2048", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert [row["kind"] for row in summary["kinds"]] == list(MEMORY_KINDS)
+    for row in summary["kinds"]:
+        records = [json.loads(line) for line in
+                   (out / row["kind"] / "episodes.jsonl").read_text().splitlines()]
+        assert len(records) == 1 and 1 <= records[0]["steps"] <= 3
+        assert row["successes"] == int(records[0]["success"])
+        assert records[0]["usage"]["agent"]["llm_calls"] == records[0]["steps"]
+    assert (out / "report.html").stat().st_size > 0

@@ -18,7 +18,9 @@ from typing import Any, TypeVar
 import numpy as np
 
 from deltamem.core.scoring import top_k
+from deltamem.store.base import Candidate, Vector
 
+A = TypeVar("A", bound=np.ndarray[Any, Any])
 SINGLE_THREAD_ROWS = 50_000
 _blas: Any = None
 
@@ -30,9 +32,6 @@ def _one_blas_thread() -> Any:
 
         _blas = ThreadpoolController()
     return _blas.limit(limits=1, user_api="blas")
-from deltamem.store.base import Candidate, Vector
-
-A = TypeVar("A", bound=np.ndarray[Any, Any])
 
 
 class VectorIndex:

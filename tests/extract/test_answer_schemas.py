@@ -62,3 +62,21 @@ def test_answer_schema_requires_all_fields() -> None:
     tight = answer_schema(LessonAnswer, max_items=5, max_item_chars=9999)
     assert tight["properties"]["failed"]["maxItems"] == 5
     assert tight["properties"]["failed"]["items"]["maxLength"] == 500  # capped at validation
+
+
+def test_schema_of_a_list_of_objects_describes_the_objects():
+    """Nested answer models (e.g. ReasoningBank items) get object item schemas with their bounds."""
+    from pydantic import BaseModel, Field
+
+    from deltamem.extract.schemas import answer_schema
+
+    class Item(BaseModel):
+        title: str = Field(min_length=1, max_length=50)
+
+    class Items(BaseModel):
+        items: list[Item] = Field(min_length=1, max_length=3)
+
+    schema = answer_schema(Items)["properties"]["items"]
+    assert schema["maxItems"] == 3 and schema["minItems"] == 1
+    assert schema["items"]["type"] == "object"
+    assert schema["items"]["properties"]["title"]["maxLength"] == 50

@@ -12,7 +12,7 @@ huge grammars, and the bounds are enforced here anyway.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar, get_origin
+from typing import Annotated, Any, ClassVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -181,15 +181,18 @@ def answer_schema(
     properties: dict[str, Any] = {}
     for name, info in model_cls.model_fields.items():
         if _is_list(info.annotation):
-            prop: dict[str, Any] = {
-                "type": "array",
-                "items": {"type": "string", "minLength": 1, "maxLength": max_item_chars},
-                "maxItems": max_items,
-            }
+            (item_type,) = get_args(info.annotation)
+            # Lists of objects (e.g. a baseline's strategy items) get the object's own schema.
+            items = (answer_schema(item_type, max_items=max_items, max_item_chars=max_item_chars,
+                                   max_text_chars=max_text_chars)
+                     if isinstance(item_type, type) and issubclass(item_type, BaseModel)
+                     else {"type": "string", "minLength": 1, "maxLength": max_item_chars})
+            prop: dict[str, Any] = {"type": "array", "items": items,
+                                    "maxItems": _max_len(info, max_items)}
             if info.is_required():
                 prop["minItems"] = 1
         else:
-            prop = {"type": "string", "maxLength": max_text_chars}
+            prop = {"type": "string", "maxLength": _max_len(info, max_text_chars)}
             if info.is_required():
                 prop["minLength"] = 1
         properties[name] = prop
@@ -203,3 +206,12 @@ def answer_schema(
 
 def _is_list(annotation: Any) -> bool:
     return get_origin(annotation) is list
+
+
+def _max_len(info: Any, default: int) -> int:
+    """The field's own ``max_length`` when it is tighter than ``default``."""
+    for meta in info.metadata:
+        limit = getattr(meta, "max_length", None)
+        if isinstance(limit, int):
+            return min(limit, default)
+    return default

@@ -1,0 +1,138 @@
+"""``deltamem bench``: run memories against a text environment and report the comparison.
+
+Wire it into the main CLI with :func:`register` (``register(app)`` in ``deltamem.cli``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from deltamem.errors import DeltaMemError
+
+
+def build_llm(llm: str, base_url: str | None, model: str | None, n_ctx: int) -> Any:
+    """The backbone from the CLI's ``--llm/--base-url/--model`` options."""
+    from deltamem.llm import make_llm
+
+    if llm == "local":
+        options: dict[str, Any] = {"n_ctx": n_ctx}
+        if model:
+            options["model_path"] = model
+        return make_llm("local", **options)
+    options = {k: v for k, v in (("base_url", base_url), ("model", model)) if v}
+    return make_llm(llm, **options)
+
+
+def bench(
+    env: Annotated[str, typer.Option("--env", help="twx-<game>, scienceworld, "
+                                     "alfworld-generated.")] = "twx-coin",
+    memory: Annotated[str, typer.Option("--memory", help="Comma list of memory kinds: none, "
+                                        "deltamem, synapse, awm, reasoningbank, deltamem-task, "
+                                        "deltamem-env, deltamem-nopenalty, deltamem-nocons.")]
+    = "none,deltamem,synapse,awm,reasoningbank",
+    ablations: Annotated[bool, typer.Option("--ablations", help="Add the DeltaMem "
+                                            "ablations.")] = False,
+    llm: Annotated[str, typer.Option("--llm", help="local (SmolLM2) or openai.")] = "local",
+    base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible "
+                                                 "server URL.")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (openai) or .gguf "
+                                              "path (local).")] = None,
+    episodes: Annotated[int, typer.Option("--episodes", help="Evaluation episodes.")] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Fixes the episode stream.")] = 0,
+    protocol: Annotated[str, typer.Option("--protocol", help="online (cold start, learn on "
+                                          "the stream) or warm (gold train trajectories "
+                                          "first).")] = "online",
+    out: Annotated[Path, typer.Option("--out", help="Run directory (rerun to resume).")]
+    = Path("runs/bench"),
+    train_episodes: Annotated[int, typer.Option("--train-episodes", help="Warm start: gold "
+                                                "trajectories to learn.")] = 5,
+    learn_during_eval: Annotated[bool, typer.Option("--learn-during-eval", help="Warm start: "
+                                                    "keep learning while evaluating.")] = False,
+    extractor: Annotated[str, typer.Option("--extractor", help="DeltaMem extractor: llm (as "
+                                           "in the paper) or trace (no model).")] = "llm",
+    max_steps: Annotated[int | None, typer.Option("--max-steps", help="Step limit per "
+                                                  "episode.")] = None,
+    game_params: Annotated[str | None, typer.Option("--game-params", help="TextWorldExpress "
+                                                    "generation parameters.")] = None,
+    families: Annotated[str | None, typer.Option("--families", help="Comma list of task "
+                                                 "families (ScienceWorld tasks, ALFWorld "
+                                                 "types).")] = None,
+    embedder: Annotated[str | None, typer.Option("--embedder", help="Embedder spec (default "
+                                                 "minilm).")] = None,
+    history_turns: Annotated[int, typer.Option("--history-turns", help="Turns kept in the "
+                                               "prompt.")] = 4,
+    snap: Annotated[bool, typer.Option("--snap/--no-snap", help="Snap actions to the closest "
+                                       "admissible one.")] = True,
+    n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
+                                       "model.")] = 4096,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+) -> None:
+    """Compare memories on a text environment; writes logs, plots and report.html to --out."""
+    try:
+        summary = run_bench_command(
+            env=env, memory=memory, ablations=ablations, llm=llm, base_url=base_url,
+            model=model, episodes=episodes, seed=seed, protocol=protocol, out=out,
+            train_episodes=train_episodes, learn_during_eval=learn_during_eval,
+            extractor=extractor, max_steps=max_steps, game_params=game_params,
+            families=families, embedder=embedder, history_turns=history_turns, snap=snap,
+            n_ctx=n_ctx)
+    except DeltaMemError as exc:
+        Console(stderr=True).print(f"[red]error:[/red] {exc}")
+        from deltamem.cli import EXIT_CODES
+
+        raise typer.Exit(next((c for t, c in EXIT_CODES.items() if isinstance(exc, t)), 1)) \
+            from exc
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        from deltamem.harness.report import table
+
+        console = Console()
+        console.print(table(summary))
+        console.print(f"report: {out / 'report.html'}")
+
+
+def run_bench_command(*, env: str, memory: str, ablations: bool = False, llm: str = "local",
+                      base_url: str | None = None, model: str | None = None, episodes: int = 5,
+                      seed: int = 0, protocol: str = "online", out: Path,
+                      train_episodes: int = 5, learn_during_eval: bool = False,
+                      extractor: str = "llm", max_steps: int | None = None,
+                      game_params: str | None = None, families: str | None = None,
+                      embedder: str | None = None, history_turns: int = 4, snap: bool = True,
+                      n_ctx: int = 4096) -> dict[str, Any]:
+    """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
+    from deltamem.config import Settings
+    from deltamem.embed import make_embedder
+    from deltamem.harness.agent import AgentConfig
+    from deltamem.harness.factory import parse_kinds
+    from deltamem.harness.report import write_report
+    from deltamem.harness.runner import RunOptions, run_bench
+
+    kinds = parse_kinds(memory, ablations=ablations)
+    settings = Settings.from_env().with_(embedder=embedder)
+    env_options: dict[str, Any] = {}
+    if max_steps is not None:
+        env_options["max_steps"] = max_steps
+    if game_params is not None:
+        env_options["game_params"] = game_params
+    options = RunOptions(
+        episodes=episodes, seed=seed, protocol=protocol, train_episodes=train_episodes,
+        freeze=not learn_during_eval,
+        families=tuple(f.strip() for f in families.split(",") if f.strip()) if families
+        else None,
+        env_options=env_options, extractor=extractor, settings=settings,
+        agent=AgentConfig(history_turns=history_turns, snap=snap))
+    model_obj = build_llm(llm, base_url, model, n_ctx)
+    run_bench(env, kinds, model_obj, out=out, embedder=make_embedder(settings.embedder),
+              options=options)
+    return write_report(out)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` command to ``app``."""
+    app.command("bench")(bench)

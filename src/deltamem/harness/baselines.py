@@ -1,0 +1,301 @@
+"""The paper's baselines, re-implemented from their descriptions (deltamem-spec.md §6.6).
+
+* :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by task embedding.
+* :class:`AWMMemory` - one workflow per task family, induced by the LLM from successes and merged
+  on later successes; injected cut to 2000 characters.
+* :class:`ReasoningBankMemory` - up to 3 strategy items (title/description/content) extracted by
+  the LLM from every episode, success or failure; top-1 entry by cosine; cut to 3000 characters.
+
+Each keeps its entries in memory and, given a ``path``, in a JSON file rewritten after every
+update (so a resumed run continues from the same memory). Vectors are stored with the entries.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from deltamem.core.model import Episode
+from deltamem.embed.base import Embedder
+from deltamem.errors import ExtractionError
+from deltamem.extract.structured import ask_structured
+from deltamem.harness.memories import Update
+from deltamem.llm.base import LLM, Message
+from deltamem.usage import Usage
+
+SYNAPSE_HEADER = ("Here is a past successful trajectory of a similar task. Use it as an example; "
+                  "adapt names and locations to your task.")
+AWM_HEADER = ("Here is a workflow induced from past successful episodes of this kind of task. "
+              "Follow its steps, filling in the names of your task.")
+RB_HEADER = ("Here are strategy notes distilled from a past episode of a similar task. Notes "
+             "marked SUCCESS worked; notes marked FAILURE are warnings about what went wrong.")
+AWM_MAX_CHARS = 2000
+RB_MAX_CHARS = 3000
+SYNAPSE_MAX_CHARS = 3000
+_OBS_CHARS = 160  # observations in a flattened trajectory are cut to this many characters
+
+
+def flatten_trajectory(episode: Episode, max_chars: int = SYNAPSE_MAX_CHARS) -> str:
+    """An episode as ICL-style text: the task, then ``> action`` / observation lines."""
+    lines = [f"Task: {episode.task.strip()}"]
+    for step in episode.steps:
+        obs = " ".join(step.observation.split())
+        if len(obs) > _OBS_CHARS:
+            obs = obs[: _OBS_CHARS - 3] + "..."
+        lines.append(f"Action: {step.action}\nObservation: {obs}")
+    return _cap("\n".join(lines), max_chars)
+
+
+def _cap(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+def _load(path: Path | None) -> list[dict[str, Any]]:
+    if path is None or not path.exists():
+        return []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    entries: list[dict[str, Any]] = data["entries"]
+    return entries
+
+
+def _save(path: Path | None, kind: str, entries: list[dict[str, Any]]) -> None:
+    if path is None:
+        return
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps({"kind": kind, "entries": entries}, ensure_ascii=False),
+                   encoding="utf-8")
+    tmp.replace(path)  # atomic: a crash never leaves half a memory file
+
+
+def _top1(embedder: Embedder, query: str, entries: list[dict[str, Any]],
+          usage: Usage | None = None) -> tuple[int, float] | None:
+    """Index and cosine of the entry whose stored vector is closest to ``query``."""
+    if not entries or not query.strip():
+        return None
+    q = embedder.embed([query])[0]
+    if usage is not None:
+        usage.embed_calls += 1
+        usage.embed_texts += 1
+    matrix = np.asarray([e["vector"] for e in entries], dtype=np.float32)
+    scores = matrix @ q
+    best = int(np.argmax(scores))  # argmax keeps the earliest entry on ties
+    return best, float(scores[best])
+
+
+def _vector(embedder: Embedder, text: str, usage: Usage) -> list[float]:
+    usage.embed_calls += 1
+    usage.embed_texts += 1
+    return [round(float(x), 6) for x in embedder.embed([text])[0]]
+
+
+def _account(usage: Usage, prompt_tokens: int, completion_tokens: int) -> None:
+    usage.llm_calls += 1
+    usage.prompt_tokens += prompt_tokens
+    usage.completion_tokens += completion_tokens
+
+
+class SynapseMemory:
+    """Trajectory exemplars: only successes are stored, retrieved top-1 by task embedding."""
+
+    name = "synapse"
+
+    def __init__(self, embedder: Embedder, path: Path | None = None) -> None:
+        self.embedder = embedder
+        self.path = path
+        self.entries = _load(path)
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """The closest stored trajectory, flattened like an ICL example."""
+        hit = _top1(self.embedder, task, self.entries)
+        if hit is None:
+            return "", {"matched": False}
+        index, score = hit
+        text = f"{SYNAPSE_HEADER}\n{self.entries[index]['trajectory']}"
+        return text, {"matched": True, "entry": index, "score": round(score, 4)}
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Store the episode's trajectory if it succeeded."""
+        usage = Usage()
+        if not episode.success:
+            return Update(usage, {"stored": False, "reason": "failure"})
+        self.entries.append({"task": episode.task,
+                             "trajectory": flatten_trajectory(episode),
+                             "vector": _vector(self.embedder, episode.task, usage)})
+        _save(self.path, self.name, self.entries)
+        return Update(usage, {"stored": True, "entry": len(self.entries) - 1})
+
+    def size(self) -> dict[str, int]:
+        """Stored trajectories and their characters."""
+        return {"entries": len(self.entries),
+                "chars": sum(len(e["trajectory"]) for e in self.entries)}
+
+    def close(self) -> None:
+        """Nothing open (the file is written on every update)."""
+
+
+AWM_INDUCE = """You summarise how a task was solved into a reusable workflow.
+
+Task: {task}
+Successful trajectory:
+{trajectory}
+
+{existing}Write a workflow of 2 to 8 numbered steps that solves this kind of task. Replace \
+specific object and place names by variables in angle brackets, e.g. <object>, <room>. \
+Answer with the numbered steps only."""
+AWM_EXISTING = ("Current workflow for this kind of task:\n{workflow}\n\nMerge what the new "
+                "trajectory teaches into it without making it longer.\n\n")
+
+
+class AWMMemory:
+    """Agent Workflow Memory: one LLM-induced workflow per task family, from successes only."""
+
+    name = "awm"
+
+    def __init__(self, llm: LLM, path: Path | None = None, *, max_tokens: int = 256) -> None:
+        self.llm = llm
+        self.path = path
+        self.max_tokens = max_tokens
+        self.entries = _load(path)
+
+    def _find(self, family: str) -> dict[str, Any] | None:
+        return next((e for e in self.entries if e["family"] == family), None)
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """The workflow of ``family``, cut to 2000 characters."""
+        entry = self._find(family)
+        if entry is None:
+            return "", {"matched": False, "family": family}
+        text = f"{AWM_HEADER}\n{_cap(entry['workflow'], AWM_MAX_CHARS)}"
+        return text, {"matched": True, "family": family}
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """On success, induce a workflow (or merge into the family's existing one)."""
+        usage = Usage()
+        family = str(episode.meta.get("task_name", ""))
+        if not episode.success:
+            return Update(usage, {"stored": False, "reason": "failure"})
+        entry = self._find(family)
+        existing = AWM_EXISTING.format(workflow=entry["workflow"]) if entry else ""
+        prompt = AWM_INDUCE.format(task=episode.task.strip(),
+                                   trajectory=flatten_trajectory(episode, 1500),
+                                   existing=existing)
+        messages: list[Message] = [{"role": "user", "content": prompt}]
+        completion = self.llm.complete(messages, max_tokens=self.max_tokens)
+        _account(usage, completion.prompt_tokens, completion.completion_tokens)
+        workflow = completion.text.strip()
+        if not workflow:
+            # An empty induction is reported, and the old workflow kept, never replaced by junk.
+            return Update(usage, {"stored": False, "reason": "empty model answer"})
+        workflow = _cap(workflow, AWM_MAX_CHARS)
+        if entry is None:
+            self.entries.append({"family": family, "workflow": workflow, "merges": 0})
+        else:
+            entry["workflow"] = workflow
+            entry["merges"] = int(entry["merges"]) + 1
+        _save(self.path, self.name, self.entries)
+        return Update(usage, {"stored": True, "family": family, "merged": entry is not None})
+
+    def size(self) -> dict[str, int]:
+        """Workflows and their characters."""
+        return {"entries": len(self.entries),
+                "chars": sum(len(e["workflow"]) for e in self.entries)}
+
+    def close(self) -> None:
+        """Nothing open (the file is written on every update)."""
+
+
+class MemoryItem(BaseModel):
+    """One ReasoningBank strategy item."""
+
+    title: str = Field(min_length=1, max_length=120)
+    description: str = Field(min_length=1, max_length=300)
+    content: str = Field(min_length=1, max_length=600)
+
+
+class MemoryItems(BaseModel):
+    """What the extractor answers: at most three items."""
+
+    items: list[MemoryItem] = Field(min_length=1, max_length=3)
+
+
+RB_EXTRACT = """Study this {outcome} attempt at a task and write at most 3 short, reusable \
+strategy notes for similar tasks{why}.
+
+Task: {task}
+Trajectory:
+{trajectory}
+
+Answer with a JSON object: {{"items": [{{"title": "...", "description": "one sentence", \
+"content": "the strategy"}}]}}"""
+
+
+class ReasoningBankMemory:
+    """ReasoningBank: LLM-distilled strategy items from successes and failures.
+
+    Each episode becomes one entry (its items), embedded on the task plus the items' titles and
+    descriptions; retrieval returns the single closest entry.
+    """
+
+    name = "reasoningbank"
+
+    def __init__(self, llm: LLM, embedder: Embedder, path: Path | None = None, *,
+                 max_tokens: int = 384, retries: int = 1) -> None:
+        self.llm = llm
+        self.embedder = embedder
+        self.path = path
+        self.max_tokens = max_tokens
+        self.retries = retries
+        self.entries = _load(path)
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """The closest entry's items, tagged SUCCESS/FAILURE, cut to 3000 characters."""
+        hit = _top1(self.embedder, task, self.entries)
+        if hit is None:
+            return "", {"matched": False}
+        index, score = hit
+        entry = self.entries[index]
+        tag = "[SUCCESS]" if entry["success"] else "[FAILURE]"
+        body = "\n".join(f"{tag} {item['title']}: {item['description']}\n  {item['content']}"
+                         for item in entry["items"])
+        text = _cap(f"{RB_HEADER}\n{body}", RB_MAX_CHARS)
+        return text, {"matched": True, "entry": index, "score": round(score, 4)}
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Extract up to 3 items from the episode and store them as one entry."""
+        usage = Usage()
+        outcome = "successful" if episode.success else "failed"
+        why = "" if episode.success else ", including what went wrong and what to try instead"
+        prompt = RB_EXTRACT.format(outcome=outcome, why=why, task=episode.task.strip(),
+                                   trajectory=flatten_trajectory(episode, 1500))
+        try:
+            answer, spent, _raw = ask_structured(
+                self.llm, [{"role": "user", "content": prompt}], MemoryItems,
+                retries=self.retries, max_tokens=self.max_tokens,
+                label=str(episode.meta.get("task_name", "")))
+        except ExtractionError as exc:
+            # The episode teaches nothing we can store; say so instead of storing a guess.
+            if isinstance(exc.usage, Usage):
+                usage.add(exc.usage)
+            return Update(usage, {"stored": False, "reason": f"extraction failed: {exc}"[:300]})
+        usage.add(spent)
+        items = [item.model_dump() for item in answer.items[:3]]
+        anchor = episode.task + "\n" + "\n".join(f"{i['title']}: {i['description']}"
+                                                 for i in items)
+        self.entries.append({"task": episode.task, "success": episode.success, "items": items,
+                             "vector": _vector(self.embedder, anchor, usage)})
+        _save(self.path, self.name, self.entries)
+        return Update(usage, {"stored": True, "entry": len(self.entries) - 1,
+                              "items": len(items)})
+
+    def size(self) -> dict[str, int]:
+        """Entries and the characters of their items."""
+        chars = sum(len(i["title"]) + len(i["description"]) + len(i["content"])
+                    for e in self.entries for i in e["items"])
+        return {"entries": len(self.entries), "chars": chars}
+
+    def close(self) -> None:
+        """Nothing open (the file is written on every update)."""

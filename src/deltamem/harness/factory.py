@@ -1,0 +1,69 @@
+"""Build a harness memory by its kind name.
+
+Kinds: ``none``, ``deltamem``, ``synapse``, ``awm``, ``reasoningbank``, and the DeltaMem
+ablations ``deltamem-task`` (inject only the task tree), ``deltamem-env`` (only the environment
+tree), ``deltamem-nopenalty`` (failure penalty 0) and ``deltamem-nocons`` (no consolidation).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from deltamem.config import Settings
+from deltamem.embed.base import Embedder
+from deltamem.errors import ConfigError
+from deltamem.harness.baselines import AWMMemory, ReasoningBankMemory, SynapseMemory
+from deltamem.harness.memories import DeltaMemMemory, Memory, NoMemory
+from deltamem.llm.base import LLM
+
+MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank")
+ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons")
+ALL_KINDS = MEMORY_KINDS + ABLATION_KINDS
+
+
+def parse_kinds(text: str, *, ablations: bool = False) -> list[str]:
+    """Split a comma list of kinds, check each, and append the ablations if asked."""
+    kinds = [k.strip().lower() for k in text.split(",") if k.strip()]
+    if ablations:
+        kinds += [k for k in ABLATION_KINDS if k not in kinds]
+    unknown = [k for k in kinds if k not in ALL_KINDS]
+    if unknown or not kinds:
+        raise ConfigError(f"unknown memory kind(s) {unknown or text!r}; choose from "
+                          f"{', '.join(ALL_KINDS)}")
+    return list(dict.fromkeys(kinds))
+
+
+def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM,
+                extractor: str = "llm", settings: Settings | None = None) -> Memory:
+    """The memory ``kind``, persisting under ``directory`` (created if needed).
+
+    Args:
+        kind: One of :data:`ALL_KINDS`.
+        directory: Where the memory keeps its file (``memory.db`` or ``memory.json``).
+        embedder: Shared by DeltaMem and the embedding baselines.
+        llm: The backbone (acting model), also used by the LLM-based memories.
+        extractor: DeltaMem's extractor, ``llm`` (as in the paper) or ``trace``.
+        settings: DeltaMem settings before the ablation's change.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    base = settings or Settings()
+    if kind == "none":
+        return NoMemory()
+    if kind.startswith("deltamem"):
+        mode = {"deltamem-task": "task", "deltamem-env": "env"}.get(kind, "both")
+        if kind == "deltamem-nopenalty":
+            base = base.with_(penalty=0.0)
+        elif kind == "deltamem-nocons":
+            base = base.with_(auto_consolidate=False)
+        elif kind != "deltamem" and mode == "both":
+            raise ConfigError(f"unknown memory kind {kind!r}")
+        return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
+                              llm=llm if extractor == "llm" else None, settings=base,
+                              mode=mode, name=kind)
+    if kind == "synapse":
+        return SynapseMemory(embedder, directory / "memory.json")
+    if kind == "awm":
+        return AWMMemory(llm, directory / "memory.json")
+    if kind == "reasoningbank":
+        return ReasoningBankMemory(llm, embedder, directory / "memory.json")
+    raise ConfigError(f"unknown memory kind {kind!r}; choose from {', '.join(ALL_KINDS)}")

@@ -1,0 +1,159 @@
+"""The memories the harness compares, behind one small protocol.
+
+* :class:`NoMemory` - the same prompt without a memory block.
+* :class:`DeltaMemMemory` - the DeltaMem facade. Modes ``both``/``task``/``env`` change only what
+  is injected; both trees are recalled and written in every mode (spec §3.4). Ablations go
+  through :class:`~deltamem.config.Settings` (``penalty=0``, ``auto_consolidate=False``).
+* The paper's baselines, re-implemented from their descriptions (spec §6.6), in
+  :mod:`deltamem.harness.baselines`: Synapse, AWM and ReasoningBank.
+
+``context`` returns the text to inject and an ``info`` dict describing the recall; keys that start
+with ``_`` hold live objects for ``update`` (the runner does not log them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from deltamem.config import Settings
+from deltamem.core.model import Episode
+from deltamem.core.render import ENV_HEADER, TASK_HEADER, Style, render_chain
+from deltamem.embed.base import Embedder
+from deltamem.errors import ConfigError
+from deltamem.llm.base import LLM
+from deltamem.usage import Usage
+
+DELTAMEM_HEADER = (
+    "The memory below was retrieved from a hierarchical experience memory:\n"
+    "- Skill memory: how similar tasks were solved (or failed) before.\n"
+    "- Scene knowledge: where things were and how things worked in similar places.\n"
+    "Labels such as 'When' or 'Applies to' describe past episodes; your real task is at the end."
+)
+MODES = ("both", "task", "env")
+
+
+@dataclass
+class Update:
+    """What writing one episode into a memory did and cost."""
+
+    usage: Usage = field(default_factory=Usage)
+    written: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Memory(Protocol):
+    """An experience memory as the harness drives it."""
+
+    name: str
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """Text to inject for this episode (empty: none) and a description of the recall.
+
+        ``family`` is the task family (ScienceWorld task, TWX game, ALFWorld type) for memories
+        that bucket by it (AWM).
+        """
+        ...
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Learn a finished episode; ``info`` is what :meth:`context` returned for it."""
+        ...
+
+    def size(self) -> dict[str, int]:
+        """``{"entries": stored items, "chars": stored characters}``."""
+        ...
+
+    def close(self) -> None:
+        """Release files and connections."""
+        ...
+
+
+class NoMemory:
+    """The no-memory baseline: nothing injected, nothing learned."""
+
+    name = "none"
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """Always empty."""
+        return "", {}
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Nothing to learn."""
+        return Update()
+
+    def size(self) -> dict[str, int]:
+        """Always empty."""
+        return {"entries": 0, "chars": 0}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class DeltaMemMemory:
+    """DeltaMem through its facade.
+
+    Args:
+        db: Store location (SQLite path or ``:memory:``).
+        embedder: The shared embedder object.
+        extractor: ``"trace"`` (no model) or ``"llm"`` (uses ``llm``, as in the paper).
+        llm: The model for the ``llm`` extractor.
+        settings: Thresholds and ablation switches.
+        mode: ``both``, ``task`` (inject only the skill chain) or ``env`` (only the scene chain).
+        name: Label in reports.
+    """
+
+    def __init__(self, db: str | Path, embedder: Embedder, *, extractor: str = "llm",
+                 llm: LLM | None = None, settings: Settings | None = None, mode: str = "both",
+                 name: str = "deltamem") -> None:
+        from deltamem.memory import DeltaMem
+
+        if mode not in MODES:
+            raise ConfigError(f"DeltaMem mode must be one of {MODES}, got {mode!r}")
+        if extractor == "llm" and llm is None:
+            raise ConfigError("the llm extractor needs an LLM")
+        self.mode = mode
+        self.name = name
+        self.mem = DeltaMem.open(db, embedder=embedder, extractor=extractor, llm=llm,
+                                 settings=settings or Settings())
+
+    def _text(self, recall: Any) -> str:
+        # Single-tree modes carry only their tree's own header (spec §3.4: a simpler header).
+        style = Style(self.mem.settings.style)
+        if self.mode == "task":
+            chain = render_chain(recall.task.chain, style)
+            return f"{TASK_HEADER}\n\n{chain}" if chain else ""
+        if self.mode == "env":
+            chain = render_chain(recall.env.chain, style)
+            return f"{ENV_HEADER}\n\n{chain}" if chain else ""
+        body = str(recall.context)
+        return f"{DELTAMEM_HEADER}\n\n{body}" if body else ""
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """Recall both trees; inject per ``mode``."""
+        recall = self.mem.recall(task, scene)
+        info: dict[str, Any] = {"_recall": recall}
+        for label, tree in (("task", recall.task), ("env", recall.env)):
+            best = tree.best
+            info[label] = {
+                "matched": tree.matched,
+                "node": tree.node.id if tree.node else None,
+                "depth": len(tree.chain),
+                "best_score": round(best.score, 4) if best else None,
+            }
+        return self._text(recall), info
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Learn the episode (passing the recall made before it)."""
+        result = self.mem.learn(episode, recall=info.get("_recall"))
+        return Update(result.usage, result.to_dict())
+
+    def size(self) -> dict[str, int]:
+        """Nodes in both trees and characters stored."""
+        stats = self.mem.stats()
+        return {"entries": int(stats["task"]["nodes"]) + int(stats["env"]["nodes"]),
+                "chars": int(stats["stored_chars"])}
+
+    def close(self) -> None:
+        """Close the store."""
+        self.mem.close()

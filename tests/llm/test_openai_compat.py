@@ -97,7 +97,8 @@ def test_json_schema_payload_and_auto_downgrade(fake_server: FakeOpenAIServer) -
     fake_server.received.clear()
     assert llm.complete(MESSAGES, schema=SCHEMA).text == '{"a": "2"}'
     assert fake_server.received[0].body["response_format"]["type"] == "json_schema"
-    assert fake_server.received[1].body["response_format"] == {"type": "json_object"}
+    assert fake_server.received[1].body["response_format"] == {"type": "json_object",
+                                                               "schema": SCHEMA}
     llm.complete(MESSAGES, schema=SCHEMA)
     assert fake_server.received[2].body["response_format"] == {"type": "json_object"}
 
@@ -154,3 +155,21 @@ def test_bad_configuration() -> None:
         OpenAICompatLLM("http://x", "")
     with pytest.raises(ConfigError):
         OpenAICompatLLM("http://x", "m", json_mode="yaml")  # type: ignore[arg-type]
+
+
+def test_format_rejected_with_500_steps_down_without_retrying(fake_server):
+    """A 500 that names response_format (llama.cpp's server does this) downgrades at once."""
+    from fake_openai_server import Reply, ok
+
+    from deltamem.llm.openai_compat import OpenAICompatLLM
+
+    fake_server.replies = [
+        Reply(500, {"error": {"message": "body.response_format.type: Input should be 'text' "
+                                         "or 'json_object'"}}),
+        ok('{"a": "b"}'),
+    ]
+    llm = OpenAICompatLLM(fake_server.url, "m", sleep=lambda _s: None)
+    answer = llm.complete([{"role": "user", "content": "hi"}], schema={"type": "object"})
+    assert answer.text == '{"a": "b"}'
+    sent = [r.body.get("response_format", {}).get("type") for r in fake_server.received]
+    assert sent == ["json_schema", "json_object"]

@@ -158,7 +158,7 @@ class OpenAICompatLLM:
         """Step "auto" down one level if the server rejected the response format itself."""
         if self.json_mode != "auto" or mode == "off":
             return False
-        if err.status not in (400, 404, 415, 422, 501):
+        if err.status not in (400, 404, 415, 422, 500, 501):
             return False
         if not any(hint in err.body.lower() for hint in _FORMAT_HINTS):
             return False
@@ -197,6 +197,10 @@ class OpenAICompatLLM:
             if response.status_code < 400:
                 return self._decode(response)
             retryable = response.status_code == 429 or response.status_code >= 500
+            # Some servers (llama.cpp's among them) answer an unsupported response_format with
+            # a 500; that is a verdict on the request, not a transient fault, so do not retry.
+            if "response_format" in body and "response_format" in response.text:
+                retryable = False
             if not retryable or attempt >= self.max_retries:
                 raise self._http_error(response, attempt + 1)
             self._sleep(self._delay(attempt, response.headers.get("retry-after")))
@@ -265,7 +269,8 @@ class OpenAICompatLLM:
 
 def _response_format(mode: JsonMode, schema: dict[str, Any]) -> dict[str, Any]:
     if mode == "json_object":
-        return {"type": "json_object"}
+        # The schema rides along: llama.cpp's server turns it into a grammar, others ignore it.
+        return {"type": "json_object", "schema": schema}
     return {
         "type": "json_schema",
         "json_schema": {"name": "answer", "schema": schema, "strict": True},

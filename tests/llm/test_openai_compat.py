@@ -100,7 +100,8 @@ def test_json_schema_payload_and_auto_downgrade(fake_server: FakeOpenAIServer) -
     assert fake_server.received[1].body["response_format"] == {"type": "json_object",
                                                                "schema": SCHEMA}
     llm.complete(MESSAGES, schema=SCHEMA)
-    assert fake_server.received[2].body["response_format"] == {"type": "json_object"}
+    assert fake_server.received[2].body["response_format"] == {"type": "json_object",
+                                                               "schema": SCHEMA}
 
 
 def test_explicit_json_modes(fake_server: FakeOpenAIServer) -> None:

@@ -105,22 +105,28 @@ def bench(total: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
         qs /= np.linalg.norm(qs, axis=1, keepdims=True)
         mem._recall_tree(Tree.TASK, "warm", qs[0], 1)  # first scan loads the index
         mem._recall_tree(Tree.ENV, "warm", qs[0], 1)
+        # Each strategy runs its own loop over the same queries (steady state for each), then
+        # the answers are compared query by query.
         exact, scans, slow = [], [], []
+        found: list[tuple[str, str]] = []
         for q in qs:
             t0 = time.perf_counter()
             a = mem._recall_tree(Tree.TASK, "q", q, 1)
             b = mem._recall_tree(Tree.ENV, "q", q, 1)
             exact.append((time.perf_counter() - t0) * 1000)
+            assert a.node is not None and b.node is not None
+            found.append((a.node.id, b.node.id))
+        for q in qs:
             t0 = time.perf_counter()
             store.scan(mem.space, Tree.TASK, q, penalty=0.05)
             store.scan(mem.space, Tree.ENV, q, penalty=0.05)
             scans.append((time.perf_counter() - t0) * 1000)
+        for q, ids in zip(qs, found, strict=True):
             t0 = time.perf_counter()
             na = naive_scan(naive[Tree.TASK], q, 0.05)
             nb = naive_scan(naive[Tree.ENV], q, 0.05)
             slow.append((time.perf_counter() - t0) * 1000)
-            assert a.node is not None and b.node is not None
-            assert (a.node.id, b.node.id) == (na, nb), "exact index disagrees with naive scan"
+            assert ids == (na, nb), "exact index disagrees with naive scan"
         mem.close()
     e50, e95 = percentiles(exact)
     s50, s95 = percentiles(scans)

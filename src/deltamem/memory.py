@@ -169,7 +169,7 @@ class DeltaMem:
         usage = Usage()
         if recall is None or recall.task.key != episode.task or recall.env.key != episode.env:
             recall = self.recall(episode.task, episode.env)
-        usage.add(recall.usage)
+            usage.add(recall.usage)  # a recall the caller made was already reported to it
         extractions = {
             tree: self._extract(episode, tree_recall, usage)
             for tree, tree_recall in ((Tree.TASK, recall.task), (Tree.ENV, recall.env))

@@ -9,13 +9,9 @@ is not copied: it describes the source's history, not the memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import cast
-
-from deltamem.core.model import Node, Tree
 from deltamem.errors import ConfigError, StoreError
 from deltamem.store import open_store
-from deltamem.store.base import EpisodeRecord, SpaceInfo, Store, Vector
+from deltamem.store.base import Store
 from deltamem.transfer import export_records, import_records
 
 
@@ -60,48 +56,7 @@ def migrate_stores(src: Store, dst: Store, *,
         if _holds_data(dst, name):
             raise StoreError(f"space {name!r} is not empty in {dst.url}; forget it there first "
                              "or copy into another store")
-    reader = cast(Store, _BulkReader(src))
-    return {name: import_records(dst, name, export_records(reader, name)) for name in names}
-
-
-class _BulkReader:
-    """A read-only view of a store whose ``vector`` is served from bulk prefetches.
-
-    ``export_records`` asks for one vector per node; on a server store that is one round trip
-    each. When the store has a ``vectors(space, ids)`` bulk read, this view fetches the vectors of
-    the next ``chunk`` nodes (in the order ``nodes`` listed them) at once.
-    """
-
-    def __init__(self, store: Store, chunk: int = 2000):
-        self._store = store
-        self._bulk: Callable[[str, list[str]], dict[str, Vector]] | None = getattr(
-            store, "vectors", None)
-        self._chunk = chunk
-        self._order: list[str] = []
-        self._position: dict[str, int] = {}
-        self._cache: dict[str, Vector] = {}
-        self.url = store.url
-
-    def spaces(self) -> list[SpaceInfo]:
-        return self._store.spaces()
-
-    def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
-        listed = list(self._store.nodes(space, tree))
-        self._order = [n.id for n in listed]
-        self._position = {node_id: i for i, node_id in enumerate(self._order)}
-        self._cache = {}
-        return iter(listed)
-
-    def vector(self, space: str, node_id: str) -> Vector | None:
-        if self._bulk is None or node_id not in self._position:
-            return self._store.vector(space, node_id)
-        if node_id not in self._cache:
-            start = self._position[node_id]
-            self._cache = self._bulk(space, self._order[start:start + self._chunk])
-        return self._cache.get(node_id)
-
-    def episodes(self, space: str) -> Iterator[EpisodeRecord]:
-        return self._store.episodes(space)
+    return {name: import_records(dst, name, export_records(src, name)) for name in names}
 
 
 def _holds_data(store: Store, space: str) -> bool:

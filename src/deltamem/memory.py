@@ -10,10 +10,12 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from deltamem import reports, transfer
 from deltamem.config import Settings
@@ -30,7 +32,7 @@ from deltamem.core.render import Style, render_context
 from deltamem.core.tree import Action, Placement, compose_chain, due_for_consolidation, place
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_to_dict
-from deltamem.errors import ConfigError, NodeNotFound
+from deltamem.errors import NodeNotFound
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import (
@@ -199,11 +201,6 @@ class DeltaMem:
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return result
 
-    def learn_many(self, episodes: Iterable[Episode]) -> Iterator[LearnResult]:
-        """Learn episodes in order, one transaction each (a failure leaves earlier ones learned)."""
-        for episode in episodes:
-            yield self.learn(episode)
-
     def _extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
         if self.extractor.uses_llm and recall.matched:
             twin = self._same_trace(recall, trace_signature(episode, recall.tree))
@@ -293,8 +290,6 @@ class DeltaMem:
         )
 
     def _zero(self) -> Vector:
-        import numpy as np
-
         return np.zeros(self.embedder.dim, dtype=np.float32)
 
     # -- consolidation --------------------------------------------------------------------
@@ -421,10 +416,3 @@ def trace_signature(episode: Episode, tree: Tree) -> str:
 
 def _user_meta(episode: Episode) -> dict[str, Any]:
     return {"episode_meta": episode.meta} if episode.meta else {}
-
-
-def check_settings_tree(tree: str) -> Tree:
-    try:
-        return Tree(tree)
-    except ValueError as exc:
-        raise ConfigError(f"tree must be 'task' or 'env', got {tree!r}") from exc

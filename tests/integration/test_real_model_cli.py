@@ -30,7 +30,7 @@ def cli(*args, env=None, timeout=900):
 
 
 def test_learn_with_the_local_model_writes_valid_nodes(tmp_path):
-    """`deltamem learn --extractor llm --llm local` on real episodes: valid nodes, usage reported."""
+    """`deltamem learn --extractor llm --llm local` on real episodes: valid nodes and usage."""
     shortest = sorted((e for _, e in read_episodes(FIXTURE)), key=lambda e: len(e.steps))[:2]
     path = tmp_path / "two.jsonl"
     path.write_text("".join(

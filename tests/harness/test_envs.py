@@ -73,7 +73,6 @@ def test_scienceworld_fixture_is_well_formed() -> None:
 @pytest.fixture(scope="module")
 def sciworld():
     """One ScienceWorld adapter (and JVM) for the module."""
-    pytest.importorskip("scienceworld")
     env = make_env("scienceworld", gold_paths=True, max_steps=30)
     yield env
     env.close()
@@ -157,7 +156,6 @@ def test_scienceworld_episode_stream(sciworld) -> None:
 @pytest.fixture(scope="module")
 def alfworld_env(tmp_path_factory):
     """A generated-ALFWorld adapter writing games into a temporary cache."""
-    pytest.importorskip("alfworld")
     env = make_env("alfworld-generated", cache_dir=tmp_path_factory.mktemp("alfgen"))
     yield env
     env.close()
@@ -182,7 +180,6 @@ def test_alfworld_generated_plan_wins(alfworld_env, task_type: str) -> None:
 @pytest.mark.envs
 def test_alfworld_same_seed_same_game(tmp_path: Path) -> None:
     """A seed always produces the same game file; another seed or split produces another."""
-    pytest.importorskip("alfworld")
     from deltamem.harness.envs.alfworld_gen import floor_plans, generate_game
 
     first = generate_game(3, "pick_heat_then_place", "unseen", tmp_path / "a")
@@ -200,7 +197,6 @@ def test_alfworld_same_seed_same_game(tmp_path: Path) -> None:
 @pytest.mark.envs
 def test_alfworld_invalid_action_and_budget(tmp_path: Path) -> None:
     """Unknown commands answer "Nothing happens."; max_steps ends the episode unwon."""
-    pytest.importorskip("alfworld")
     env = make_env("alfworld-generated", cache_dir=tmp_path, max_steps=2)
     try:
         env.load(EpisodeSpec("pick_and_place", 1, "unseen"))
@@ -217,7 +213,6 @@ def test_alfworld_invalid_action_and_budget(tmp_path: Path) -> None:
 
 def test_alfworld_rejects_unknown_task_type(tmp_path: Path) -> None:
     """Unknown task types and splits are configuration errors."""
-    pytest.importorskip("alfworld")
     from deltamem.harness.envs.alfworld_gen import generate_game
 
     with pytest.raises(ConfigError):
@@ -243,7 +238,6 @@ def test_alfworld_episode_stream_cycles_task_types() -> None:
 @pytest.mark.parametrize("game", ["cookingworld", "coin"])
 def test_twx_gold_path_wins(game: str) -> None:
     """The TWX gold path wins cookingworld and coin on a test-fold seed."""
-    pytest.importorskip("textworld_express")
     env = make_env(f"twx-{game}", max_steps=60)
     try:
         seed = env.seeds("test")[0]

@@ -160,8 +160,6 @@ def test_bad_options_are_refused() -> None:
 @pytest.mark.slow
 def test_bench_runs_every_memory_kind_with_the_local_model(tmp_path: Path) -> None:
     """One short coin game per memory kind; logs, summary and report are written."""
-    pytest.importorskip("llama_cpp")
-    pytest.importorskip("textworld_express")
     app = typer.Typer()
     register(app)
 

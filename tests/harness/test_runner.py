@@ -155,6 +155,7 @@ def test_bad_options_are_refused() -> None:
     with pytest.raises(ConfigError):
         RunOptions(episodes=0)
 
+
 @pytest.mark.envs
 @pytest.mark.llm
 @pytest.mark.slow

@@ -6,18 +6,25 @@ Every command takes ``--db`` (default ``$DELTAMEM_DB`` or ``./deltamem.db``), ``
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from deltamem.cli_options import DEFAULT_DB, DbOpt, EmbedOpt, JsonOpt, SpaceOpt, emit
+from deltamem.cli_options import (
+    DEFAULT_DB,
+    DbOpt,
+    EmbedOpt,
+    JsonOpt,
+    SpaceOpt,
+    emit,
+    open_memory,
+)
 from deltamem.config import Settings
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
@@ -29,7 +36,7 @@ from deltamem.errors import (
     ProviderError,
     StoreError,
 )
-from deltamem.memory import DeltaMem
+from deltamem.usage import Usage
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="DeltaMem: incremental experience memory for LLM agents.")
@@ -45,15 +52,6 @@ EXIT_CODES: dict[type[DeltaMemError], int] = {
 TauTask = Annotated[float | None, typer.Option("--tau-task", help="Task-tree threshold.")]
 TauEnv = Annotated[float | None, typer.Option("--tau-env", help="Environment-tree threshold.")]
 Penalty = Annotated[float | None, typer.Option("--penalty", help="Failure penalty lambda.")]
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _open(db: str, space: str, embedder: str | None, *, extractor: str = "trace",
-          llm: Any = None, **settings: Any) -> DeltaMem:
-    base = Settings.from_env().with_(**settings)
-    return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
-                         settings=base)
-
 
 
 @app.command()
@@ -87,10 +85,8 @@ def learn(
         raise typer.Exit(EXIT_CODES[EpisodeError])
     model_llm = _llm_from_flags(llm, base_url, model) if extractor == "llm" else None
     results: list[dict[str, Any]] = []
-    with _open(db, space, embedder, extractor=extractor, llm=model_llm, tau_task=tau_task,
+    with open_memory(db, space, embedder, extractor=extractor, llm=model_llm, tau_task=tau_task,
                tau_env=tau_env, penalty=penalty) as mem:
-        from deltamem.usage import Usage
-
         total = Usage()
         good = [(i, line, e) for i, (line, e) in enumerate(parsed)
                 if not isinstance(e, EpisodeError)]
@@ -145,7 +141,8 @@ def recall(
     as_json: JsonOpt = False,
 ) -> None:
     """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
-    with _open(db, space, embedder, tau_task=tau_task, tau_env=tau_env, penalty=penalty) as mem:
+    with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
+                     penalty=penalty) as mem:
         result = mem.recall(task, env, top_k=top_k)
     data = result.to_dict()
     if explain:
@@ -163,7 +160,7 @@ def show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show a node: its chain, composed experience, own patch and counters."""
-    with _open(db, space, embedder) as mem:
+    with open_memory(db, space, embedder) as mem:
         data = mem.show(node_id)
     emit(data, as_json, lambda: out.print_json(data=data))
 
@@ -176,7 +173,7 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     """Tree shapes, episodes, and stored vs flat size."""
-    with _open(db, space, embedder) as mem:
+    with open_memory(db, space, embedder) as mem:
         data = mem.stats()
     emit(data, as_json, lambda: _print_stats(data))
 
@@ -201,7 +198,7 @@ def consolidate(
     as_json: JsonOpt = False,
 ) -> None:
     """Compile every frequently successful chain into a new root."""
-    with _open(db, space, embedder, k_cons=k_cons) as mem:
+    with open_memory(db, space, embedder, k_cons=k_cons) as mem:
         done = [c.to_dict() for c in mem.consolidate()]
     emit({"consolidated": done}, as_json,
           lambda: out.print(f"consolidated {len(done)} chain(s)"))
@@ -216,7 +213,7 @@ def export_(
     as_json: JsonOpt = False,
 ) -> None:
     """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
-    with _open(db, space, embedder) as mem:
+    with open_memory(db, space, embedder) as mem:
         count = mem.export(file)
     emit({"records": count, "file": str(file)}, as_json,
           lambda: out.print(f"exported {count} records to {file}"))
@@ -231,7 +228,7 @@ def import_(
     as_json: JsonOpt = False,
 ) -> None:
     """Import an export into the space, in one transaction (all or nothing)."""
-    with _open(db, space, embedder) as mem:
+    with open_memory(db, space, embedder) as mem:
         counts = mem.import_(file)
     emit(counts, as_json, lambda: out.print(f"imported {counts}"))
 
@@ -244,7 +241,7 @@ def check(
     as_json: JsonOpt = False,
 ) -> None:
     """Check both trees' integrity (parents, depths, every chain composes)."""
-    with _open(db, space, embedder) as mem:
+    with open_memory(db, space, embedder) as mem:
         problems = mem.check()
     emit({"ok": not problems, "problems": problems}, as_json,
           lambda: out.print("ok" if not problems else "\n".join(problems), markup=False))
@@ -367,5 +364,4 @@ def _exit_code(exc: DeltaMemError) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     main()

@@ -9,6 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
+from deltamem.config import Settings
+from deltamem.memory import DeltaMem
+
 DEFAULT_DB = "deltamem.db"
 
 DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
@@ -26,3 +29,10 @@ def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
         sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
     else:
         human()
+
+
+def open_memory(db: str, space: str, embedder: str | None, *, extractor: str = "trace",
+                llm: Any = None, **settings: Any) -> DeltaMem:
+    """Open the memory a command works on; ``settings`` override ``DELTAMEM_*`` (None: keep)."""
+    return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
+                         settings=Settings.from_env().with_(**settings))

@@ -13,15 +13,15 @@ from typing import Annotated
 
 import typer
 
-from deltamem.cli_options import DEFAULT_DB, DbOpt, EmbedOpt, JsonOpt, SpaceOpt, emit
-from deltamem.config import Settings
-from deltamem.memory import DeltaMem
-
-
-def open_memory(db: str, space: str, embedder: str | None) -> DeltaMem:
-    """Open the memory a command works on (tests replace this to use a test embedder)."""
-    return DeltaMem.open(db, space=space, embedder=embedder, settings=Settings.from_env())
-
+from deltamem.cli_options import (
+    DEFAULT_DB,
+    DbOpt,
+    EmbedOpt,
+    JsonOpt,
+    SpaceOpt,
+    emit,
+    open_memory,
+)
 
 
 def serve(

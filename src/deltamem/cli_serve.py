@@ -22,6 +22,7 @@ from deltamem.cli_options import (
     emit,
     open_memory,
 )
+from deltamem.extras import require
 
 
 def serve(
@@ -36,6 +37,7 @@ def serve(
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 1_000_000,
 ) -> None:
     """Serve the memory over REST (OpenAPI docs at /docs); every space of DB is reachable."""
+    require("server", "deltamem serve")
     import uvicorn
 
     from deltamem.server.rest import create_app
@@ -69,6 +71,8 @@ def mcp(
 ) -> None:
     """Serve one space as an MCP server (tools: recall, learn, show, consolidate, stats)."""
     from deltamem.errors import ConfigError
+
+    require("mcp", "deltamem mcp")
     from deltamem.server.mcp import run_server
 
     if transport not in ("stdio", "http"):

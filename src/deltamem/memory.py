@@ -10,7 +10,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from deltamem.core.render import Style, render_context
 from deltamem.core.tree import Action, Placement, compose_chain, due_for_consolidation, place
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_to_dict
-from deltamem.errors import NodeNotFound
+from deltamem.errors import NodeNotFound, StoreError
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import (
@@ -381,16 +381,36 @@ class DeltaMem:
         return count
 
     def import_(self, path: str | Path) -> dict[str, int]:
-        """Load an export into this space in one transaction (all or nothing)."""
+        """Load an export into this space in one transaction (all or nothing).
+
+        Raises:
+            StoreError: a line is not a JSON object (named by file and line), or the records
+                are malformed or collide with nodes already in the space.
+            OSError: the file cannot be opened.
+        """
         with Path(path).open(encoding="utf-8") as handle:
-            records = (json.loads(line) for line in handle if line.strip())
-            return transfer.import_records(self.store, self.space, records)
+            return transfer.import_records(self.store, self.space, _json_lines(handle, path))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A write block on this space, for callers composing several store operations."""
         with self.store.write(self.space):
             yield
+
+
+def _json_lines(lines: Iterable[str], source: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSON Lines file; a bad line is a StoreError naming it."""
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise StoreError(f"{source}:{lineno}: not JSON ({exc.msg} at column {exc.colno}); "
+                             "expected a file written by export") from exc
+        if not isinstance(record, dict):
+            raise StoreError(f"{source}:{lineno}: expected a JSON object")
+        yield record
 
 
 def new_node_id(tree: Tree) -> str:

@@ -75,7 +75,12 @@ def _import_one(store: Store, space: str, record: dict[str, Any], dim: int,
         vector = np.frombuffer(base64.b64decode(row.pop("vector")), dtype="<f4")
         if vector.shape[0] != dim:
             raise EmbedderMismatch(f"vector of {vector.shape[0]} dimensions in a {dim}-d space")
-        store.add_node(space, node_from_row(row), vector.astype(np.float32))
+        node = node_from_row(row)
+        if store.get_node(space, node.id) is not None:
+            raise StoreError(f"node {node.id!r} is already in space {space!r} (was this file "
+                             "imported before?); import into an empty space, or pick another "
+                             "--space")
+        store.add_node(space, node, vector.astype(np.float32))
         counts["nodes"] += 1
     elif kind == "episode":
         store.add_episode(space, episode_from_row(row))

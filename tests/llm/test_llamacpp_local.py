@@ -1,7 +1,7 @@
 """``LlamaCppLLM``: configuration errors, and the real SmolLM2 model (marker ``llm``).
 
 The real-model tests never skip: if llama-cpp-python is missing they fail with the ConfigError
-that tells the user to run ``make setup``.
+that names the ``local-llm`` extra.
 """
 
 from __future__ import annotations
@@ -39,14 +39,15 @@ def test_bad_settings_raise_config_error() -> None:
         LlamaCppLLM(n_ctx=16)
 
 
-def test_missing_llama_cpp_names_make_setup(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without llama-cpp-python the first call raises a ConfigError pointing at make setup."""
+def test_missing_llama_cpp_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without llama-cpp-python the first call raises a ConfigError naming the pip extra."""
     monkeypatch.setitem(sys.modules, "llama_cpp", None)  # makes `import llama_cpp` fail
     monkeypatch.setattr(llamacpp, "_MODELS", {})
     llm = LlamaCppLLM(n_ctx=512)
     assert llm.name == "llamacpp:SmolLM2-135M-Instruct.Q4_1"
-    with pytest.raises(ConfigError, match="make setup"):
+    with pytest.raises(ConfigError, match=r"pip install 'deltamem\[local-llm\]'") as info:
         llm.complete([{"role": "user", "content": "hi"}])
+    assert "make setup" not in str(info.value)
 
 
 @pytest.mark.llm

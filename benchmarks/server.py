@@ -35,7 +35,7 @@ from deltamem.config import Settings
 from deltamem.embed import make_embedder
 from deltamem.episodes import episode_from_dict
 from deltamem.memory import DeltaMem
-from deltamem.server.keys import KeyStore
+from deltamem.server.keys import open_keys
 
 SEED = 40
 SERVER = """
@@ -125,7 +125,7 @@ def over_http(db: Path, embedder: str, clients: int, requests: int) -> dict[str,
     mem = DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder))
     seed(mem)
     mem.close()
-    keys = KeyStore(db)
+    keys = open_keys(str(db))
     secret = keys.create(["default"], name="bench")[1]
     keys.close()
     port = free_port()

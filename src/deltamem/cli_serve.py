@@ -137,6 +137,10 @@ def keys_create(
     db: DbOpt = DEFAULT_DB,
     space: Annotated[list[str] | None, typer.Option(
         "--space", help="A space the key may use (repeat; '*' for all).")] = None,
+    scope: Annotated[list[str] | None, typer.Option(
+        "--scope", help="read, write or admin (repeat; default read and write).")] = None,
+    rate_limit: Annotated[int | None, typer.Option(
+        help="Requests per minute for this key (default: the server's --rate-limit).")] = None,
     name: Annotated[str, typer.Option(help="A label, e.g. the agent's name.")] = "",
     as_json: JsonOpt = False,
 ) -> None:
@@ -145,17 +149,18 @@ def keys_create(
 
     store = open_keys(db)
     try:
-        record, secret = store.create(space or ["default"], name=name)
+        record, secret = store.create(space or ["default"], name=name, scopes=scope,
+                                      rate_limit=rate_limit)
     finally:
         store.close()
     emit({**record.to_dict(), "key": secret}, as_json, lambda: typer.echo(
-        f"{secret}\n(key id {record.id}, spaces {', '.join(record.spaces)}; "
-        "store it now: it is not shown again)"))
+        f"{secret}\n(key id {record.id}, spaces {', '.join(record.spaces)}, scopes "
+        f"{', '.join(record.scopes)}; store it now: it is not shown again)"))
 
 
 @keys_app.command("list")
 def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
-    """List keys (ids, names, spaces; never the secrets)."""
+    """List keys (ids, names, spaces, scopes, last use; never the secrets)."""
     from deltamem.server.keys import open_keys
 
     store = open_keys(db)
@@ -165,13 +170,22 @@ def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
         store.close()
     emit({"keys": rows}, as_json, lambda: typer.echo("\n".join(
         f"{r['id']}  {'active ' if r['active'] else 'revoked'}  {','.join(r['spaces'])}  "
-        f"{r['name']}" for r in rows) or "no keys"))
+        f"{','.join(r['scopes'])}  last used {_when(r['last_used_at'])}  {r['name']}"
+        for r in rows) or "no keys"))
+
+
+def _when(at: float | None) -> str:
+    import datetime
+
+    if at is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(at, datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 @keys_app.command("revoke")
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the secret).")],
                 db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
-    """Revoke a key by id; requests with it get 401 from then on."""
+    """Revoke a key by id; requests with it get 401 from then on, on every replica."""
     from deltamem.server.keys import open_keys
 
     store = open_keys(db)

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from deltamem.server.keys import KeyStore
+from deltamem.server.keys import SCOPES, open_keys
 
 
 @dataclass
@@ -56,10 +56,11 @@ class ServerThread:
         self.sock.close()
 
 
-def make_keys(db: Path) -> tuple[str, str]:
-    """Create a key for space "a" and one for every space."""
-    keys = KeyStore(db)
+def make_keys(db: Path | str) -> tuple[str, str]:
+    """Create a key for space "a" and one for every space, both with every scope."""
+    keys = open_keys(str(db))
     try:
-        return keys.create(["a"], name="agent-a")[1], keys.create(["*"], name="admin")[1]
+        return (keys.create(["a"], name="agent-a", scopes=list(SCOPES))[1],
+                keys.create(["*"], name="admin", scopes=list(SCOPES))[1])
     finally:
         keys.close()

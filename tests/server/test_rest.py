@@ -13,8 +13,8 @@ import pytest
 from server_live import LiveServer, ServerThread, make_keys
 
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.server.keys import KeyStore
-from deltamem.server.rest import create_app
+from deltamem.server.keys import open_keys
+from deltamem.server.rest import ROUTE_SCOPES, create_app
 from helpers import TEST_SETTINGS
 
 pytestmark = pytest.mark.server
@@ -136,7 +136,7 @@ def test_key_for_space_a_on_space_b_is_403(live: LiveServer) -> None:
 
 def test_revoked_key_is_401(live: LiveServer) -> None:
     """Revoking a key takes effect on the next request."""
-    keys = KeyStore(live.db)
+    keys = open_keys(str(live.db))
     record, secret = keys.create(["a"])
     with live.client(secret) as c:
         assert c.get("/v1/spaces/a/stats").status_code == 200
@@ -249,3 +249,59 @@ def test_concurrent_learners_lose_no_episode(live: LiveServer) -> None:
         t.join()
     assert errors == []
     assert stats(live)["episodes"] == 40
+
+
+def test_scopes_limit_what_a_key_may_do(live: LiveServer) -> None:
+    """A read key recalls but may not learn; a read+write key may not forget (403 naming it)."""
+    keys = open_keys(str(live.db))
+    try:
+        reader = keys.create(["a"], scopes=["read"])[1]
+        writer = keys.create(["a"])[1]  # default: read and write
+    finally:
+        keys.close()
+    with live.client(reader) as c:
+        assert c.post("/v1/spaces/a/recall", json={"task": "x"}).status_code == 200
+        refused = c.post("/v1/spaces/a/learn", json=episode())
+        assert refused.status_code == 403 and "'write' scope" in refused.json()["error"]["message"]
+    with live.client(writer) as c:
+        assert c.post("/v1/spaces/a/learn", json=episode()).status_code == 200
+        assert c.delete("/v1/spaces/a").status_code == 403
+    assert stats(live)["episodes"] == 1
+
+
+def test_every_space_route_has_a_scope() -> None:
+    """Each /v1/spaces route is named in ROUTE_SCOPES (a renamed route would need admin)."""
+    app = create_app(":memory:", embedder=HashingEmbedder(), settings=TEST_SETTINGS,
+                     require_keys=False)
+    names = {getattr(r, "name", "") for r in app.routes
+             if getattr(r, "path", "").startswith("/v1/spaces/")}
+    assert names == set(ROUTE_SCOPES)
+
+
+def test_per_key_rate_limit_is_429_with_retry_after(tmp_path: Path,
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """Past its limit a key gets 429 and Retry-After; another key is not affected; the log
+    names the key by id only."""
+    db = tmp_path / "limited.db"
+    keys = open_keys(str(db))
+    try:
+        tight_record, tight = keys.create(["a"], rate_limit=2)
+        roomy = keys.create(["a"])[1]
+    finally:
+        keys.close()
+    app = create_app(db, embedder=HashingEmbedder(), settings=TEST_SETTINGS, rate_limit=100)
+    with ServerThread(app) as running, caplog.at_level(logging.INFO, logger="deltamem.server"):
+        base = f"http://127.0.0.1:{running.port}"
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {tight}"}) as c:
+            codes = [c.post("/v1/spaces/a/recall", json={"task": "x"}).status_code
+                     for _ in range(3)]
+            limited = c.post("/v1/spaces/a/recall", json={"task": "x"})
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {roomy}"}) as c:
+            assert c.post("/v1/spaces/a/recall", json={"task": "x"}).status_code == 200
+    assert codes == [200, 200, 429]
+    assert limited.json()["error"]["type"] == "RateLimited"
+    assert int(limited.headers["retry-after"]) >= 1
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "deltamem.server"]
+    assert {line["key"] for line in lines if line["status"] == 429} == {tight_record.id}
+    assert all(tight not in r.getMessage() and roomy not in r.getMessage()
+               for r in caplog.records)

@@ -2,38 +2,38 @@
 
 A key reads ``dmk_<id>_<secret>``. The ``id`` finds the row in one indexed lookup; the secret is
 never stored, only ``sha256(salt || secret)`` with a random per-key salt, compared in constant
-time. Each key is scoped to a list of spaces, or to every space with ``"*"``.
+time. Each key is scoped to a list of spaces (or every space with ``"*"``) and to operations:
+``read`` (recall, show, stats, view, export), ``write`` (learn, consolidate) and ``admin``
+(delete, forget, import). A key may carry its own request limit (requests per minute).
 
-Keys live in the table ``api_keys`` of the same SQLite file as the memory, so one file is the
-whole deployment. PostgreSQL databases are refused for now (see :func:`open_keys`).
+The rows live in the store's ``api_keys`` table (:mod:`deltamem.store.keys`), part of the schema
+and its migrations on SQLite and PostgreSQL, so every server replica over one database sees the
+same keys, and a revocation holds from the next request on, on every replica.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import secrets
-import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from deltamem.errors import ConfigError, StoreError
+from deltamem.errors import ConfigError
+from deltamem.store import open_store
+from deltamem.store.base import Store
+from deltamem.store.keys import KeyRow, KeyTable, key_table
 
 PREFIX = "dmk_"
 ALL_SPACES = "*"
-
-_SCHEMA = """CREATE TABLE IF NOT EXISTS api_keys (
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    salt BLOB NOT NULL,
-    hash BLOB NOT NULL,
-    spaces TEXT NOT NULL,
-    created_at REAL NOT NULL,
-    revoked_at REAL)"""
+SCOPES = ("read", "write", "admin")
+DEFAULT_SCOPES = ("read", "write")
+# ``last_used_at`` is written at most this often per key and process: a write per request would
+# put every request behind the database's write lock.
+TOUCH_EVERY_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,124 +43,152 @@ class ApiKey:
     id: str
     name: str
     spaces: tuple[str, ...]
+    scopes: tuple[str, ...]
     created_at: float
+    rate_limit: int | None = None
+    last_used_at: float | None = None
     revoked_at: float | None = None
 
     @property
     def active(self) -> bool:
         return self.revoked_at is None
 
-    def allows(self, space: str) -> bool:
-        """True when this key may act on ``space``."""
-        return self.active and (ALL_SPACES in self.spaces or space in self.spaces)
+    def covers(self, space: str) -> bool:
+        """True when ``space`` is one of this key's spaces."""
+        return ALL_SPACES in self.spaces or space in self.spaces
+
+    def allows(self, space: str, scope: str = "read") -> bool:
+        """True when this key is active and may do ``scope`` operations on ``space``."""
+        return self.active and scope in self.scopes and self.covers(space)
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "spaces": list(self.spaces),
-                "created_at": self.created_at, "revoked_at": self.revoked_at,
-                "active": self.active}
+                "scopes": list(self.scopes), "rate_limit": self.rate_limit,
+                "created_at": self.created_at, "last_used_at": self.last_used_at,
+                "revoked_at": self.revoked_at, "active": self.active}
 
 
 class KeyStore:
-    """The ``api_keys`` table of one SQLite database.
+    """Create, list, revoke and verify keys in one store's key table.
 
     Args:
-        path: the SQLite file of the memory (created if missing).
+        store: the memory's store; its ``api_keys`` table holds the keys.
+        owned: close ``store`` on :meth:`close` (True for :func:`open_keys`).
     """
 
-    def __init__(self, path: str | Path):
-        self.path = str(path)
-        if self.path == ":memory:":
-            raise ConfigError("API keys need a database file; ':memory:' would lose them")
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        try:
-            self._db = sqlite3.connect(self.path, timeout=60.0, isolation_level=None,
-                                       check_same_thread=False)
-            self._db.execute(_SCHEMA)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the key table in {self.path}: {exc}") from exc
-        # One connection shared by the server's worker threads; sqlite3 objects are not
-        # safe to use from two threads at once.
+    def __init__(self, store: Store | Callable[[], Store], *, owned: bool = False):
+        self._source = store
+        self._store: Store | None = None
+        self._rows: KeyTable | None = None
+        self._owned = owned
+        self._touched: dict[str, float] = {}
         self._lock = threading.Lock()
 
-    def create(self, spaces: list[str], *, name: str = "") -> tuple[ApiKey, str]:
+    @property
+    def _table(self) -> KeyTable:
+        """The key table, opened on first use (a server starts before its database answers)."""
+        with self._lock:
+            if self._rows is None:
+                source = self._source
+                store = source() if callable(source) else source
+                self._rows = key_table(store)
+                self._store = store
+            return self._rows
+
+    def create(self, spaces: list[str], *, name: str = "", scopes: list[str] | None = None,
+               rate_limit: int | None = None) -> tuple[ApiKey, str]:
         """Create a key for ``spaces`` (``["*"]`` for all); return its record and the secret.
+
+        Args:
+            spaces: the spaces the key may use.
+            name: a label, e.g. the agent's name.
+            scopes: operations allowed (default ``read`` and ``write``; see the module doc).
+            rate_limit: requests per minute for this key (None: the server's default).
 
         The full key is returned once and cannot be recovered later.
         """
-        scoped = tuple(dict.fromkeys(s.strip() for s in spaces if s.strip()))
+        scoped = _clean(spaces)
         if not scoped:
             raise ConfigError("a key needs at least one space (or '*' for every space)")
-        key_id = secrets.token_hex(6)
+        allowed = _clean(scopes) if scopes is not None else DEFAULT_SCOPES
+        unknown = [s for s in allowed if s not in SCOPES]
+        if unknown or not allowed:
+            raise ConfigError(f"unknown or empty scope {', '.join(unknown)!r}; "
+                              f"choose among {', '.join(SCOPES)}")
+        if rate_limit is not None and rate_limit < 1:
+            raise ConfigError(f"a key's rate limit must be >= 1 request/minute, got {rate_limit}")
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
-        record = ApiKey(key_id, name, scoped, time.time())
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO api_keys (id, name, salt, hash, spaces, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                (key_id, name, salt, _digest(salt, secret), json.dumps(list(scoped)),
-                 record.created_at),
-            )
-        return record, f"{PREFIX}{key_id}_{secret}"
+        row = KeyRow(secrets.token_hex(6), name, salt, _digest(salt, secret), scoped, allowed,
+                     rate_limit, time.time())
+        self._table.insert_key(row)
+        return _record(row), f"{PREFIX}{row.id}_{secret}"
 
     def list(self) -> list[ApiKey]:
         """Every key, oldest first, revoked ones included."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT id, name, spaces, created_at, revoked_at FROM api_keys "
-                "ORDER BY created_at"
-            ).fetchall()
-        return [_record(row) for row in rows]
+        return [_record(row) for row in self._table.key_rows()]
 
     def revoke(self, key_id: str) -> bool:
         """Revoke a key by id; False when no active key has that id."""
-        with self._lock:
-            cursor = self._db.execute(
-                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                (time.time(), key_id),
-            )
-        return cursor.rowcount == 1
+        return self._table.revoke_key(key_id, time.time())
 
     def verify(self, presented: str) -> ApiKey | None:
-        """The active key matching a presented ``dmk_<id>_<secret>`` string, else None."""
+        """The active key matching a presented ``dmk_<id>_<secret>`` string, else None.
+
+        A match records its use (``last_used_at``, at most once a minute per key).
+        """
         if not presented.startswith(PREFIX):
             return None
         key_id, sep, secret = presented[len(PREFIX):].partition("_")
         if not sep or not key_id or not secret:
             return None
-        with self._lock:
-            row = self._db.execute(
-                "SELECT id, name, spaces, created_at, revoked_at, salt, hash FROM api_keys "
-                "WHERE id = ?", (key_id,)
-            ).fetchone()
-        if row is None or not hmac.compare_digest(_digest(row[5], secret), row[6]):
+        row = self._table.find_key(key_id)
+        if row is None or not hmac.compare_digest(_digest(row.salt, secret), row.hash):
             return None
-        record = _record(row[:5])
+        record = _record(row)
+        if record.active:
+            self._touch(key_id)
         return record if record.active else None
 
-    def close(self) -> None:
+    def _touch(self, key_id: str) -> None:
+        now = time.time()
         with self._lock:
-            self._db.close()
+            if now - self._touched.get(key_id, 0.0) < TOUCH_EVERY_S:
+                return
+            self._touched[key_id] = now
+        self._table.touch_key(key_id, now)
+
+    def close(self) -> None:
+        if self._owned and self._store is not None:
+            self._store.close()
 
 
-def open_keys(db: str | Path) -> KeyStore:
-    """The key table for a memory URL or path.
+def open_keys(db: str) -> KeyStore:
+    """The keys of the memory at a path or URL (SQLite file or ``postgresql://``).
 
     Raises:
-        ConfigError: for PostgreSQL URLs (keys need a SQLite database for now).
+        ConfigError: for ``:memory:`` (keys made there would be lost at once).
     """
-    url = str(db)
-    if url.startswith(("postgresql://", "postgres://")):
-        raise ConfigError("API keys need a SQLite database for now; serve a SQLite memory, or "
-                          "run the server with keys disabled behind your own auth proxy")
-    return KeyStore(url.removeprefix("sqlite:").removeprefix("//"))
+    if db in (":memory:", "sqlite::memory:"):
+        raise ConfigError("API keys need a database file or server; ':memory:' would lose them")
+    store = open_store(db)
+    try:
+        key_table(store)  # refuse a store that keeps no keys now, and close it
+    except BaseException:
+        store.close()
+        raise
+    return KeyStore(store, owned=True)
+
+
+def _clean(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v.strip() for v in values if v.strip()))
 
 
 def _digest(salt: bytes, secret: str) -> bytes:
     return hashlib.sha256(salt + secret.encode("utf-8")).digest()
 
 
-def _record(row: Any) -> ApiKey:
-    return ApiKey(id=row[0], name=row[1], spaces=tuple(json.loads(row[2])),
-                  created_at=float(row[3]),
-                  revoked_at=None if row[4] is None else float(row[4]))
+def _record(row: KeyRow) -> ApiKey:
+    return ApiKey(id=row.id, name=row.name, spaces=row.spaces, scopes=row.scopes,
+                  created_at=row.created_at, rate_limit=row.rate_limit,
+                  last_used_at=row.last_used_at, revoked_at=row.revoked_at)

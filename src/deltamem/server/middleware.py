@@ -92,7 +92,7 @@ async def _too_large(send: Send, limit: int) -> None:
 
 
 class AccessLog:
-    """One JSON log line per request: method, path, status, ms and space; never headers."""
+    """One JSON log line per request: method, path, status, ms, space, key id; never headers."""
 
     def __init__(self, app: ASGIApp):
         self.app = app
@@ -126,9 +126,15 @@ class AccessLog:
 
 
 def access_record(scope: Scope, status: int, started: float) -> dict[str, Any]:
-    """The log record of one request (the query string is left out: it may hold secrets)."""
+    """The log record of one request.
+
+    Left out: headers and the query string (they may hold secrets). The key is named by its id,
+    which the route puts in the request state once the key has been verified.
+    """
     path: str = scope["path"]
     parts = path.split("/")
     space = parts[3] if len(parts) > 3 and parts[1] == "v1" and parts[2] == "spaces" else None
+    state = scope.get("state") or {}
     return {"event": "request", "method": scope["method"], "path": path, "status": status,
-            "ms": round((time.perf_counter() - started) * 1000, 3), "space": space}
+            "ms": round((time.perf_counter() - started) * 1000, 3), "space": space,
+            "key": state.get("key_id")}

@@ -7,6 +7,7 @@ bodies mirror the CLI's ``--json`` output. Errors use one envelope (see ``http_e
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -25,7 +26,7 @@ from deltamem import transfer
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_from_dict
-from deltamem.errors import DeltaMemError, EpisodeError
+from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.memory import DeltaMem
 from deltamem.server.http_errors import (
@@ -34,7 +35,8 @@ from deltamem.server.http_errors import (
     status_for,
     validation_field,
 )
-from deltamem.server.keys import KeyStore, open_keys
+from deltamem.server.keys import ApiKey, KeyStore
+from deltamem.server.limits import RateLimiter
 from deltamem.server.middleware import AccessLog, BodyLimit
 from deltamem.server.spaces import SpacePool, check_space
 from deltamem.server.viewer import render_viewer
@@ -47,6 +49,12 @@ EXAMPLE_EPISODE = {
     "task": "heat the apple", "env": "a kitchen with a fridge and a microwave",
     "success": True, "score": 1.0,
     "steps": [{"action": "go to kitchen", "observation": "You are in the kitchen."}],
+}
+# The key scope each space route needs (by route name); a route missing here needs "admin".
+ROUTE_SCOPES = {
+    "recall": "read", "show": "read", "stats": "read", "view": "read", "export": "read",
+    "learn": "write", "consolidate": "write",
+    "delete": "admin", "forget": "admin", "import_": "admin",
 }
 
 
@@ -85,6 +93,8 @@ def create_app(
     require_keys: bool = True,
     max_body_bytes: int = 1_000_000,
     max_import_bytes: int = DEFAULT_MAX_IMPORT_BYTES,
+    rate_limit: int | None = None,
+    ready_timeout: float = 2.0,
 ) -> FastAPI:
     """Build the REST app serving the memory at ``db``.
 
@@ -96,9 +106,16 @@ def create_app(
         require_keys: demand an ``Authorization: Bearer`` API key scoped to the space.
         max_body_bytes: largest accepted request body (413 above it).
         max_import_bytes: largest accepted body for ``/import`` (exports can be big).
+        rate_limit: requests per minute per key for keys without their own limit (None: no
+            limit); counted per server process.
+        ready_timeout: seconds ``/readyz`` waits for the database before answering 503.
     """
+    if require_keys and str(db) in (":memory:", "sqlite::memory:"):
+        raise ConfigError("API keys need a database file or server; ':memory:' would lose "
+                          "them (serve a file, or run without keys behind your own auth)")
     pool = SpacePool(db, embedder=embedder, extractor=extractor, settings=settings)
-    keys: KeyStore | None = open_keys(db) if require_keys else None
+    # The keys share the memory's store (and its migrations), opened on first use.
+    keys: KeyStore | None = KeyStore(lambda: pool.store) if require_keys else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -114,7 +131,9 @@ def create_app(
 
     app.state.pool = pool
     app.state.keys = keys
-    _add_health(app, pool)
+    app.state.limiter = RateLimiter()
+    app.state.rate_limit = rate_limit
+    _add_health(app, pool, ready_timeout)
     _add_memory_routes(app)
     _add_admin_routes(app)
     app.add_middleware(
@@ -130,7 +149,11 @@ def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
     check_space(space)
     keys: KeyStore | None = request.app.state.keys
     if keys is not None:
-        _authorise(keys, credentials, space)
+        route = request.scope.get("route")
+        scope = ROUTE_SCOPES.get(getattr(route, "name", ""), "admin")
+        key = _authorise(keys, credentials, space, scope)
+        request.state.key_id = key.id  # for the access log (the id, never the secret)
+        _limit(request, key)
     pool: SpacePool = request.app.state.pool
     return pool.get(space)
 
@@ -139,7 +162,7 @@ Mem = Annotated[DeltaMem, Depends(memory)]
 
 
 def _authorise(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None,
-               space: str) -> None:
+               space: str, scope: str) -> ApiKey:
     challenge = {"WWW-Authenticate": "Bearer"}
     if credentials is None:
         raise ApiError(401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'",
@@ -147,8 +170,23 @@ def _authorise(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None,
     key = keys.verify(credentials.credentials)
     if key is None:
         raise ApiError(401, "Unauthorized", "invalid or revoked API key", headers=challenge)
-    if not key.allows(space):
+    if not key.covers(space):
         raise ApiError(403, "Forbidden", f"this API key is not allowed on space {space!r}")
+    if not key.allows(space, scope):
+        raise ApiError(403, "Forbidden", f"this API key lacks the {scope!r} scope "
+                       f"(it has: {', '.join(key.scopes)})")
+    return key
+
+
+def _limit(request: Request, key: ApiKey) -> None:
+    per_minute = key.rate_limit or request.app.state.rate_limit
+    if per_minute is None:
+        return
+    limiter: RateLimiter = request.app.state.limiter
+    wait = limiter.take(key.id, per_minute)
+    if wait is not None:
+        raise ApiError(429, "RateLimited", f"this API key is limited to {per_minute} requests "
+                       f"per minute; retry in {wait} s", headers={"Retry-After": str(wait)})
 
 
 def _install_errors(app: FastAPI) -> None:
@@ -181,17 +219,22 @@ def _install_errors(app: FastAPI) -> None:
                             status_code=exc.status_code, headers=exc.headers)
 
 
-def _add_health(app: FastAPI, pool: SpacePool) -> None:
+def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
     @app.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
     @app.get("/readyz", tags=["health"])
-    def readyz() -> JSONResponse:
-        """Readiness: the database answers a query."""
+    async def readyz() -> JSONResponse:
+        """Readiness: the database answers a query within the ready timeout."""
         try:
-            spaces = len(pool.store.spaces())
+            spaces = await asyncio.wait_for(
+                run_in_threadpool(lambda: len(pool.store.spaces())), timeout)
+        except TimeoutError:
+            return JSONResponse({"status": "unavailable",
+                                 "error": f"the database did not answer within {timeout:g} s"},
+                                status_code=503)
         except Exception as exc:  # any failure means "not ready"; say why
             return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
         return JSONResponse({"status": "ready", "spaces": spaces})

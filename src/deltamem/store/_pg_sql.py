@@ -58,6 +58,14 @@ MIGRATIONS: list[list[str]] = [
             seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, space TEXT NOT NULL,
             action TEXT NOT NULL, detail TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     ],
+    [
+        # API keys of the REST server: salted hashes only (see deltamem.server.keys).
+        """CREATE TABLE api_keys (
+            id TEXT PRIMARY KEY, name TEXT NOT NULL, salt BYTEA NOT NULL, hash BYTEA NOT NULL,
+            spaces TEXT NOT NULL, scopes TEXT NOT NULL, rate_limit INTEGER,
+            created_at DOUBLE PRECISION NOT NULL, last_used_at DOUBLE PRECISION,
+            revoked_at DOUBLE PRECISION)""",
+    ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -39,6 +39,7 @@ from deltamem.store import _pg_sql as q
 from deltamem.store._pg_vector import register_vector_adapters
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector
 from deltamem.store.index import VectorIndex
+from deltamem.store.keys import PostgresKeyTable
 from deltamem.store.rows import (
     EPISODE_COLUMNS,
     NODE_COLUMNS,
@@ -413,6 +414,10 @@ class PostgresStore:
             row = conn.execute("SELECT count(*) FROM episodes WHERE space = %s",
                                (space,)).fetchone()
         return int(_one(row))
+
+    def keys(self) -> PostgresKeyTable:
+        """The API key table of this database (see :mod:`deltamem.store.keys`)."""
+        return PostgresKeyTable(self._conn)
 
     def close(self) -> None:
         self._pool.close()

@@ -21,6 +21,7 @@ from deltamem.core.model import Node, Tree
 from deltamem.errors import EmbedderMismatch, SchemaError, StoreError
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector
 from deltamem.store.index import VectorIndex, from_blob, to_blob
+from deltamem.store.keys import SQLiteKeyTable
 from deltamem.store.rows import (
     EPISODE_COLUMNS,
     NODE_COLUMNS,
@@ -72,6 +73,18 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE audit (
             seq INTEGER PRIMARY KEY AUTOINCREMENT, space TEXT NOT NULL, action TEXT NOT NULL,
             detail TEXT NOT NULL, at REAL NOT NULL)""",
+    ],
+    [
+        # API keys. Before this migration the key table was created outside the migrations,
+        # by the server, with the first seven columns: adopt such a table, then extend it.
+        # Legacy keys could do everything, so they keep every scope.
+        """CREATE TABLE IF NOT EXISTS api_keys (
+            id TEXT PRIMARY KEY, name TEXT NOT NULL, salt BLOB NOT NULL, hash BLOB NOT NULL,
+            spaces TEXT NOT NULL, created_at REAL NOT NULL, revoked_at REAL)""",
+        """ALTER TABLE api_keys ADD COLUMN scopes TEXT NOT NULL
+            DEFAULT '["read", "write", "admin"]'""",
+        "ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER",
+        "ALTER TABLE api_keys ADD COLUMN last_used_at REAL",
     ],
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -393,6 +406,10 @@ class SQLiteStore:
                 "SELECT count(*) FROM episodes WHERE space = ?", (space,)
             ).fetchone()
         return int(row[0])
+
+    def keys(self) -> SQLiteKeyTable:
+        """The API key table of this database (see :mod:`deltamem.store.keys`)."""
+        return SQLiteKeyTable(self._db, self._lock)
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check (``['ok']`` when the file is sound)."""

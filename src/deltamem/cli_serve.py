@@ -69,7 +69,8 @@ def mcp(
     host: Annotated[str, typer.Option(help="Interface for --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for --transport http.")] = 8765,
 ) -> None:
-    """Serve one space as an MCP server (tools: recall, learn, show, consolidate, stats)."""
+    """Serve one space as an MCP server (recall, learn, record_outcome, show, list, consolidate,
+    stats, export_skills)."""
     from deltamem.errors import ConfigError
 
     require("mcp", "deltamem mcp")
@@ -204,37 +205,41 @@ skills_app = typer.Typer(no_args_is_help=True, help="Skills as SKILL.md folders.
 
 @skills_app.command("export")
 def skills_export(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write skill folders into.")],
+    out_dir: Annotated[Path, typer.Argument(help="Folder to write into.")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
+    layout: Annotated[str, typer.Option(help=(
+        "skills: <dir>/<slug>/SKILL.md + knowledge/*.md; memory-md: a MEMORY.md index with "
+        "one file per composed chain."))] = "skills",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export skill roots as <dir>/<slug>/SKILL.md and knowledge as <dir>/knowledge/*.md."""
-    from deltamem.skills import export_skills
+    """Export skills and scene knowledge as Markdown files (SKILL.md folders or MEMORY.md)."""
+    from deltamem.skills import export_layout
 
     with open_memory(db, space, embedder) as mem:
-        written = export_skills(mem, out_dir)
+        written = export_layout(mem, out_dir, layout)
     emit(written, as_json, lambda: typer.echo(
-        f"wrote {len(written['skills'])} skill(s) and {len(written['knowledge'])} knowledge "
-        f"file(s) to {out_dir}"))
+        f"wrote {len(written['skills'])} skill file(s) and {len(written['knowledge'])} "
+        f"knowledge file(s) to {out_dir}"))
 
 
 @skills_app.command("import")
 def skills_import(
-    src: Annotated[Path, typer.Argument(help="A folder of skill folders, or one SKILL.md.")],
+    src: Annotated[Path, typer.Argument(help=(
+        "A folder of skill folders, one SKILL.md, or a MEMORY.md export folder."))],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import SKILL.md files as task-tree roots, in one transaction (duplicates skipped)."""
-    from deltamem.skills import import_skills
+    """Import skill files as roots, in one transaction (identical roots skipped)."""
+    from deltamem.skills import import_layout
 
     with open_memory(db, space, embedder) as mem:
-        done = import_skills(mem, src)
+        done = import_layout(mem, src)
     emit(done, as_json, lambda: typer.echo(
-        f"imported {len(done['imported'])} skill(s), skipped {len(done['skipped'])} duplicate(s)"))
+        f"imported {len(done['imported'])} root(s), skipped {len(done['skipped'])} duplicate(s)"))
 
 
 def register(app: typer.Typer) -> None:

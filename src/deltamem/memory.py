@@ -10,7 +10,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,12 @@ from deltamem.results import (
     ChainLink,
     Consolidation,
     LearnResult,
+    OutcomeRecord,
     Recall,
     TreeRecall,
     TreeWrite,
     cosine,
+    node_row,
 )
 from deltamem.store import open_store
 from deltamem.store.base import EpisodeRecord, Store, Vector
@@ -294,13 +296,51 @@ class DeltaMem:
         return np.zeros(self.embedder.dim, dtype=np.float32)
 
     # -- consolidation --------------------------------------------------------------------
-    def consolidate(self) -> list[Consolidation]:
-        """Compile every chain that is due (see ``core.tree.due_for_consolidation``)."""
+    def consolidate(self, *, dry_run: bool = False) -> list[Consolidation]:
+        """Compile every chain that is due (see ``core.tree.due_for_consolidation``).
+
+        With ``dry_run`` nothing is written: the result lists the chains that are due, each with
+        ``root=None``.
+        """
+        if dry_run:
+            return [Consolidation(n.id, None, n.tree,
+                                  tuple(c.id for c in self.store.chain(self.space, n.id)),
+                                  "due (dry run: nothing compiled)")
+                    for n in self.store.nodes(self.space)
+                    if due_for_consolidation(n, self.settings.k_cons)]
         usage = Usage()
         done: list[Consolidation] = []
         for node in list(self.store.nodes(self.space)):
             done += self._consolidate_if_due(node.id, usage)
         return done
+
+    def record_outcome(self, nodes: Recall | Sequence[str], success: bool) -> OutcomeRecord:
+        """Count a success or a failure on recalled nodes, without learning a new episode.
+
+        ``nodes`` is a :class:`Recall` (its matched node in each tree) or node ids. Use it when
+        the agent followed a recalled memory but has no trajectory to hand over; :meth:`learn`
+        already counts the outcome on the nodes it matches, so do not call both for one episode.
+        A success can make a chain due for consolidation, which then runs as after ``learn``.
+
+        Raises:
+            NodeNotFound: an id is not in this space (nothing is counted).
+        """
+        if isinstance(nodes, Recall):
+            ids = [t.node.id for t in (nodes.task, nodes.env) if t.node is not None]
+        else:
+            ids = list(dict.fromkeys(nodes))
+        with self.store.write(self.space):
+            for node_id in ids:
+                self.get(node_id)
+            for node_id in ids:
+                self.store.bump(self.space, node_id, hits=1, successes=int(success),
+                                failures=int(not success))
+        record = OutcomeRecord(ids, success)
+        if success and self.settings.auto_consolidate:
+            usage = Usage()
+            for node_id in ids:
+                record.consolidated += self._consolidate_if_due(node_id, usage)
+        return record
 
     def _consolidate_if_due(self, node_id: str, usage: Usage) -> list[Consolidation]:
         node = self.store.get_node(self.space, node_id)
@@ -344,6 +384,17 @@ class DeltaMem:
 
     def nodes(self, tree: Tree | None = None) -> Iterator[Node]:
         return self.store.nodes(self.space, tree)
+
+    def list_nodes(self, tree: Tree | None = None, *, kind: NodeKind | None = None,
+                   outcome: Outcome | None = None, contains: str = "") -> list[dict[str, Any]]:
+        """One row per node (id, tree, kind, outcome, key, parent, counters), filtered.
+
+        ``contains`` keeps nodes whose key contains it (case-insensitive).
+        """
+        needle = contains.lower()
+        return [node_row(n) for n in self.store.nodes(self.space, tree)
+                if (kind is None or n.kind is kind) and (outcome is None or n.outcome is outcome)
+                and needle in n.key.lower()]
 
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its whole subtree in one transaction; return the deleted ids."""

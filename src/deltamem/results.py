@@ -122,10 +122,10 @@ class TreeWrite:
 
 @dataclass(frozen=True, slots=True)
 class Consolidation:
-    """A chain compiled into a new root."""
+    """A chain compiled into a new root (``root`` is None for a dry run: the chain is only due)."""
 
     source: str
-    root: str
+    root: str | None
     tree: Tree
     chain: tuple[str, ...]
     note: str = ""
@@ -152,6 +152,19 @@ class LearnResult:
                 "usage": self.usage.to_dict()}
 
 
+@dataclass(slots=True)
+class OutcomeRecord:
+    """What :meth:`DeltaMem.record_outcome` counted: the nodes bumped and any consolidation."""
+
+    nodes: list[str]
+    success: bool
+    consolidated: list[Consolidation] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"nodes": self.nodes, "success": self.success,
+                "consolidated": [c.to_dict() for c in self.consolidated]}
+
+
 def _fields(exp: Experience) -> dict[str, Any]:
     out = experience_to_dict(exp)
     out.pop("type")
@@ -164,6 +177,14 @@ def node_summary(node: Node) -> dict[str, Any]:
             "depth": node.depth, "consolidated": node.consolidated,
             "consolidated_root": node.is_consolidated_root, "lineage": list(node.lineage),
             "episode": node.episode_id, "created_at": node.created_at, "key": node.key}
+
+
+def node_row(node: Node) -> dict[str, Any]:
+    """One line of a node listing: identity, place in its tree, and counters."""
+    return {"id": node.id, "tree": node.tree.value, "kind": node.kind.value,
+            "outcome": node.outcome.value, "key": node.key, "parent": node.parent_id,
+            "depth": node.depth, "hits": node.hits, "successes": node.successes,
+            "failures": node.failures, "consolidated_root": node.is_consolidated_root}
 
 
 def patch_json(node: Node) -> list[dict[str, Any]] | None:

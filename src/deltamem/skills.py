@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deltamem.core.model import Knowledge, Node, NodeKind, Outcome, Skill, Tree
-from deltamem.core.render import render_knowledge, skill_markdown
+from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.render import render_experience, render_knowledge, skill_markdown
 from deltamem.errors import ConfigError
 from deltamem.memory import DeltaMem, new_node_id
 
@@ -181,27 +181,175 @@ def import_skills(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
 
 def add_skill_roots(mem: DeltaMem, skills: list[ParsedSkill]) -> dict[str, Any]:
     """Write parsed skills as task roots in one transaction (all or nothing)."""
-    existing = {(n.key, n.content) for n in mem.nodes(Tree.TASK) if n.is_root}
-    fresh: list[ParsedSkill] = []
+    return _add_roots(mem, Tree.TASK, [
+        (s.description, s.skill, s.path, {"skill_name": s.name}) for s in skills])
+
+
+def _add_roots(mem: DeltaMem, tree: Tree,
+               items: list[tuple[str, Skill | Knowledge, Path, dict[str, Any]]]
+               ) -> dict[str, Any]:
+    """Write ``(key, experience, source path, meta)`` items as roots of ``tree``, in one
+    transaction; an identical root (same key and experience) is skipped."""
+    existing = {(n.key, n.content) for n in mem.nodes(tree) if n.is_root}
+    fresh = []
     skipped: list[str] = []
-    for item in skills:
-        if (item.description, item.skill) in existing:
-            skipped.append(str(item.path))
+    for key, content, path, meta in items:
+        if (key, content) in existing:
+            skipped.append(str(path))
         else:
-            existing.add((item.description, item.skill))
-            fresh.append(item)
-    vectors = mem.embedder.embed([s.description for s in fresh]) if fresh else None
+            existing.add((key, content))
+            fresh.append((key, content, path, meta))
+    vectors = mem.embedder.embed([item[0] for item in fresh]) if fresh else None
     ids: list[str] = []
     with mem.transaction():
-        for i, item in enumerate(fresh):
+        for i, (key, content, path, meta) in enumerate(fresh):
             assert vectors is not None
             node = Node(
-                id=new_node_id(Tree.TASK), tree=Tree.TASK, kind=NodeKind.ROOT,
-                outcome=Outcome.SUCCESS, key=item.description, content=item.skill,
-                created_at=time.time(),
-                meta={"imported_from": item.path.name if item.path.name != "SKILL.md"
-                      else f"{item.path.parent.name}/SKILL.md", "skill_name": item.name},
+                id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
+                key=key, content=content, created_at=time.time(),
+                meta={"imported_from": path.name if path.name != "SKILL.md"
+                      else f"{path.parent.name}/SKILL.md", **meta},
             )
             mem.store.add_node(mem.space, node, vectors[i])
             ids.append(node.id)
     return {"imported": ids, "skipped": skipped}
+
+
+# -- the MEMORY.md layout ---------------------------------------------------------------------
+MEMORY_INDEX = "MEMORY.md"
+SKILLS_DIR = "skills"
+LESSONS_DIR = "lessons"
+INDEX_LINES = 200
+
+
+def export_layout(mem: DeltaMem, out_dir: str | Path, layout: str) -> dict[str, Any]:
+    """Export in ``layout``: ``skills`` (:func:`export_skills`) or ``memory-md``
+    (:func:`export_memory_md`)."""
+    if layout == "skills":
+        return export_skills(mem, out_dir)
+    if layout == "memory-md":
+        return export_memory_md(mem, out_dir)
+    raise ConfigError(f"unknown layout {layout!r} (skills or memory-md)")
+
+
+def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
+    """Write the trees as a ``MEMORY.md`` index plus one file per composed chain.
+
+    Layout (what Claude Code auto-memory, the Agents SDK sandbox memory and similar read)::
+
+        <dir>/MEMORY.md               index: skill roots with their variants, scenes, warnings
+        <dir>/skills/<slug>.md        one per successful task node: its composed chain
+        <dir>/knowledge/<slug>.md     one per environment node: the scene's composed knowledge
+        <dir>/lessons/<slug>.md       one per failure lesson (a warning, never a procedure)
+
+    The index stays within ``INDEX_LINES`` lines; past that it says how many entries it left
+    out (their files are still written). Returns the written paths relative to ``out_dir``.
+    """
+    root = Path(out_dir)
+    written: dict[str, Any] = {"index": MEMORY_INDEX, "skills": [], "knowledge": [],
+                               "lessons": []}
+    sections: dict[str, list[str]] = {"skills": [], "knowledge": [], "lessons": []}
+    for tree in (Tree.TASK, Tree.ENV):
+        children: dict[str | None, list[Node]] = {}
+        for node in sorted(mem.nodes(tree), key=lambda n: n.created_at):
+            children.setdefault(node.parent_id, []).append(node)
+        taken: set[str] = set()
+        stack = [(top, 0, [top]) for top in reversed(children.get(None, []))]
+        while stack:
+            node, depth, chain = stack.pop()
+            kind, rel = _write_chain_file(mem, root, node, chain, taken)
+            written[kind].append(rel)
+            label = "variant: " if depth else ""
+            counts = f"({node.successes} ok of {node.hits} uses)"
+            sections[kind].append(f"{'  ' * depth}- [{Path(rel).stem}]({rel}) {label}"
+                                  f"{_one_line(node.key)} {counts}")
+            stack += [(c, depth + 1, [*chain, c]) for c in reversed(children.get(node.id, []))]
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MEMORY_INDEX).write_text(_index_markdown(sections), encoding="utf-8")
+    return written
+
+
+def _write_chain_file(mem: DeltaMem, root: Path, node: Node, chain: list[Node],
+                      taken: set[str]) -> tuple[str, str]:
+    """Write one node's composed chain; return its section (skills/knowledge/lessons) and path."""
+    if node.outcome is Outcome.FAILURE:
+        kind = LESSONS_DIR
+    else:
+        kind = SKILLS_DIR if node.tree is Tree.TASK else KNOWLEDGE_DIR
+    name = _unique(slugify(node.key), taken)
+    rel = f"{kind}/{name}.md"
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(_chain_markdown(name, node, chain, mem.experience(node.id)), encoding="utf-8")
+    return kind, rel
+
+
+def _one_line(text: str, limit: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _chain_markdown(name: str, node: Node, chain: list[Node],
+                    experience: Skill | Knowledge | Lesson) -> str:
+    head = ["---", f"name: {name}", f'description: "{_one_line(node.key, 300)}"',
+            f"node: {node.id}", f"chain: {' > '.join(n.id for n in chain)}",
+            f"outcome: {node.outcome.value}", f"hits: {node.hits}",
+            f"successes: {node.successes}", "---", ""]
+    if isinstance(experience, Skill):
+        body = skill_markdown(name, node.key, experience).split("---\n", 2)[2].lstrip("\n")
+    else:
+        body = f"# {name}\n\n{render_experience(experience)}\n"
+    return "\n".join(head) + body
+
+
+def _index_markdown(sections: dict[str, list[str]]) -> str:
+    titles = {"skills": "## Skills (roots, then their variants)",
+              "knowledge": "## Scene knowledge", "lessons": "## Warnings (failed attempts)"}
+    lines = ["# Memory", "",
+             "Experience learned by deltamem. Read the file of a skill or scene when its task "
+             "or place resembles yours; warnings describe attempts that failed.", ""]
+    budget = INDEX_LINES - len(lines) - 3 * len(titles)
+    total = sum(len(v) for v in sections.values())
+    per_section = {k: v[: max(1, budget * len(v) // total)] if total > budget else v
+                   for k, v in sections.items()}
+    for key, title in titles.items():
+        entries = sections[key]
+        shown = per_section[key]
+        lines += [title, "", *shown] if entries else [title, "", "(none yet)"]
+        if len(shown) < len(entries):
+            lines.append(f"- ... {len(entries) - len(shown)} more in {key}/")
+        lines.append("")
+    return "\n".join(lines[:INDEX_LINES]).rstrip() + "\n"
+
+
+def import_layout(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
+    """Import SKILL.md folders, or a MEMORY.md layout when ``src`` holds a ``MEMORY.md``."""
+    base = Path(src)
+    if (base / MEMORY_INDEX).is_file():
+        return import_memory_md(mem, base)
+    return import_skills(mem, base)
+
+
+def import_memory_md(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
+    """Read a :func:`export_memory_md` folder back: skill files as task roots, knowledge files
+    as environment roots (each in one transaction; identical roots skipped). Lessons stay out:
+    a warning without the chain it belongs to is not a skill."""
+    base = Path(src)
+    skills = [parse_skill_md(p) for p in sorted((base / SKILLS_DIR).glob("*.md"))]
+    knowledge = [_parse_knowledge_md(p) for p in sorted((base / KNOWLEDGE_DIR).glob("*.md"))]
+    task = add_skill_roots(mem, skills)
+    env = _add_roots(mem, Tree.ENV, [(k.trigger, k, p, {}) for k, p in knowledge])
+    return {"imported": task["imported"] + env["imported"],
+            "skipped": task["skipped"] + env["skipped"]}
+
+
+def _parse_knowledge_md(path: Path) -> tuple[Knowledge, Path]:
+    meta, body = _front_matter(path.read_text(encoding="utf-8"), path)
+    trigger = meta.get("description", "").strip()
+    for line in body.splitlines():
+        if line.startswith("Applies to: ") and not trigger:
+            trigger = line[len("Applies to: "):].strip()
+    facts = tuple(line[2:].strip() for line in body.splitlines() if line.startswith("- "))
+    if not trigger or not facts:
+        raise ConfigError(f"{path}: a knowledge file needs a description and '- fact' lines")
+    return Knowledge(trigger=trigger, facts=facts), path

@@ -1,6 +1,7 @@
-"""Launch the MCP server over stdio on a memory with the hashing TEST embedder.
+"""Launch the MCP server on a memory with the hashing TEST embedder.
 
-Used by test_mcp.py as the subprocess an MCP client spawns: ``python mcp_double.py DB SPACE``.
+Used by test_mcp.py as the server process an MCP client talks to:
+``python mcp_double.py DB SPACE`` (stdio) or ``python mcp_double.py DB SPACE http PORT``.
 It runs the product's own ``run_server``; only the embedder is the test double.
 """
 
@@ -20,4 +21,7 @@ if __name__ == "__main__":
     settings = Settings(tau_task=0.6, tau_env=0.6, embedder="hashing")
     with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space,
                   settings=settings) as mem:
-        run_server(mem, transport="stdio")
+        if len(sys.argv) > 3 and sys.argv[3] == "http":
+            run_server(mem, transport="http", port=int(sys.argv[4]))
+        else:
+            run_server(mem, transport="stdio")

@@ -1,87 +1,209 @@
-"""The MCP server over stdio, driven by the official SDK client in a real subprocess."""
+"""The MCP server driven by the official SDK client, over stdio and over streamable HTTP.
+
+Every call's structuredContent is checked against the tool's own published outputSchema (the
+SDK client checks too), and the text content a model reads is checked for its first lines.
+"""
 
 from __future__ import annotations
 
-import json
+import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 import anyio
+import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 pytestmark = pytest.mark.server
 
 LAUNCHER = Path(__file__).with_name("mcp_double.py")
+# The SDK gives a stdio server a minimal environment; pass ours so the server imports this
+# checkout's code (PYTHONPATH) like the test does.
+TOOLS = {"recall", "learn", "record_outcome", "show", "list", "consolidate", "stats",
+         "export_skills"}
 STEPS = [{"action": "go to kitchen", "observation": "You are in the kitchen."},
          {"action": "take apple", "observation": "You take the apple."},
          {"action": "heat apple", "observation": "The apple is hot."}]
+TRANSCRIPT = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "make the login test pass"},
+    {"role": "assistant", "content": "Run the tests first.", "tool_calls": [
+        {"id": "c1", "type": "function",
+         "function": {"name": "bash", "arguments": '{"command": "pytest -q tests/"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "1 failed: KeyError 'email'"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c2", "type": "function",
+         "function": {"name": "edit", "arguments": {"path": "app/login.py", "line": 12}}}]},
+    {"role": "tool", "tool_call_id": "c2", "content": "edited"},
+    {"role": "assistant", "content": "The login test passes now."},
+]
+
+Calls = Callable[[ClientSession], Awaitable[dict[str, Any]]]
 
 
-def payload(result: Any) -> dict[str, Any]:
-    """The JSON a tool returned (structured content, else its text)."""
-    assert not result.is_error, result.content
-    if result.structured_content is not None:
+class Checked:
+    """A session wrapper: every tool result is validated against that tool's outputSchema."""
+
+    def __init__(self, session: ClientSession, schemas: dict[str, dict[str, Any]]):
+        self.session, self.schemas = session, schemas
+
+    async def ok(self, name: str, args: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        result = await self.session.call_tool(name, args)
+        assert not result.is_error, result.content
         data = result.structured_content
-        return data.get("result", data) if set(data) == {"result"} else data
-    return json.loads(result.content[0].text)
+        assert data is not None
+        jsonschema.validate(data, self.schemas[name])
+        return data, result.content[0].text
+
+    async def error(self, name: str, args: dict[str, Any]) -> str:
+        result = await self.session.call_tool(name, args)
+        assert result.is_error
+        return str(result.content[0].text)
 
 
-async def session_run(db: Path, calls: Any) -> Any:
-    params = StdioServerParameters(command=sys.executable, args=[str(LAUNCHER), str(db), "s1"])
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        return await calls(session)
+async def scenario(session: ClientSession, export_dir: Path) -> dict[str, Any]:
+    listed = (await session.list_tools()).tools
+    tools = {t.name: t for t in listed}
+    c = Checked(session, {t.name: t.output_schema for t in listed if t.output_schema})
+    out: dict[str, Any] = {"tools": tools}
+    out["empty"] = await c.ok("recall", {"task": "heat the apple"})
+    out["learned"] = await c.ok("learn", {"task": "heat the apple", "env": "a kitchen",
+                                          "steps": STEPS, "success": True})
+    out["from_messages"] = await c.ok("learn", {"messages": TRANSCRIPT, "success": True,
+                                                "env": "python web app repository"})
+    out["recalled"] = await c.ok("recall", {"task": "heat the apple", "env": "a kitchen",
+                                            "explain": True})
+    out["outcome"] = await c.ok("record_outcome", {"success": True})
+    node = out["learned"][0]["task"]["node"]
+    out["shown"] = await c.ok("show", {"node_id": node})
+    out["listed"] = await c.ok("list", {"tree": "task", "limit": 1})
+    out["dry"] = await c.ok("consolidate", {"dry_run": True})
+    out["stats"] = await c.ok("stats", {})
+    out["export"] = await c.ok("export_skills", {"dir": str(export_dir), "layout": "memory-md"})
+    out["bad_learn"] = await c.error("learn", {"task": "", "steps": [], "success": True})
+    out["both"] = await c.error("learn", {"task": "x", "steps": STEPS, "messages": TRANSCRIPT,
+                                          "success": True})
+    out["missing"] = await c.error("show", {"node_id": "t-nope"})
+    out["bounds"] = await c.error("recall", {"task": "x", "top_k": 500})
+    return out
 
 
-def test_agent_lists_tools_and_learns_then_recalls(tmp_path: Path) -> None:
-    """An SDK client sees the five tools with descriptions, learns, and recalls the skill."""
-
-    async def calls(session: ClientSession) -> dict[str, Any]:
-        tools = {t.name: t for t in (await session.list_tools()).tools}
-        learned = payload(await session.call_tool("learn", {
-            "task": "heat the apple", "env": "a kitchen with a microwave", "steps": STEPS,
-            "success": True}))
-        recalled = payload(await session.call_tool("recall", {"task": "heat the apple"}))
-        stats = payload(await session.call_tool("stats", {}))
-        shown = payload(await session.call_tool("show", {"node_id": learned["task"]["node"]}))
-        bad = await session.call_tool("learn", {"task": "", "steps": [], "success": True})
-        missing = await session.call_tool("show", {"node_id": "t-nope"})
-        return {"tools": tools, "learned": learned, "recalled": recalled, "stats": stats,
-                "shown": shown, "bad": bad, "missing": missing}
-
-    out = anyio.run(session_run, tmp_path / "mcp.db", calls)
+def check(out: dict[str, Any], export_dir: Path) -> None:
     tools = out["tools"]
-    assert set(tools) == {"recall", "learn", "show", "consolidate", "stats"}
-    assert all(len(t.description or "") > 40 for t in tools.values())
-    learn_schema = tools["learn"].input_schema
-    assert set(learn_schema["required"]) == {"task", "steps", "success"}
-    assert out["learned"]["task"]["action"] == "root"
-    assert out["recalled"]["task"]["matched"] is True
-    assert "1. go to kitchen" in out["recalled"]["context"]
-    assert out["stats"]["episodes"] == 1
-    assert out["shown"]["experience"]["steps"] == ["go to kitchen", "take apple", "heat apple"]
-    assert out["bad"].is_error and "task" in out["bad"].content[0].text
-    assert out["missing"].is_error and "NodeNotFound" in out["missing"].content[0].text
+    assert set(tools) == TOOLS
+    assert all(len(t.description or "") > 120 for t in tools.values())
+    assert all(t.output_schema for t in tools.values())
+    hints = {n: (t.annotations.read_only_hint, t.annotations.destructive_hint,
+                 t.annotations.idempotent_hint) for n, t in tools.items()}
+    assert hints["recall"] == (True, False, True)
+    assert hints["learn"] == (False, False, False)
+    assert hints["export_skills"] == (False, True, True)
+    assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == 50
+    assert tools["learn"].input_schema["required"] == ["success"]
+
+    data, text = out["empty"]
+    assert data["context"] == "" and text.startswith("(no memory matched")
+    data, text = out["learned"]
+    assert data["task"]["action"] == "root" and text.startswith("learned episode ep-")
+    data, _ = out["from_messages"]
+    assert data["task"]["action"] == "root"
+    data, text = out["recalled"]
+    assert data["task"]["matched"] and data["env"]["matched"]
+    assert data["explain"]["task"]["candidates"]
+    # The context block comes first; the text is far shorter than the structured JSON.
+    assert text.startswith(data["context"]) and "1. go to kitchen" in text
+    assert text.endswith("]") and "skill: t-" in text
+    data, text = out["outcome"]
+    assert data["nodes"] == [out["recalled"][0]["task"]["node"], out["recalled"][0]["env"]["node"]]
+    assert text.startswith("counted a success on t-")
+    data, text = out["shown"]
+    assert data["experience"]["steps"] == ["go to kitchen", "take apple", "heat apple"]
+    assert "1. go to kitchen" in text
+    data, _ = out["listed"]
+    assert data["total"] == 2 and data["truncated"] and len(data["nodes"]) == 1
+    assert out["dry"][0] == {"dry_run": True, "consolidated": []}
+    data, _ = out["stats"]
+    assert data["episodes"] == 2 and data["task"]["nodes"] == 2
+    data, _ = out["export"]
+    assert (export_dir / "MEMORY.md").is_file() and len(data["skills"]) == 2
+    assert "task" in out["bad_learn"]
+    assert "exactly one of" in out["both"]
+    assert "NodeNotFound" in out["missing"]
+    assert "top_k" in out["bounds"]
 
 
-def test_module_entry_point_serves_over_stdio(tmp_path: Path) -> None:
-    """`python -m deltamem.server.mcp --db --space --embedder` starts a working server."""
+def test_stdio_client_uses_every_tool(tmp_path: Path) -> None:
+    """An SDK client spawns the server over stdio and exercises all eight tools."""
 
-    async def calls(session: ClientSession) -> tuple[list[str], dict[str, Any]]:
-        names = sorted(t.name for t in (await session.list_tools()).tools)
-        return names, payload(await session.call_tool("stats", {}))
+    async def run() -> dict[str, Any]:
+        params = StdioServerParameters(command=sys.executable,
+                                       args=[str(LAUNCHER), str(tmp_path / "m.db"), "s1"],
+                                       env=dict(os.environ))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await scenario(s, tmp_path / "export")
+
+    check(anyio.run(run), tmp_path / "export")
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[str]:
+    """The MCP server over streamable HTTP on a free loopback port, in its own process."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "h.db"), "s1", "http",
+                             str(port)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+                assert time.monotonic() < deadline, "MCP HTTP server did not start"
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_streamable_http_client_uses_every_tool(http_server: str, tmp_path: Path) -> None:
+    """The same scenario over streamable HTTP (the transport remote agents use)."""
+
+    async def run() -> dict[str, Any]:
+        transport: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
+        async with transport as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            return await scenario(s, tmp_path / "export")
+
+    check(anyio.run(run), tmp_path / "export")
+
+
+def test_cli_mcp_command_serves_over_stdio(tmp_path: Path) -> None:
+    """`deltamem mcp --db --space --embedder` starts a working server (the one entry point)."""
 
     async def run() -> tuple[list[str], dict[str, Any]]:
         params = StdioServerParameters(command=sys.executable, args=[
-            "-m", "deltamem.server.mcp", "--db", str(tmp_path / "m.db"), "--space", "s2",
-            "--embedder", "hashing"])
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            return await calls(session)
+            "-c", "from deltamem.cli import main; main()", "mcp", "--db", str(tmp_path / "m.db"),
+            "--space", "s2", "--embedder", "hashing"], env=dict(os.environ))
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            names = sorted(t.name for t in (await s.list_tools()).tools)
+            result = await s.call_tool("stats", {})
+            return names, result.structured_content or {}
 
     names, stats = anyio.run(run)
-    assert names == ["consolidate", "learn", "recall", "show", "stats"]
+    assert set(names) == TOOLS
     assert stats["episodes"] == 0 and stats["task"]["nodes"] == 0

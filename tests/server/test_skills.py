@@ -97,3 +97,67 @@ def test_slugify() -> None:
     """Slugs are lowercase, hyphenated and never empty."""
     assert slugify("Heat the Apple!") == "heat-the-apple"
     assert slugify("???") == "skill"
+
+
+LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
+
+
+def test_memory_md_layout_index_chains_and_round_trip(mem: DeltaMem, tmp_path: Path) -> None:
+    """MEMORY.md indexes roots with their variants; every chain has a file; import reads the
+    skills and scene knowledge back as roots that recall finds; a second import adds nothing."""
+    from deltamem.skills import export_layout, import_layout
+
+    mem.learn(make_episode())
+    delta = mem.learn(make_episode(actions=LONGER)).task.node
+    mem.learn(make_episode(task="wash the plate", actions=("go to sink", "wash plate"),
+                           success=False))
+    out = tmp_path / "md"
+    written = export_layout(mem, out, "memory-md")
+    index = (out / "MEMORY.md").read_text()
+    assert written["index"] == "MEMORY.md" and len(written["skills"]) == 2
+    assert written["lessons"] == ["lessons/wash-the-plate.md"]
+    lines = index.splitlines()
+    root_line = next(i for i, line in enumerate(lines) if line.startswith("- [heat-the-apple]"))
+    assert lines[root_line + 1].startswith("  - [heat-the-apple-2](skills/heat-the-apple-2.md)"
+                                           " variant: heat the apple")
+    assert "## Warnings" in index and "wash-the-plate" in index
+    variant = (out / "skills/heat-the-apple-2.md").read_text()
+    assert f"node: {delta}" in variant and "2. open microwave" in variant
+    assert len(written["knowledge"]) >= 1 and (out / written["knowledge"][0]).is_file()
+
+    fresh_mem = fresh(tmp_path, "md-import")
+    done = import_layout(fresh_mem, out)
+    assert len(done["imported"]) == len(written["skills"]) + len(written["knowledge"])
+    roots = {n.content for n in fresh_mem.nodes(Tree.TASK)}
+    assert mem.experience(delta) in roots
+    assert fresh_mem.recall("heat the apple", "a kitchen with a fridge").env.matched
+    again = import_layout(fresh_mem, out)
+    assert again["imported"] == [] and len(again["skipped"]) == len(done["imported"])
+
+
+def test_memory_md_index_stays_within_its_line_budget(mem: DeltaMem, tmp_path: Path) -> None:
+    from deltamem.skills import INDEX_LINES, export_memory_md
+
+    for i in range(120):
+        mem.learn(make_episode(task=f"task number {i} of many", env=f"scene {i}",
+                               actions=(f"do thing {i}",)))
+    written = export_memory_md(mem, tmp_path / "big")
+    index = (tmp_path / "big" / "MEMORY.md").read_text().splitlines()
+    assert len(index) <= INDEX_LINES
+    assert any(line.startswith("- ... ") and "more in skills/" in line for line in index)
+    assert len(written["skills"]) == len([n for n in mem.nodes(Tree.TASK)
+                                          if n.outcome.value == "success"]) >= 120
+
+
+def test_cli_exports_memory_md_layout(mem: DeltaMem, db_path: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from deltamem.cli import app
+
+    mem.learn(make_episode())
+    mem.close()
+    result = CliRunner().invoke(app, ["skills", "export", str(tmp_path / "o"), "--layout",
+                                      "memory-md", "--db", str(db_path), "--embedder", "hashing",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "o" / "MEMORY.md").is_file()

@@ -1,50 +1,206 @@
-"""The MCP face of the memory: tools ``recall``, ``learn``, ``show``, ``consolidate``, ``stats``.
+"""The MCP face of the memory (``deltamem mcp --db P --space S``; stdio, or streamable HTTP).
 
-Run it as ``deltamem mcp --db P --space S`` or ``python -m deltamem.server.mcp --db P --space S``
-(stdio by default; ``--transport http --port N`` serves streamable HTTP on loopback). Tool results
-are the same JSON the CLI's ``--json`` and the REST server return. Library errors reach the agent
-as tool errors carrying the library's message, which says what to do.
+Eight tools: ``recall``, ``learn``, ``record_outcome``, ``show``, ``list``, ``consolidate``,
+``stats``, ``export_skills``. Each has a description written for the model that calls it, an
+input schema with bounds, an output schema, and annotations (read-only, destructive,
+idempotent). A result carries the full JSON as ``structuredContent`` (validated against the
+output schema) and a short text for the model, the recalled context block first. Library errors
+reach the agent as tool errors carrying the library's message, which says what to do.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
-from collections.abc import Callable, Sequence
-from typing import Annotated, Any, Literal, ParamSpec, TypeVar
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Literal, ParamSpec
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import BaseModel, Field
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, ConfigDict, Field
 
-from deltamem.episodes import episode_from_dict
-from deltamem.errors import DeltaMemError
+from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
+from deltamem.core.render import render_experience
+from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
+from deltamem.errors import DeltaMemError, EpisodeError
 from deltamem.memory import DeltaMem
+from deltamem.results import Recall
+from deltamem.transcripts import episode_from_messages
 
 P = ParamSpec("P")
-R = TypeVar("R")
 
 INSTRUCTIONS = (
-    "deltamem is an experience memory. Before starting a task, call `recall` with the goal and "
-    "a short description of the scene, and put the returned `context` in front of your plan. "
-    "After finishing (successfully or not), call `learn` with the goal, the scene, every step "
-    "you took with what you observed, and whether it worked."
+    "deltamem is an experience memory of skills (how tasks were done) and scene knowledge "
+    "(what holds in an environment). Before a task, call `recall` with the goal and a short "
+    "description of the scene, and read the returned context before you plan. After the task, "
+    "call `learn` with what you did (the steps, or the transcript of messages) and whether it "
+    "worked; if you only followed a recalled memory, `record_outcome` counts the result instead."
 )
 
+TreeName = Literal["task", "env"]
 
+
+# -- inputs ---------------------------------------------------------------------------------
 class StepArg(BaseModel):
     """One turn of an episode."""
 
-    action: str = Field(description="The action taken, e.g. 'open door to kitchen'.")
-    observation: str = Field("", description="What the environment answered.")
-    thought: str | None = Field(None, description="Optional reasoning before the action.")
+    action: str = Field(min_length=1, max_length=MAX_TEXT,
+                        description="The action taken, e.g. 'open door to kitchen'.")
+    observation: str = Field("", max_length=MAX_TEXT, description="What the environment answered.")
+    thought: str | None = Field(None, max_length=MAX_TEXT,
+                                description="Optional reasoning before the action.")
 
 
-def _library_errors(fn: Callable[P, R]) -> Callable[P, R]:
+class FunctionArg(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    arguments: str | dict[str, Any] = Field("", description="JSON text or an object.")
+
+
+class ToolCallArg(BaseModel):
+    id: str | None = Field(None, max_length=200)
+    type: Literal["function"] = "function"
+    function: FunctionArg
+
+
+class MessageArg(BaseModel):
+    """One chat message in the OpenAI format (assistant tool calls, tool results)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallArg] | None = Field(None, max_length=MAX_STEPS)
+    tool_call_id: str | None = Field(None, max_length=200)
+
+
+# -- outputs (known fields are typed; extra fields pass, so richer results stay valid) -------
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class LinkOut(_Out):
+    id: str
+    kind: Literal["root", "delta"]
+    outcome: Literal["success", "failure"]
+    similarity: float
+    score: float
+
+
+class TreeRecallOut(_Out):
+    matched: bool
+    node: str | None
+    score: float | None
+    chain: list[LinkOut]
+
+
+class RecallOut(_Out):
+    context: str = Field(description="Text to read before planning (empty: nothing matched).")
+    task: TreeRecallOut
+    env: TreeRecallOut
+    usage: dict[str, Any]
+
+
+class WriteOut(_Out):
+    action: Literal["root", "delta", "dedup"]
+    node: str | None
+    parent: str | None
+
+
+class ConsolidationOut(_Out):
+    source: str
+    root: str | None
+    tree: TreeName
+    chain: list[str]
+    note: str
+
+
+class LearnOut(_Out):
+    episode: str
+    task: WriteOut
+    env: WriteOut
+    consolidated: list[ConsolidationOut]
+    usage: dict[str, Any]
+
+
+class OutcomeOut(_Out):
+    nodes: list[str]
+    success: bool
+    consolidated: list[ConsolidationOut]
+
+
+class ShowOut(_Out):
+    id: str
+    tree: TreeName
+    kind: Literal["root", "delta"]
+    outcome: Literal["success", "failure"]
+    parent: str | None
+    chain: list[str]
+    experience: dict[str, Any]
+    patch: list[dict[str, Any]] | None
+    children: list[str]
+    stats: dict[str, Any]
+    meta: dict[str, Any]
+
+
+class NodeRowOut(_Out):
+    id: str
+    tree: TreeName
+    kind: Literal["root", "delta"]
+    outcome: Literal["success", "failure"]
+    key: str
+    parent: str | None
+    depth: int
+    hits: int
+    successes: int
+    failures: int
+
+
+class ListOut(_Out):
+    nodes: list[NodeRowOut]
+    total: int
+    truncated: bool
+
+
+class ConsolidateOut(_Out):
+    dry_run: bool
+    consolidated: list[ConsolidationOut]
+
+
+class TreeStatsOut(_Out):
+    nodes: int
+    roots: int
+    deltas: int
+    failures: int
+    consolidated_roots: int
+    max_depth: int
+
+
+class StatsOut(_Out):
+    task: TreeStatsOut
+    env: TreeStatsOut
+    episodes: int
+    stored_chars: int
+    flat_chars: int
+    compression: float | None
+
+
+class ExportOut(_Out):
+    dir: str
+    layout: Literal["skills", "memory-md"]
+    skills: list[str]
+    knowledge: list[str]
+
+
+def _result(model: type[BaseModel], data: dict[str, Any], text: str) -> CallToolResult:
+    structured = model.model_validate(data).model_dump(mode="json")
+    return CallToolResult(content=[TextContent(type="text", text=text)],
+                          structured_content=structured)
+
+
+def _library_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
     """Turn library errors into tool errors whose message reaches the agent."""
 
     @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
         try:
             return fn(*args, **kwargs)
         except DeltaMemError as exc:
@@ -53,70 +209,235 @@ def _library_errors(fn: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-def build_server(mem: DeltaMem, *, name: str = "deltamem") -> MCPServer:
-    """An MCP server exposing ``mem`` (one space) as five tools."""
-    server: MCPServer = MCPServer(name=name, instructions=INSTRUCTIONS)
+def _hint(*, read_only: bool, destructive: bool = False, idempotent: bool = False,
+          title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
+                           idempotent_hint=idempotent, open_world_hint=False)
 
-    @server.tool(description=(
-        "Recall what the memory knows before a task: the skill (steps) for a goal and the "
-        "scene knowledge for an environment. Returns `context` (text to put in your prompt), "
-        "the matched nodes and scores. Either argument may be empty."))
+
+# -- text forms -----------------------------------------------------------------------------
+def recall_text(data: dict[str, Any]) -> str:
+    """The context block, then one line per tree saying what matched."""
+    lines = []
+    for tree, label in (("task", "skill"), ("env", "knowledge")):
+        t = data[tree]
+        if t["matched"]:
+            lines.append(f"{label}: {t['node']} (score {t['score']:.2f}, chain of "
+                         f"{len(t['chain'])})")
+        else:
+            lines.append(f"{label}: no match")
+    head = data["context"] or "(no memory matched: proceed on your own, then call learn)"
+    return head + "\n\n[" + "; ".join(lines) + "]"
+
+
+def _write_text(tree: str, write: dict[str, Any]) -> str:
+    if write["action"] == "dedup":
+        return f"{tree}: already known ({write['node']}, counted)"
+    where = f" under {write['parent']}" if write["parent"] else ""
+    return f"{tree}: new {write['action']} {write['node']}{where}"
+
+
+def _consolidation_text(items: list[dict[str, Any]]) -> str:
+    return "".join(f"; compiled {c['source']} into root {c['root']}" for c in items
+                   if c["root"] is not None)
+
+
+def build_server(mem: DeltaMem, *, name: str = "deltamem") -> MCPServer:
+    """An MCP server exposing ``mem`` (one space) as the eight tools."""
+    server: MCPServer = MCPServer(name=name, instructions=INSTRUCTIONS)
+    _experience_tools(server, mem)
+    _inspection_tools(server, mem)
+    return server
+
+
+def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
+    """recall, learn and record_outcome; the last recall is kept for the other two."""
+    last: dict[str, Recall] = {}
+
+    @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Recall experience"),
+                 description=(
+        "Call this BEFORE starting a task. Returns what past episodes taught about it: a skill "
+        "(numbered steps that worked for a similar goal), warnings from similar attempts that "
+        "failed, and facts about a similar scene. The text result starts with the context "
+        "block to read before planning; structuredContent holds the matched node ids and "
+        "scores. Give the goal in `task` and a short description of where you are in `env`; "
+        "either may be empty. Nothing matched means the memory has no similar experience yet."))
     @_library_errors
     def recall(
-        task: Annotated[str, Field(description="The goal, e.g. 'heat the apple'.")] = "",
-        env: Annotated[str, Field(description="A short description of the scene.")] = "",
-        top_k: Annotated[int, Field(ge=1, le=50, description="Candidates per tree.")] = 1,
-        explain: Annotated[bool, Field(description="Include every scoring term.")] = False,
-    ) -> dict[str, Any]:
+        task: Annotated[str, Field(max_length=MAX_TEXT, description=(
+            "The goal, e.g. 'fix the failing login test'."))] = "",
+        env: Annotated[str, Field(max_length=MAX_TEXT, description=(
+            "A short description of the scene, e.g. 'python repo with pytest'."))] = "",
+        top_k: Annotated[int, Field(ge=1, le=50, description="Candidates scored per tree.")] = 1,
+        explain: Annotated[bool, Field(description=(
+            "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
+    ) -> Annotated[CallToolResult, RecallOut]:
         result = mem.recall(task, env, top_k=top_k)
+        last["recall"] = result
         data = result.to_dict()
         if explain:
             data["explain"] = result.explain()
-        return data
+        return _result(RecallOut, data, recall_text(data))
 
-    @server.tool(description=(
-        "Learn from one finished episode (call it after every attempt, successful or not). "
-        "The memory stores only what is new: a new root, an exact delta under a similar "
-        "experience, or nothing (a duplicate). Failed attempts become warnings."))
+    @server.tool(annotations=_hint(read_only=False, title="Learn from an episode"),
+                 description=(
+        "Call this AFTER every attempt at a task, successful or not, so the memory learns from "
+        "it. Give either `steps` (each action with what you observed) or `messages` (the "
+        "transcript in the OpenAI chat format, with assistant tool_calls and tool results; the "
+        "first user message is the task unless `task` is given), plus `success`. The memory "
+        "stores only what is new: a new root, an exact delta under a similar experience, or "
+        "nothing for a duplicate. Failed attempts become warnings for next time."))
     @_library_errors
     def learn(
-        task: Annotated[str, Field(description="The goal of the episode.")],
-        steps: Annotated[list[StepArg], Field(description="Every step, in order.")],
         success: Annotated[bool, Field(description="Whether the goal was achieved.")],
-        env: Annotated[str, Field(description="A short description of the scene.")] = "",
+        task: Annotated[str | None, Field(max_length=MAX_TEXT, description=(
+            "The goal of the episode (required with `steps`)."))] = None,
+        steps: Annotated[list[StepArg] | None, Field(max_length=MAX_STEPS, description=(
+            "Every step, in order."))] = None,
+        messages: Annotated[list[MessageArg] | None, Field(max_length=4 * MAX_STEPS, description=(
+            "The transcript, instead of `steps`."))] = None,
+        env: Annotated[str, Field(max_length=MAX_TEXT,
+                                  description="A short description of the scene.")] = "",
         score: Annotated[float | None, Field(description="Optional reward or score.")] = None,
         meta: Annotated[dict[str, Any] | None, Field(
             description="Optional metadata kept with the nodes.")] = None,
-    ) -> dict[str, Any]:
-        episode = episode_from_dict({
-            "task": task, "env": env, "success": success, "score": score,
-            "steps": [s.model_dump(exclude_none=True) for s in steps], "meta": meta or {},
-        })
-        return mem.learn(episode).to_dict()
+    ) -> Annotated[CallToolResult, LearnOut]:
+        if (steps is None) == (messages is None):
+            raise EpisodeError("give exactly one of `steps` or `messages`")
+        if messages is not None:
+            episode = episode_from_messages(
+                [m.model_dump(exclude_none=True) for m in messages], success=success, task=task,
+                env=env, score=score, meta=meta)
+        else:
+            episode = episode_from_dict({
+                "task": task, "env": env, "success": success, "score": score,
+                "steps": [s.model_dump(exclude_none=True) for s in steps or []],
+                "meta": meta or {}})
+        recalled = last.get("recall")
+        data = mem.learn(episode, recalled).to_dict()
+        text = (f"learned episode {data['episode']}: {_write_text('task', data['task'])}; "
+                f"{_write_text('env', data['env'])}{_consolidation_text(data['consolidated'])}")
+        return _result(LearnOut, data, text)
 
-    @server.tool(description=(
-        "Show one memory node by id: its chain from the root, its full composed experience, "
-        "its own patch and its counters."))
+    @server.tool(annotations=_hint(read_only=False, title="Record the outcome of a recall"),
+                 description=(
+        "Count a success or a failure on the nodes the last `recall` returned (or on the given "
+        "node ids), when you followed a recalled memory but have no transcript to `learn` "
+        "from. Do not call it for an episode you also pass to `learn`: learning already counts "
+        "the outcome. Successes make a memory rank as proven; a chain that keeps succeeding is "
+        "compiled into a standalone skill."))
     @_library_errors
-    def show(node_id: Annotated[str, Field(description="A node id from recall or learn.")],
-             ) -> dict[str, Any]:
-        return mem.show(node_id)
+    def record_outcome(
+        success: Annotated[bool, Field(description="Whether following the memory worked.")],
+        node_ids: Annotated[list[str] | None, Field(max_length=50, description=(
+            "Node ids to count; default: the nodes the last recall matched."))] = None,
+    ) -> Annotated[CallToolResult, OutcomeOut]:
+        target: Recall | list[str] | None = node_ids if node_ids is not None else last.get("recall")
+        if target is None:
+            raise ToolError("no recall to score yet: call recall first, or pass node_ids")
+        record = mem.record_outcome(target, success)
+        data = record.to_dict()
+        word = "success" if success else "failure"
+        text = (f"counted a {word} on {', '.join(data['nodes']) or 'no node (nothing matched)'}"
+                f"{_consolidation_text(data['consolidated'])}")
+        return _result(OutcomeOut, data, text)
 
-    @server.tool(description=(
-        "Compile every frequently successful chain of experiences into a new standalone root. "
-        "Safe to call any time; returns what was compiled."))
+
+def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
+    """show, list, consolidate, stats and export_skills."""
+
+    @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Show a node"),
+                 description=(
+        "Show one memory node by id (from recall, learn or list): its chain from the root, "
+        "its full composed experience, its own patch, its children and counters."))
     @_library_errors
-    def consolidate() -> dict[str, Any]:
-        return {"consolidated": [c.to_dict() for c in mem.consolidate()]}
+    def show(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
+            "A node id such as 't-1a2b3c4d5e6f7a8b'."))],
+             ) -> Annotated[CallToolResult, ShowOut]:
+        data = mem.show(node_id)
+        body = render_experience(experience_from_dict(data["experience"]))
+        text = (f"{data['id']}: {data['tree']} {data['kind']} ({data['outcome']}), chain "
+                f"{' > '.join(data['chain'])}\n{body}")
+        return _result(ShowOut, data, text)
 
-    @server.tool(description=(
-        "Size and shape of the memory: nodes per tree, roots, deltas, failures, depth, "
+    @server.tool(name="list", annotations=_hint(read_only=True, idempotent=True,
+                                                 title="List nodes"),
+                 description=(
+        "List memory nodes (id, tree, kind, outcome, key, counters) to find ids for show. "
+        "Filter by tree ('task' skills or 'env' scene knowledge), kind, outcome, or a text the "
+        "key contains."))
+    @_library_errors
+    def list_(
+        tree: Annotated[TreeName | None, Field(description="Only this tree.")] = None,
+        kind: Annotated[Literal["root", "delta"] | None, Field(
+            description="Only roots or only deltas.")] = None,
+        outcome: Annotated[Literal["success", "failure"] | None, Field(
+            description="Only successes or only failure lessons.")] = None,
+        contains: Annotated[str, Field(max_length=500, description=(
+            "Only nodes whose key contains this text (case-insensitive)."))] = "",
+        limit: Annotated[int, Field(ge=1, le=500, description="At most this many rows.")] = 50,
+    ) -> Annotated[CallToolResult, ListOut]:
+        rows = mem.list_nodes(Tree(tree) if tree else None,
+                              kind=NodeKind(kind) if kind else None,
+                              outcome=Outcome(outcome) if outcome else None, contains=contains)
+        shown = rows[:limit]
+        data = {"nodes": shown, "total": len(rows), "truncated": len(rows) > limit}
+        lines = [f"{r['id']}  {r['tree']} {r['kind']} {r['outcome']}  {r['key'][:80]}"
+                 for r in shown]
+        more = f"\n... {len(rows) - limit} more" if len(rows) > limit else ""
+        return _result(ListOut, data, ("\n".join(lines) or "no nodes") + more)
+
+    @server.tool(annotations=_hint(read_only=False, idempotent=True,
+                                   title="Consolidate chains"),
+                 description=(
+        "Compile every frequently successful chain of experiences into a new standalone root "
+        "skill (the chain stays). With dry_run=true nothing is written and the result lists the "
+        "chains that are due. Safe to call any time; a second call compiles nothing new."))
+    @_library_errors
+    def consolidate(dry_run: Annotated[bool, Field(description=(
+            "Only report what is due."))] = False) -> Annotated[CallToolResult, ConsolidateOut]:
+        done = [c.to_dict() for c in mem.consolidate(dry_run=dry_run)]
+        verb = "due" if dry_run else "compiled"
+        text = f"{len(done)} chain(s) {verb}" + "".join(
+            f"\n{c['source']} ({c['tree']}, chain of {len(c['chain'])})"
+            + (f" -> {c['root']}" if c["root"] else "") for c in done)
+        return _result(ConsolidateOut, {"dry_run": dry_run, "consolidated": done}, text)
+
+    @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Memory statistics"),
+                 description=(
+        "Size and shape of the memory: nodes per tree, roots, deltas, failure lessons, depth, "
         "episodes learned, and stored vs flat characters."))
     @_library_errors
-    def stats() -> dict[str, Any]:
-        return mem.stats()
+    def stats() -> Annotated[CallToolResult, StatsOut]:
+        data = mem.stats()
+        text = (f"{data['episodes']} episode(s); task tree {data['task']['nodes']} node(s) "
+                f"({data['task']['roots']} roots, {data['task']['failures']} failure lessons); "
+                f"env tree {data['env']['nodes']} node(s); stored {data['stored_chars']} chars "
+                f"vs flat {data['flat_chars']}")
+        return _result(StatsOut, data, text)
 
-    return server
+    @server.tool(annotations=_hint(read_only=False, destructive=True, idempotent=True,
+                                   title="Export skills as files"),
+                 description=(
+        "Write the memory's skills and scene knowledge as Markdown files into a folder on the "
+        "machine running this server. layout='skills': one <slug>/SKILL.md per skill root plus "
+        "knowledge/*.md (the agent-skills layout); layout='memory-md': a MEMORY.md index with "
+        "one file per skill chain and knowledge files per scene. Existing files of the same "
+        "names are overwritten."))
+    @_library_errors
+    def export_skills(
+        dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
+            "Folder to write into (created if missing)."))],
+        layout: Annotated[Literal["skills", "memory-md"], Field(
+            description="File layout.")] = "skills",
+    ) -> Annotated[CallToolResult, ExportOut]:
+        from deltamem.skills import export_layout
+
+        written = export_layout(mem, Path(dir), layout)
+        data = {"dir": dir, "layout": layout, **written}
+        text = (f"wrote {len(data['skills'])} skill file(s) and {len(data['knowledge'])} "
+                f"knowledge file(s) to {dir}")
+        return _result(ExportOut, data, text)
 
 
 Transport = Literal["stdio", "http"]
@@ -131,20 +452,3 @@ def run_server(mem: DeltaMem, *, transport: Transport = "stdio", host: str = "12
     else:
         server.run("streamable-http", host=host, port=port)
 
-
-def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m deltamem.server.mcp --db P --space S [--transport stdio|http --port N]``."""
-    parser = argparse.ArgumentParser(prog="deltamem-mcp", description=__doc__)
-    parser.add_argument("--db", default="deltamem.db", help="SQLite path or postgresql:// URL")
-    parser.add_argument("--space", default="default")
-    parser.add_argument("--embedder", default=None, help="minilm (default), static, st:<model>")
-    parser.add_argument("--transport", choices=["stdio", "http"], default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
-    args = parser.parse_args(argv)
-    with DeltaMem.open(args.db, space=args.space, embedder=args.embedder) as mem:
-        run_server(mem, transport=args.transport, host=args.host, port=args.port)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

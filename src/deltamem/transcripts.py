@@ -1,0 +1,199 @@
+"""Episodes from agent transcripts: chat messages with tool calls, and the files agents record.
+
+One normal form, the OpenAI chat message list (``role`` = system/user/assistant/tool, assistant
+``tool_calls`` with ``function.name``/``function.arguments``, tool messages with
+``tool_call_id``), is turned into an :class:`Episode` by :func:`episode_from_messages`:
+
+* the task is the first user message (unless given);
+* every tool call is a step: the action is ``name: argument`` (one string argument) or
+  ``name(key=value, ...)``, the observation is the matching tool result, and the assistant text
+  that came with the call is the step's thought;
+* assistant text with no tool call is a step ``reply: <text>``; later user messages are
+  observations of the step before them (``user: <text>``).
+
+The other formats are converted to that form first: Responses API items (the OpenAI Agents SDK's
+``to_input_list()``, Codex ``response_item`` lines) with :func:`messages_from_responses`, and
+Anthropic content blocks (Claude Code transcript lines) with :func:`messages_from_anthropic`.
+Long texts are cut (``MAX_ACTION`` / ``MAX_OBSERVATION`` characters) so a file dump in a tool
+result does not become a fact of the memory.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from deltamem.core.model import Episode, Step
+from deltamem.errors import EpisodeError
+
+MAX_ACTION = 300
+MAX_OBSERVATION = 1_000
+MAX_TASK = 2_000
+
+Message = dict[str, Any]
+
+
+def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: bool,
+                          task: str | None = None, env: str = "", score: float | None = None,
+                          meta: dict[str, Any] | None = None) -> Episode:
+    """An episode from an OpenAI-style chat message list (see the module docstring).
+
+    Raises:
+        EpisodeError: no task (none given and no user message), or no step at all.
+    """
+    builder = _Steps()
+    for i, raw in enumerate(messages):
+        if not isinstance(raw, Mapping):
+            raise EpisodeError(f"messages[{i}] must be an object, got {type(raw).__name__}")
+        builder.add(raw)
+    goal = task if task is not None else builder.first_user
+    if not goal or not goal.strip():
+        raise EpisodeError("no task: pass task=... or include a user message")
+    if not builder.steps:
+        raise EpisodeError("the transcript has no assistant step (no tool call and no reply)")
+    return Episode(task=_cut(goal.strip(), MAX_TASK), env=env, steps=tuple(builder.steps),
+                   success=success, score=score, meta=dict(meta or {}))
+
+
+class _Steps:
+    """Steps accumulated message by message; tool results find their call by id."""
+
+    def __init__(self) -> None:
+        self.steps: list[Step] = []
+        self.by_call: dict[str, int] = {}
+        self.first_user: str | None = None
+
+    def add(self, message: Mapping[str, Any]) -> None:
+        role = message.get("role")
+        text = content_text(message.get("content"))
+        if role == "user":
+            if self.first_user is None:
+                self.first_user = text
+            elif self.steps and text:
+                self.observe(len(self.steps) - 1, "user: " + text)
+        elif role == "assistant":
+            calls = message.get("tool_calls") or []
+            for call in calls:
+                self.steps.append(Step(action=_call_action(call),
+                                       thought=_cut(text, MAX_OBSERVATION) or None))
+                if call.get("id"):
+                    self.by_call[str(call["id"])] = len(self.steps) - 1
+            if not calls and text:
+                self.steps.append(Step(action=_cut("reply: " + text, MAX_ACTION, one_line=True)))
+        elif role == "tool":
+            index = self.by_call.get(str(message.get("tool_call_id")))
+            if index is not None:
+                self.observe(index, text)
+
+    def observe(self, index: int, text: str) -> None:
+        step = self.steps[index]
+        joined = f"{step.observation}\n{text}" if step.observation else text
+        self.steps[index] = Step(step.action, _cut(joined, MAX_OBSERVATION), step.thought)
+
+
+def content_text(content: Any) -> str:
+    """The text of a message content: a string, or a list of text parts (others skipped)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        parts = [p.get("text") or p.get("content") if isinstance(p, Mapping) else p
+                 for p in content]
+        return "\n".join(p.strip() for p in parts if isinstance(p, str) and p.strip())
+    return str(content).strip()
+
+
+def _call_action(call: Mapping[str, Any]) -> str:
+    function = call.get("function") or {}
+    name = str(function.get("name") or call.get("name") or "tool")
+    args = function.get("arguments", call.get("arguments"))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            return _cut(f"{name}: {args}", MAX_ACTION, one_line=True)
+    return _cut(format_call(name, args), MAX_ACTION, one_line=True)
+
+
+def format_call(name: str, args: Any) -> str:
+    """``name: value`` for one string argument, else ``name(key=value, ...)``."""
+    if isinstance(args, Mapping):
+        if len(args) == 1 and isinstance(next(iter(args.values())), str):
+            return f"{name}: {next(iter(args.values()))}"
+        inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+        return f"{name}({inner})"
+    if args in (None, ""):
+        return name
+    return f"{name}: {args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)}"
+
+
+def _cut(text: str, limit: int, *, one_line: bool = False) -> str:
+    text = " ".join(text.split()) if one_line else text.strip()
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def messages_from_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Chat messages from Responses API items (``message``, ``function_call``,
+    ``function_call_output``, ``custom_tool_call``/``_output``, ``reasoning``).
+
+    Items without a ``type`` but with a ``role`` (easy input messages) are messages too.
+    """
+    out: list[Message] = []
+    thought = ""
+    for item in items:
+        kind = item.get("type") or ("message" if "role" in item else None)
+        if kind == "message":
+            role = str(item.get("role"))
+            out.append({"role": "system" if role == "developer" else role,
+                        "content": content_text(item.get("content"))})
+        elif kind == "reasoning":
+            thought = content_text(item.get("summary")) or thought
+        elif kind in ("function_call", "custom_tool_call"):
+            args = item.get("arguments", item.get("input"))
+            out.append({"role": "assistant", "content": thought, "tool_calls": [{
+                "id": item.get("call_id"), "type": "function",
+                "function": {"name": item.get("name"), "arguments": args}}]})
+            thought = ""
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = item.get("output")
+            out.append({"role": "tool", "tool_call_id": item.get("call_id"),
+                        "content": output if isinstance(output, str) else content_text(output)})
+    return out
+
+
+def messages_from_anthropic(messages: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Chat messages from Anthropic-style messages (content blocks ``text``, ``thinking``,
+    ``tool_use``, ``tool_result``), as Claude Code records them.
+
+    A ``tool_result`` with ``is_error`` gets an ``error: `` prefix, so the failure shows.
+    """
+    out: list[Message] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if isinstance(content, str) or content is None:
+            out.append({"role": role, "content": content_text(content)})
+            continue
+        texts: list[str] = []
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                texts.append(str(block.get("text", "")))
+            elif kind == "thinking" and role == "assistant":
+                texts.append(str(block.get("thinking", "")))
+            elif kind == "tool_use":
+                out.append({"role": "assistant", "content": "\n".join(texts).strip(),
+                            "tool_calls": [{"id": block.get("id"), "type": "function",
+                                            "function": {"name": block.get("name"),
+                                                         "arguments": block.get("input")}}]})
+                texts = []
+            elif kind == "tool_result":
+                result = content_text(block.get("content"))
+                prefix = "error: " if block.get("is_error") else ""
+                out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"),
+                            "content": prefix + result})
+        if any(t.strip() for t in texts):
+            out.append({"role": role, "content": "\n".join(texts).strip()})
+    return out

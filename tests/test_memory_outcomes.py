@@ -1,0 +1,85 @@
+"""Facade methods the agent integrations use: record_outcome, list_nodes, consolidate dry run."""
+
+from __future__ import annotations
+
+import pytest
+
+from deltamem.config import Settings
+from deltamem.core.model import NodeKind, Outcome, Tree
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import NodeNotFound
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+from helpers import make_episode
+
+LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
+
+
+def test_record_outcome_counts_on_the_recalled_nodes(mem):
+    """A recall's matched node in each tree gets a hit and a success (or a failure)."""
+    mem.learn(make_episode())
+    recall = mem.recall("heat the apple", "a kitchen with a fridge, a microwave and a table")
+    task_node, env_node = recall.task.node.id, recall.env.node.id
+    before = mem.get(task_node)
+    record = mem.record_outcome(recall, success=True)
+    assert record.nodes == [task_node, env_node] and record.success
+    after = mem.get(task_node)
+    assert (after.hits, after.successes) == (before.hits + 1, before.successes + 1)
+    mem.record_outcome([task_node], success=False)
+    assert mem.get(task_node).failures == before.failures + 1
+    assert record.to_dict() == {"nodes": [task_node, env_node], "success": True,
+                                "consolidated": []}
+
+
+def test_record_outcome_on_unknown_node_counts_nothing(mem):
+    node = mem.learn(make_episode()).task.node
+    hits = mem.get(node).hits
+    with pytest.raises(NodeNotFound):
+        mem.record_outcome([node, "t-missing"], success=True)
+    assert mem.get(node).hits == hits
+
+
+def test_record_outcome_successes_consolidate_a_chain(tmp_path):
+    """Successes reported without episodes make a delta due, and it is compiled."""
+    settings = Settings(tau_task=0.6, tau_env=0.6, k_cons=2)
+    with DeltaMem(SQLiteStore(tmp_path / "o.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as mem:
+        mem.learn(make_episode())
+        delta = mem.learn(make_episode(actions=LONGER)).task.node
+        mem.record_outcome([delta], success=True)
+        record = mem.record_outcome([delta], success=True)
+        assert [c.source for c in record.consolidated] == [delta]
+        assert mem.get(delta).consolidated
+
+
+def test_consolidate_dry_run_lists_due_chains_and_writes_nothing(tmp_path):
+    settings = Settings(tau_task=0.6, tau_env=0.6, auto_consolidate=False, k_cons=2)
+    with DeltaMem(SQLiteStore(tmp_path / "d.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as mem:
+        root = mem.learn(make_episode()).task.node
+        delta = mem.learn(make_episode(actions=LONGER)).task.node
+        for _ in range(2):
+            mem.learn(make_episode(actions=LONGER))
+        count = len(list(mem.nodes()))
+        due = [c for c in mem.consolidate(dry_run=True) if c.tree == "task"]
+        assert [(c.source, c.root, c.chain) for c in due] == [(delta, None, (root, delta))]
+        assert len(list(mem.nodes())) == count and not mem.get(delta).consolidated
+        done = [c for c in mem.consolidate() if c.tree == "task"]
+        assert [c.source for c in done] == [delta] and done[0].root is not None
+
+
+def test_list_nodes_filters_by_tree_kind_outcome_and_text(mem):
+    mem.learn(make_episode())
+    mem.learn(make_episode(actions=LONGER))
+    mem.learn(make_episode(task="wash the plate", actions=("go to sink", "wash plate"),
+                           success=False))
+    rows = mem.list_nodes()
+    assert {r["tree"] for r in rows} == {"task", "env"}
+    task_rows = mem.list_nodes(Tree.TASK)
+    assert len(task_rows) == 3
+    assert [r["key"] for r in mem.list_nodes(Tree.TASK, outcome=Outcome.FAILURE)] == [
+        "wash the plate"]
+    assert len(mem.list_nodes(Tree.TASK, kind=NodeKind.DELTA)) == 1
+    assert [r["key"] for r in mem.list_nodes(Tree.TASK, contains="PLATE")] == ["wash the plate"]
+    assert set(task_rows[0]) >= {"id", "kind", "outcome", "key", "parent", "depth", "hits"}

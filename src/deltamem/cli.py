@@ -40,8 +40,10 @@ from deltamem.cli_options import (
     DbOpt,
     EmbedOpt,
     JsonOpt,
+    ModelOptions,
     SpaceOpt,
     emit,
+    model_options,
     open_memory,
 )
 from deltamem.config import Settings
@@ -95,14 +97,11 @@ Penalty = Annotated[float | None, typer.Option("--penalty", help="Failure penalt
 
 
 @app.command()
+@model_options
 def learn(
     file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (DESIGN.md §5).")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
-    extractor: Annotated[str, typer.Option(help="trace (no model) or llm.")] = "trace",
-    llm: Annotated[str | None, typer.Option(help="local (default) or openai.")] = None,
-    base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint.")] = None,
-    model: Annotated[str | None, typer.Option(help="Model name for --llm openai.")] = None,
     strict: Annotated[bool, typer.Option(
         help="Check the whole file first and learn nothing if any line is bad.")] = False,
     embedder: EmbedOpt = None,
@@ -110,6 +109,8 @@ def learn(
     tau_env: TauEnv = None,
     penalty: Penalty = None,
     as_json: JsonOpt = False,
+    *,
+    models: ModelOptions,
 ) -> None:
     """Learn episodes from FILE, one transaction per episode.
 
@@ -123,10 +124,9 @@ def learn(
         _error(error)
     if strict and bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
-    model_llm = _llm_from_flags(llm, base_url, model) if extractor == "llm" else None
     results: list[dict[str, Any]] = []
-    with open_memory(db, space, embedder, extractor=extractor, llm=model_llm, tau_task=tau_task,
-               tau_env=tau_env, penalty=penalty) as mem:
+    with open_memory(db, space, embedder, extractor=models.build(), tau_task=tau_task,
+                     tau_env=tau_env, penalty=penalty) as mem:
         total = Usage()
         good = [(i, line, e) for i, (line, e) in enumerate(parsed)
                 if not isinstance(e, EpisodeError)]
@@ -144,14 +144,6 @@ def learn(
     emit(summary, as_json, lambda: _print_learn(summary))
     if bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
-
-
-def _llm_from_flags(llm: str | None, base_url: str | None, model: str | None) -> Any:
-    from deltamem.llm import make_llm
-
-    spec = llm or ("openai" if base_url else "local")
-    options = {k: v for k, v in (("base_url", base_url), ("model", model)) if v}
-    return make_llm(spec, **options)
 
 
 def _print_learn(summary: dict[str, Any]) -> None:

@@ -1,16 +1,27 @@
-"""Options and output shared by every ``deltamem`` command module (cli, cli_serve, cli_bench)."""
+"""Options and output shared by every ``deltamem`` command module (cli, cli_serve, cli_bench).
+
+The extractor/LLM options are defined once, here (:data:`MODEL_OPTIONS`), and added to every
+command that extracts or compiles (``learn``, ``serve``, ``mcp``, ``worker``) by the
+:func:`model_options` decorator, so each of them takes the same flags and environment variables.
+"""
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from deltamem.config import Settings
+from deltamem.extract.base import Extractor
 from deltamem.memory import DeltaMem
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 DEFAULT_DB = "deltamem.db"
 
@@ -21,6 +32,72 @@ SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
 EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
                                               help="minilm (default), static, st:<model>.")]
+DeferOpt = Annotated[bool, typer.Option(
+    "--defer-consolidation",
+    help="Learn answers without compiling due chains; leave them to `deltamem worker` (or "
+         "DELTAMEM_AUTO_CONSOLIDATE=false).")]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelOptions:
+    """What a command extracts and compiles with: the values of the shared model flags."""
+
+    extractor: str = "trace"
+    llm: str | None = None
+    base_url: str | None = None
+    model: str | None = None
+
+    def build(self) -> Extractor:
+        """The extractor these options name (``llm`` builds its model now; errors say why)."""
+        from deltamem.extract import make_extractor
+
+        if self.extractor != "llm":
+            return make_extractor(self.extractor)
+        from deltamem.llm import make_llm
+
+        spec = self.llm or ("openai" if self.base_url else "local")
+        options = {k: v for k, v in (("base_url", self.base_url), ("model", self.model)) if v}
+        return make_extractor("llm", llm=make_llm(spec, **options))
+
+
+PANEL = "Extraction model (shared by learn, serve, mcp, worker)"
+# One definition of the model flags: (parameter, annotation). Defaults are ModelOptions'.
+MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
+    ("extractor", Annotated[str, typer.Option(
+        "--extractor", envvar="DELTAMEM_EXTRACTOR", rich_help_panel=PANEL,
+        help="trace (no model) or llm (extract and compile with a model).")]),
+    ("llm", Annotated[str | None, typer.Option(
+        "--llm", envvar="DELTAMEM_LLM", rich_help_panel=PANEL,
+        help="Model provider for --extractor llm: local (in-process SmolLM2, the default), "
+             "local:<gguf path>, or openai (any OpenAI-compatible endpoint; its API key is "
+             "read from DELTAMEM_LLM_API_KEY, never from a flag).")]),
+    ("base_url", Annotated[str | None, typer.Option(
+        "--base-url", envvar="DELTAMEM_LLM_BASE_URL", rich_help_panel=PANEL,
+        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (implies --llm "
+             "openai).")]),
+    ("model", Annotated[str | None, typer.Option(
+        "--model", envvar="DELTAMEM_LLM_MODEL", rich_help_panel=PANEL,
+        help="Model name for --llm openai.")]),
+)
+
+
+def model_options(command: F) -> F:
+    """Give a command the shared model flags; it receives them as ``models: ModelOptions``."""
+    signature = inspect.signature(command, eval_str=True)
+    own = [p for p in signature.parameters.values() if p.name != "models"]
+    defaults = {f.name: f.default for f in fields(ModelOptions)}
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name],
+                               annotation=annotation) for name, annotation in MODEL_OPTIONS]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        models = ModelOptions(**{name: kwargs.pop(name) for name, _ in MODEL_OPTIONS})
+        return command(**kwargs, models=models)
+
+    keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=[*keyword, *added])
+    return wrapper  # type: ignore[return-value]
 
 
 def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
@@ -31,8 +108,9 @@ def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
         human()
 
 
-def open_memory(db: str, space: str, embedder: str | None, *, extractor: str = "trace",
-                llm: Any = None, **settings: Any) -> DeltaMem:
+def open_memory(db: str, space: str, embedder: str | None, *,
+                extractor: str | Extractor = "trace", llm: Any = None,
+                **settings: Any) -> DeltaMem:
     """Open the memory a command works on; ``settings`` override ``DELTAMEM_*`` (None: keep)."""
     return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
                          settings=Settings.from_env().with_(**settings))

@@ -1,4 +1,5 @@
-"""CLI commands for serving and curating a memory: serve, mcp, view, keys, skills, delete, forget.
+"""CLI commands for serving and curating a memory: serve, mcp, worker, view, keys, skills, delete,
+forget.
 
 The main CLI adds them with ``register(app)``. Options mirror ``deltamem.cli`` (``--db``,
 ``--space``, ``--embedder``, ``--json``); library errors propagate to the main CLI's handler,
@@ -9,58 +10,88 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from deltamem.cli_options import (
     DEFAULT_DB,
     DbOpt,
+    DeferOpt,
     EmbedOpt,
     JsonOpt,
+    ModelOptions,
     SpaceOpt,
     emit,
+    model_options,
     open_memory,
 )
+from deltamem.config import Settings
 from deltamem.extras import require
 
 
+@model_options
 def serve(
     db: DbOpt = DEFAULT_DB,
     host: Annotated[str, typer.Option(help="Interface to bind (loopback by default).")] =
     "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8080,
     embedder: EmbedOpt = None,
-    extractor: Annotated[str, typer.Option(help="trace (no model) or llm.")] = "trace",
     no_keys: Annotated[bool, typer.Option(
         "--no-keys", help="Serve without API keys (only behind your own auth).")] = False,
     max_body: Annotated[int, typer.Option(help="Largest request body in bytes.")] = 1_000_000,
+    rate_limit: Annotated[int | None, typer.Option(
+        envvar="DELTAMEM_RATE_LIMIT",
+        help="Requests per minute per API key (keys may set their own), per server process; "
+             "429 above it.")] = None,
+    defer: DeferOpt = False,
+    consolidate_every: Annotated[float | None, typer.Option(
+        envvar="DELTAMEM_CONSOLIDATE_EVERY",
+        help="Consolidate due chains in a background thread every N seconds (implies "
+             "--defer-consolidation); safe with several replicas.")] = None,
+    graceful_timeout: Annotated[int, typer.Option(
+        help="On SIGTERM/SIGINT, seconds to let in-flight requests finish.")] = 30,
+    *,
+    models: ModelOptions,
 ) -> None:
-    """Serve the memory over REST (OpenAPI docs at /docs); every space of DB is reachable."""
+    """Serve the memory over REST (OpenAPI docs at /docs); every space of DB is reachable.
+
+    On PostgreSQL any number of replicas may serve one database (see docs/deployment.md).
+    """
     require("server", "deltamem serve")
     import uvicorn
 
     from deltamem.server.rest import create_app
 
-    app = create_app(db, embedder=embedder, extractor=extractor, require_keys=not no_keys,
-                     max_body_bytes=max_body)
-    _log_requests_to_stderr()
+    settings = _settings(defer or consolidate_every is not None)
+    app = create_app(db, embedder=embedder, extractor=models.build(), settings=settings,
+                     require_keys=not no_keys, max_body_bytes=max_body, rate_limit=rate_limit,
+                     consolidate_every=consolidate_every)
+    _log_to_stderr("deltamem.server", "deltamem.worker")
     # uvicorn's own access log is off: ours is structured and leaves query strings out.
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
+                timeout_graceful_shutdown=graceful_timeout)
 
 
-def _log_requests_to_stderr() -> None:
+def _settings(defer: bool) -> Settings:
+    settings = Settings.from_env()
+    return settings.with_(auto_consolidate=False) if defer else settings
+
+
+def _log_to_stderr(*names: str) -> None:
     import logging
 
-    logger = logging.getLogger("deltamem.server")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    for name in names:
+        logger = logging.getLogger(name)
+        if not logger.handlers:
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter("%(message)s"))
+            logger.addHandler(handler)
+            logger.setLevel(logging.INFO)
+            logger.propagate = False
 
 
+@model_options
 def mcp(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
@@ -68,6 +99,9 @@ def mcp(
     transport: Annotated[str, typer.Option(help="stdio or http.")] = "stdio",
     host: Annotated[str, typer.Option(help="Interface for --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for --transport http.")] = 8765,
+    defer: DeferOpt = False,
+    *,
+    models: ModelOptions,
 ) -> None:
     """Serve one space as an MCP server (recall, learn, record_outcome, show, list, consolidate,
     stats, export_skills)."""
@@ -78,9 +112,82 @@ def mcp(
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
-    with open_memory(db, space, embedder) as mem:
+    with open_memory(db, space, embedder, extractor=models.build(),
+                     auto_consolidate=False if defer else None) as mem:
         run_server(mem, transport="stdio" if transport == "stdio" else "http", host=host,
                    port=port)
+
+
+@model_options
+def worker(
+    db: DbOpt = DEFAULT_DB,
+    space: Annotated[list[str] | None, typer.Option(
+        "--space", help="Only this space (repeat; default: every space, found at each pass).")
+    ] = None,
+    embedder: EmbedOpt = None,
+    interval: Annotated[float, typer.Option(
+        envvar="DELTAMEM_CONSOLIDATE_EVERY", help="Seconds between passes.")] = 30.0,
+    once: Annotated[bool, typer.Option("--once", help="Make one pass, then exit.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Report what would be consolidated; write nothing (one pass).")
+    ] = False,
+    k_cons: Annotated[int | None, typer.Option(help="Successes that trigger a merge.")] = None,
+    as_json: JsonOpt = False,
+    *,
+    models: ModelOptions,
+) -> None:
+    """Consolidate due chains in the background, outside request paths.
+
+    Safe to run several: per space one worker wins the lease and consolidates, the others skip
+    it. Pair it with `serve --defer-consolidation`. Stops after the current space on
+    SIGTERM/SIGINT.
+    """
+    import signal
+    import threading
+
+    from deltamem.embed import make_embedder
+    from deltamem.memory import DeltaMem
+    from deltamem.store import open_store
+    from deltamem.worker import SpacePass, Worker
+
+    settings = Settings.from_env().with_(k_cons=k_cons, auto_consolidate=False)
+    model = make_embedder(embedder or settings.embedder)
+    extractor = models.build()
+    store = open_store(db)
+    memories: dict[str, DeltaMem] = {}
+
+    def memory_for(name: str) -> DeltaMem:
+        if name not in memories:
+            memories[name] = DeltaMem(store, model, extractor, space=name, settings=settings)
+        return memories[name]
+
+    def report(passes: list[SpacePass]) -> None:
+        emit({"spaces": [p.to_dict() for p in passes]}, as_json, lambda: _print_pass(passes))
+
+    work = Worker(store, memory_for, spaces=space, dry_run=dry_run)
+    try:
+        if once or dry_run:
+            report(work.run_once())
+            return
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        _log_to_stderr("deltamem.worker")
+        work.run(stop, interval, report)
+    finally:
+        store.close()
+
+
+def _print_pass(passes: list[Any]) -> None:
+    for done in passes:
+        detail = {"consolidated": f"{len(done.consolidated)} chain(s) compiled",
+                  "dry-run": f"would compile {len(done.due)} chain(s)",
+                  "skipped": "another worker holds it", "idle": "nothing due",
+                  "error": done.error or ""}[done.status]
+        typer.echo(f"{done.space}: {done.status} ({detail})", err=done.status == "error")
+        for entry in done.due if done.status == "dry-run" else []:
+            typer.echo(f"  {entry['node']} {entry['tree']} {entry['key']!r} "
+                       f"({entry['successes']} successes)")
 
 
 def view(
@@ -243,8 +350,8 @@ def skills_import(
 
 
 def register(app: typer.Typer) -> None:
-    """Add serve, mcp, view, delete, forget and the keys/skills groups to the main CLI."""
-    for command in (serve, mcp, view, delete, forget):
+    """Add serve, mcp, worker, view, delete, forget and the keys/skills groups to the CLI."""
+    for command in (serve, mcp, worker, view, delete, forget):
         app.command()(command)
     app.add_typer(keys_app, name="keys")
     app.add_typer(skills_app, name="skills")

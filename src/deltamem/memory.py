@@ -296,6 +296,11 @@ class DeltaMem:
         return np.zeros(self.embedder.dim, dtype=np.float32)
 
     # -- consolidation --------------------------------------------------------------------
+    def due(self) -> list[Node]:
+        """The nodes whose chains are due for consolidation, oldest first; writes nothing."""
+        return [node for node in self.store.nodes(self.space)
+                if due_for_consolidation(node, self.settings.k_cons)]
+
     def consolidate(self, *, dry_run: bool = False) -> list[Consolidation]:
         """Compile every chain that is due (see ``core.tree.due_for_consolidation``).
 
@@ -306,11 +311,10 @@ class DeltaMem:
             return [Consolidation(n.id, None, n.tree,
                                   tuple(c.id for c in self.store.chain(self.space, n.id)),
                                   "due (dry run: nothing compiled)")
-                    for n in self.store.nodes(self.space)
-                    if due_for_consolidation(n, self.settings.k_cons)]
+                    for n in self.due()]
         usage = Usage()
         done: list[Consolidation] = []
-        for node in list(self.store.nodes(self.space)):
+        for node in self.due():
             done += self._consolidate_if_due(node.id, usage)
         return done
 

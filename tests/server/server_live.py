@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -64,3 +66,14 @@ def make_keys(db: Path | str) -> tuple[str, str]:
                 keys.create(["*"], name="admin", scopes=list(SCOPES))[1])
     finally:
         keys.close()
+
+
+# The real `deltamem` command line, run as a child process with the hashing test embedder.
+CLI = [sys.executable, "-m", "deltamem.cli"]
+
+
+def cli_env(**extra: str) -> dict[str, str]:
+    """The environment of a child `deltamem`: test embedder and thresholds, one BLAS thread."""
+    return {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
+            "DELTAMEM_TAU_ENV": "0.6", "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1",
+            "OMP_NUM_THREADS": "1", **extra}

@@ -41,6 +41,7 @@ from deltamem.server.middleware import AccessLog, BodyLimit
 from deltamem.server.spaces import SpacePool, check_space
 from deltamem.server.viewer import render_viewer
 from deltamem.usage import Usage
+from deltamem.worker import BackgroundWorker, Worker
 
 MAX_BATCH = 1_000
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
@@ -95,6 +96,7 @@ def create_app(
     max_import_bytes: int = DEFAULT_MAX_IMPORT_BYTES,
     rate_limit: int | None = None,
     ready_timeout: float = 2.0,
+    consolidate_every: float | None = None,
 ) -> FastAPI:
     """Build the REST app serving the memory at ``db``.
 
@@ -109,6 +111,8 @@ def create_app(
         rate_limit: requests per minute per key for keys without their own limit (None: no
             limit); counted per server process.
         ready_timeout: seconds ``/readyz`` waits for the database before answering 503.
+        consolidate_every: run a background consolidation pass over every space this often
+            (seconds); pair it with ``settings.auto_consolidate=False``.
     """
     if require_keys and str(db) in (":memory:", "sqlite::memory:"):
         raise ConfigError("API keys need a database file or server; ':memory:' would lose "
@@ -119,7 +123,14 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        background = None
+        if consolidate_every is not None:
+            background = BackgroundWorker(Worker(pool.store, pool.get), consolidate_every)
+            background.start()
         yield
+        # uvicorn has let in-flight requests finish; a pass stops after its current space.
+        if background is not None:
+            await run_in_threadpool(background.stop)
         pool.close()
         if keys is not None:
             keys.close()

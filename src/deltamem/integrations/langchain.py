@@ -1,0 +1,144 @@
+"""LangChain v1 / LangGraph: a middleware that recalls into the model request and learns after
+the run, and tools for explicit recall and learn (``pip install 'deltamem[langchain]'``).
+
+    from langchain.agents import create_agent
+    from deltamem.integrations.langchain import DeltaMemMiddleware
+
+    agent = create_agent(model, tools, middleware=[DeltaMemMiddleware(mem, env="my repo")])
+
+:class:`DeltaMemMiddleware` appends the recalled context for the run's first user message to the
+system prompt of every model call (``wrap_model_call``), and after the run (``after_agent``)
+learns the transcript as one episode. The outcome is ``success(messages)``; by default a run
+succeeded when it ended in an answer and its last tool call did not fail.
+"""
+
+from __future__ import annotations
+
+from deltamem.extras import require
+
+require("langchain", "deltamem.integrations.langchain")
+
+# ruff: noqa: E402  (the extra check above must run before these imports)
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from deltamem.integrations.base import RecallLoop, with_context
+from deltamem.memory import DeltaMem
+from deltamem.results import LearnResult
+
+Judge = Callable[[Sequence[AnyMessage]], bool]
+
+
+def finished_cleanly(messages: Sequence[AnyMessage]) -> bool:
+    """The default outcome: the run ended in an answer and its last tool result is no error."""
+    if not messages or not isinstance(messages[-1], AIMessage) or messages[-1].tool_calls:
+        return False
+    tools = [m for m in messages if isinstance(m, ToolMessage)]
+    return not tools or tools[-1].status != "error"
+
+
+def first_request(messages: Sequence[AnyMessage]) -> str:
+    """The text of the first user message ("" when there is none)."""
+    for message in messages:
+        if isinstance(message, HumanMessage):
+            return message.text
+    return ""
+
+
+class DeltaMemMiddleware(AgentMiddleware):
+    """Recall into every model call of a run; learn the run when it ends.
+
+    Args:
+        mem: the memory.
+        env: the agent's environment description (the scene key).
+        success: judges a finished run from its messages (default :func:`finished_cleanly`).
+        learn: set False to only recall.
+    """
+
+    def __init__(self, mem: DeltaMem, *, env: str = "", success: Judge = finished_cleanly,
+                 learn: bool = True) -> None:
+        super().__init__()
+        self.loop = RecallLoop(mem, env=env)
+        self.success = success
+        self.learns = learn
+        self.learned: LearnResult | None = None
+
+    def _with_memory(self, request: ModelRequest) -> ModelRequest:
+        context = self.loop.context(first_request(request.messages))
+        if not context:
+            return request
+        prompt = with_context(request.system_prompt, context)
+        return request.override(system_message=SystemMessage(content=prompt))
+
+    def wrap_model_call(self, request: ModelRequest,
+                        handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        return handler(self._with_memory(request))
+
+    async def awrap_model_call(
+        self, request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]]) -> ModelResponse:
+        return await handler(self._with_memory(request))
+
+    def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        messages = state["messages"]
+        if self.learns and first_request(messages):
+            self.learned = self.loop.learn(convert_to_openai_messages(messages),
+                                           success=self.success(messages))
+        return None
+
+    async def aafter_agent(self, state: AgentState,
+                           runtime: Runtime[Any]) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+
+class _RecallArgs(BaseModel):
+    task: str = Field(description="The goal, e.g. 'fix the failing login test'.")
+    env: str = Field("", description="A short description of the scene.")
+
+
+class _StepArgs(BaseModel):
+    action: str = Field(description="The action taken.")
+    observation: str = Field("", description="What came back.")
+
+
+class _LearnArgs(BaseModel):
+    task: str = Field(description="The goal of the episode.")
+    steps: list[_StepArgs] = Field(description="Every step, in order.")
+    success: bool = Field(description="Whether the goal was achieved.")
+    env: str = Field("", description="A short description of the scene.")
+
+
+def memory_tools(mem: DeltaMem) -> list[BaseTool]:
+    """``deltamem_recall`` and ``deltamem_learn`` as LangChain tools over ``mem``."""
+    from deltamem.core.model import Episode, Step
+
+    def recall(task: str, env: str = "") -> str:
+        return mem.recall(task, env).context or "(no memory matched)"
+
+    def learn(task: str, steps: list[_StepArgs], success: bool, env: str = "") -> str:
+        episode = Episode(task=task, env=env, success=success,
+                          steps=tuple(Step(s.action, s.observation) for s in steps))
+        result = mem.learn(episode)
+        return f"learned: task {result.task.action.value}, env {result.env.action.value}"
+
+    return [
+        StructuredTool.from_function(
+            recall, name="deltamem_recall", args_schema=_RecallArgs,
+            description="Recall skills and scene knowledge from past episodes before a task."),
+        StructuredTool.from_function(
+            learn, name="deltamem_learn", args_schema=_LearnArgs,
+            description="Store a finished episode (steps and outcome) in the experience memory."),
+    ]

@@ -1,0 +1,71 @@
+"""OpenAI Agents SDK: recall into every model call, learn the run with its outcome
+(``pip install 'deltamem[openai-agents]'``).
+
+    from agents import Runner
+    from deltamem.integrations.openai_agents import DeltaMemAgents
+
+    memory = DeltaMemAgents(mem, env="my repo")
+    result = await Runner.run(agent, "fix the login test", run_config=memory.run_config())
+    memory.learn(result, success=tests_pass())
+
+:meth:`DeltaMemAgents.input_filter` is a ``RunConfig.call_model_input_filter``: it appends the
+recalled context for the run's first user message to the instructions of each model call.
+:meth:`DeltaMemAgents.learn` turns ``result.to_input_list()`` (Responses API items) into one
+episode and learns it against that recall.
+"""
+
+from __future__ import annotations
+
+from deltamem.extras import require
+
+require("openai-agents", "deltamem.integrations.openai_agents")
+
+# ruff: noqa: E402  (the extra check above must run before these imports)
+from collections.abc import Mapping
+from typing import Any
+
+from agents import RunConfig, RunResult, RunResultStreaming
+from agents.run_config import CallModelData, ModelInputData
+
+from deltamem.integrations.base import RecallLoop, with_context
+from deltamem.memory import DeltaMem
+from deltamem.results import LearnResult
+from deltamem.transcripts import content_text, messages_from_responses
+
+
+def first_request(items: list[Any]) -> str:
+    """The text of the first user item ("" when there is none)."""
+    for item in items:
+        if isinstance(item, Mapping) and item.get("role") == "user":
+            return content_text(item.get("content"))
+    return ""
+
+
+class DeltaMemAgents:
+    """The memory for Agents SDK runs: an input filter to recall, ``learn`` for the outcome."""
+
+    def __init__(self, mem: DeltaMem, *, env: str = "") -> None:
+        self.loop = RecallLoop(mem, env=env)
+
+    def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """``RunConfig.call_model_input_filter``: the instructions gain the recalled context."""
+        items = list(data.model_data.input)
+        context = self.loop.context(first_request(items))
+        instructions = with_context(data.model_data.instructions, context) if context else (
+            data.model_data.instructions)
+        return ModelInputData(input=items, instructions=instructions)
+
+    def run_config(self, **kwargs: Any) -> RunConfig:
+        """A ``RunConfig`` with :meth:`input_filter` installed (``kwargs`` pass through)."""
+        return RunConfig(call_model_input_filter=self.input_filter, **kwargs)
+
+    def learn(self, result: RunResult | RunResultStreaming, *, success: bool | None = None,
+              meta: dict[str, Any] | None = None) -> LearnResult:
+        """Learn a finished run as one episode.
+
+        ``success`` defaults to whether the run produced a final output; pass your own check
+        (tests passed, the user accepted) when you have one.
+        """
+        outcome = bool(result.final_output) if success is None else success
+        items = [dict(item) for item in result.to_input_list() if isinstance(item, Mapping)]
+        return self.loop.learn(messages_from_responses(items), success=outcome, meta=meta)

@@ -1,0 +1,118 @@
+"""LangChain v1 agent (create_agent, on LangGraph) with the deltamem middleware and tools.
+
+The model is langchain's own GenericFakeChatModel (a TEST double scripted with replies), wrapped
+to record every request it receives and to accept bound tools; everything else is the real
+framework: the agent graph, the middleware chain, tool execution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.tools import StructuredTool, ToolException, tool
+
+from deltamem.core.model import Tree
+from deltamem.integrations.langchain import DeltaMemMiddleware, memory_tools
+from helpers import make_episode
+
+ENV = "a kitchen with a fridge, a microwave and a table"
+
+
+class RecordingFakeChatModel(GenericFakeChatModel):
+    """GenericFakeChatModel that records the messages of each call and accepts bound tools."""
+
+    seen: list[list[BaseMessage]] = []
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.seen.append(list(messages))
+        return super()._generate(messages, *args, **kwargs)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> RecordingFakeChatModel:
+        return self
+
+
+@tool
+def heat(item: str) -> str:
+    """Heat an item in the microwave."""
+    return f"The {item} is hot."
+
+
+def script(replies: list[AIMessage]) -> Iterator[AIMessage]:
+    return iter(replies)
+
+
+def test_middleware_recalls_into_the_model_input_and_learns_the_run(mem):
+    mem.learn(make_episode())
+    model = RecordingFakeChatModel(messages=script([
+        AIMessage(content="Heating it.", tool_calls=[
+            {"id": "call-1", "name": "heat", "args": {"item": "apple"}}]),
+        AIMessage(content="The apple is hot."),
+    ]), seen=[])
+    middleware = DeltaMemMiddleware(mem, env=ENV)
+    agent = create_agent(model, [heat], system_prompt="You are a kitchen robot.",
+                         middleware=[middleware])
+    before = mem.stats()["episodes"]
+
+    out = agent.invoke({"messages": [{"role": "user", "content": "heat the apple"}]})
+
+    assert out["messages"][-1].content == "The apple is hot."
+    # Recalled context reached every model call, after the agent's own system prompt.
+    assert len(model.seen) == 2
+    for call in model.seen:
+        system = call[0]
+        assert system.type == "system" and system.text.startswith("You are a kitchen robot.")
+        assert "# Skill memory" in system.text and "1. go to kitchen" in system.text
+    # The run was learned as one episode, against the recall it made.
+    assert mem.stats()["episodes"] == before + 1
+    learned = middleware.learned
+    assert learned is not None and learned.task.action.value in ("delta", "dedup")
+    shown = mem.show(learned.task.node or learned.task.matched or "")
+    assert "heat: apple" in shown["experience"]["steps"]
+    episode = next(e for e in mem.store.episodes(mem.space) if e.id == learned.episode_id)
+    assert episode.success and episode.steps[0]["observation"] == "The apple is hot."
+
+
+def test_default_judge_and_a_failed_run_become_a_failure_lesson(mem):
+    """A run that ends on a failed tool call is a failure; it is learned as a lesson."""
+
+    def fridge() -> str:
+        raise ToolException("the fridge is locked")
+
+    open_fridge = StructuredTool.from_function(fridge, name="open_fridge",
+                                               description="Open the fridge.",
+                                               handle_tool_error=True)
+
+    model = RecordingFakeChatModel(messages=script([
+        AIMessage(content="", tool_calls=[{"id": "c", "name": "open_fridge", "args": {}}]),
+        AIMessage(content="I could not open the fridge."),
+    ]), seen=[])
+    middleware = DeltaMemMiddleware(mem, env=ENV)
+    agent = create_agent(model, [open_fridge], middleware=[middleware])
+    out = agent.invoke({"messages": [{"role": "user", "content": "get milk from the fridge"}]})
+    assert out["messages"][2].status == "error"
+    assert middleware.learned is not None
+    node = mem.get(middleware.learned.task.node or "")
+    assert node.tree is Tree.TASK and node.outcome.value == "failure"
+    assert "open_fridge()" in mem.show(node.id)["experience"]["failed"]
+
+
+def test_memory_tools_recall_and_learn_through_a_tool_calling_agent(mem):
+    tools = memory_tools(mem)
+    model = RecordingFakeChatModel(messages=script([
+        AIMessage(content="", tool_calls=[{"id": "l", "name": "deltamem_learn", "args": {
+            "task": "heat the apple", "env": ENV, "success": True,
+            "steps": [{"action": "go to kitchen", "observation": "ok"},
+                      {"action": "heat apple", "observation": "hot"}]}}]),
+        AIMessage(content="", tool_calls=[{"id": "r", "name": "deltamem_recall",
+                                           "args": {"task": "heat the apple"}}]),
+        AIMessage(content="done"),
+    ]), seen=[])
+    agent = create_agent(model, tools)
+    out = agent.invoke({"messages": [{"role": "user", "content": "remember how to heat"}]})
+    results = [m.content for m in out["messages"] if m.type == "tool"]
+    assert results[0] == "learned: task root, env root"
+    assert "1. go to kitchen" in results[1] and "2. heat apple" in results[1]

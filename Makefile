@@ -17,7 +17,7 @@ test: setup
 	$(PY) -m pytest -q
 
 lint: setup
-	$(VENV)/bin/ruff check src tests benchmarks scripts
+	$(VENV)/bin/ruff check src tests bench benchmarks scripts
 	$(VENV)/bin/mypy
 
 bench: setup

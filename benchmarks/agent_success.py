@@ -19,8 +19,8 @@ from typing import Any
 
 from rich.console import Console
 
-from deltamem.cli_bench import run_bench_command
-from deltamem.harness.report import table
+from deltamem_bench.cli import run_bench_command
+from deltamem_bench.report import table
 
 
 def with_baseline(summary: dict[str, Any]) -> dict[str, Any]:

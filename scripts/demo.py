@@ -25,8 +25,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from deltamem.cli_bench import run_bench_command
-from deltamem.harness.report import table
+from deltamem_bench.cli import run_bench_command
+from deltamem_bench.report import table
 
 GAME_PARAMS = "numLocations=2,includeDoors=0,numDistractorItems=0"
 

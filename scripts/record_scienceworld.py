@@ -26,8 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from deltamem.harness.envs.base import EpisodeSpec
-from deltamem.harness.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
+from deltamem_bench.envs.base import EpisodeSpec
+from deltamem_bench.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
 
 # Short gold paths (<= 30 actions) with compact observations keep the fixture small.
 DEFAULT_TASKS = ("find-living-thing", "find-plant", "lifespan-longest-lived", "power-component",

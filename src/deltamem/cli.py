@@ -352,12 +352,20 @@ def migrate(
     emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))
 
 
+PLUGIN_GROUP = "deltamem.plugins"
+
+
 def _register_subcommands() -> None:
-    # Serving and benchmarking live in their own modules; they register their commands here.
-    from deltamem import cli_bench, cli_serve
+    # Serving lives in its own module. Other distributions add commands through the
+    # ``deltamem.plugins`` entry-point group: each entry is a ``register(app)`` callable
+    # (deltamem-bench adds ``deltamem bench`` this way).
+    from importlib.metadata import entry_points
+
+    from deltamem import cli_serve
 
     cli_serve.register(app)
-    cli_bench.register(app)
+    for entry in entry_points(group=PLUGIN_GROUP):
+        entry.load()(app)
 
 
 _register_subcommands()

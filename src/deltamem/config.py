@@ -31,6 +31,8 @@ class Settings:
         auto_consolidate: consolidate during ``learn`` as soon as a node is due.
         embedder: embedder spec (``minilm``, ``static``, ``st:<model>``; ``hashing`` in tests).
         style: prompt rendering, ``composed`` or ``patches``.
+        flat: store every episode as a root (no deltas, no dedup): the "flat memory" ablation
+            that shows what the residual trees add.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -42,6 +44,7 @@ class Settings:
     auto_consolidate: bool = True
     embedder: str = "minilm"
     style: str = "composed"
+    flat: bool = False
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):

@@ -263,7 +263,7 @@ class DeltaMem:
         root.
         """
         threshold = self.settings.threshold(tree.value)
-        if not key.strip() or query is None:
+        if self.settings.flat or not key.strip() or query is None:
             return [], place(experience, [])
         found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
                                 k=TIE_POOL)

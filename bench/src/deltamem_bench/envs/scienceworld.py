@@ -14,11 +14,11 @@ paper (deltamem-spec.md §6.3). The split lists come from the package itself
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from deltamem.errors import ConfigError
-from deltamem.harness.envs.base import (
+from deltamem_bench.envs.base import (
     EnvError,
     EpisodeSpec,
     Reset,
@@ -64,13 +64,25 @@ def shutdown_jvm() -> None:
         _owner = None
 
 
+INSTRUCTION = (
+    "You are an agent in ScienceWorld, a text simulation of a house with rooms (kitchen, "
+    "bathroom, workshop, art studio, greenhouse, outside, foundry, hallway, bedroom, living "
+    "room). You can teleport to any room; containers are already open. Each turn, answer with "
+    "exactly one line:\nAction: <one action>\nYou may write one line 'Thought: ...' before it. "
+    "Actions: look around, look at OBJ, inventory, teleport to LOC, pick up OBJ, put down OBJ, "
+    "move OBJ to OBJ, open OBJ, close OBJ, activate OBJ, deactivate OBJ, use OBJ on OBJ, "
+    "pour OBJ into OBJ, mix OBJ, focus on OBJ, wait, wait1, read OBJ, connect OBJ to OBJ, "
+    "eat OBJ. 'focus on' marks the object the task is about: use it only on that object."
+)
+
+
 def task_names() -> list[str]:
     """The 30 ScienceWorld task names, in the package's order."""
     return list(_shared_server().get_task_names())
 
 
 class ScienceWorldEnvironment:
-    """A ScienceWorld episode driver implementing :class:`~deltamem.harness.envs.base.Environment`.
+    """A ScienceWorld episode driver implementing :class:`~deltamem_bench.envs.base.Environment`.
 
     Args:
         max_steps: Actions per episode before ``done`` is forced (the paper uses more; 30 keeps
@@ -84,6 +96,9 @@ class ScienceWorldEnvironment:
     """
 
     name = "scienceworld"
+    instruction = INSTRUCTION
+    fallback_action = "look around"
+    splits = ("train", "test")
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
                  simplification: str = DEFAULT_SIMPLIFICATION, gold_paths: bool = False,
@@ -115,6 +130,11 @@ class ScienceWorldEnvironment:
             # Loading for the split lists replaced whatever episode was loaded.
             self._spec = None
         return self._splits[task_name][split]
+
+    def specs(self, split: str, *, count: int,
+              families: Sequence[str] | None = None) -> list[EpisodeSpec]:
+        """Every variation of ``split`` of the given tasks (default: all 30), task by task."""
+        return list(episode_specs(self, split, tasks=families))
 
     def load(self, spec: EpisodeSpec) -> None:
         """Load ``spec`` (task name, variation index, split) into the shared engine."""
@@ -166,11 +186,17 @@ class ScienceWorldEnvironment:
         return [str(a) for a in server.get_valid_action_object_combinations()]
 
     def gold_actions(self) -> list[str] | None:
-        """The engine's gold path for the loaded episode (needs ``gold_paths=True``)."""
+        """The engine's gold path for the loaded episode.
+
+        The engine makes gold paths at load time; without ``gold_paths=True`` the episode is
+        loaded again with one (which also restarts it: call :meth:`reset` before playing).
+        """
         server = self._server_for_episode()
         if not self.gold_paths:
-            raise EnvError("ScienceWorld gold paths are generated at load time; construct the "
-                           "environment with gold_paths=True")
+            assert self._spec is not None
+            server.load(self._spec.task_name, self._spec.variation, self.simplification,
+                        generateGoldPath=True)
+            self._counter.finish()
         return [str(a) for a in server.get_gold_action_sequence()]
 
     def close(self) -> None:

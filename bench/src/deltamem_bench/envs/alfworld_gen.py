@@ -380,7 +380,7 @@ def _game_data(scene: _Scene, name: str) -> dict[str, Any]:
 
 def solve(data: dict[str, Any]) -> list[str] | None:
     """Fast Downward's plan for a game, if it exists, wins when played and fits the budget."""
-    from deltamem.harness.envs.alfworld_engine import open_engine
+    from deltamem_bench.envs.alfworld_engine import open_engine
 
     engine = open_engine(with_plan=True)
     engine.load(data)

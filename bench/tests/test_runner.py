@@ -10,19 +10,20 @@ from typing import Any
 
 import pytest
 import typer
-from test_agent import CoinRoomDouble
 from typer.testing import CliRunner
 
-from deltamem.cli_bench import register
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import ConfigError
-from deltamem.harness.agent import AgentConfig
-from deltamem.harness.factory import MEMORY_KINDS
-from deltamem.harness.report import summarize, table, wilson, write_report
-from deltamem.harness.runner import RunOptions, episode_stream, read_log, run, run_bench
 from deltamem.llm.base import Message
 from deltamem.testing.llm import FunctionLLM
-from helpers import TEST_SETTINGS
+from deltamem_bench.agent import AgentConfig
+from deltamem_bench.cli import register
+from deltamem_bench.factory import MEMORY_KINDS
+from deltamem_bench.report import summarize, table, verdict, write_report
+from deltamem_bench.runner import RunOptions, episode_stream, read_log, run_bench
+from deltamem_bench.stats import wilson
+from support import TEST_SETTINGS
+from test_agent import CoinRoomDouble
 
 ENV = "coinroom-double"
 
@@ -43,17 +44,17 @@ def coin_player(messages: Sequence[Message], schema: dict[str, Any] | None) -> s
 
 def options(**changes: Any) -> RunOptions:
     base = {"episodes": 4, "seed": 7, "extractor": "trace", "settings": TEST_SETTINGS,
-            "agent": AgentConfig(max_invalid=2)}
+            "agent_kind": "react", "agent": AgentConfig(max_invalid=2)}
     return RunOptions(**{**base, **changes})
 
 
 def test_stream_is_fixed_by_the_seed() -> None:
     """The same seed gives the same episodes in the same order; another seed differs."""
     env = CoinRoomDouble()
-    first = episode_stream(env, ENV, "test", 5, seed=1)
-    assert first == episode_stream(env, ENV, "test", 5, seed=1)
-    assert first != episode_stream(env, ENV, "test", 5, seed=2)
-    assert episode_stream(env, ENV, "test", 3, seed=1) == first[:3]
+    first = episode_stream(env, "test", 5, seed=1)
+    assert first == episode_stream(env, "test", 5, seed=1)
+    assert first != episode_stream(env, "test", 5, seed=2)
+    assert episode_stream(env, "test", 3, seed=1) == first[:3]
 
 
 def test_online_run_logs_every_episode_and_learns(tmp_path: Path) -> None:
@@ -79,29 +80,31 @@ def test_online_run_logs_every_episode_and_learns(tmp_path: Path) -> None:
 def test_rerun_resumes_and_skips_logged_episodes(tmp_path: Path) -> None:
     """A rerun with more episodes plays only the new ones; a different stream is refused."""
     llm = FunctionLLM(coin_player)
-    run(ENV, "deltamem", llm, 3, 7, "online", out=tmp_path, embedder=HashingEmbedder(),
-        options=options(), env=CoinRoomDouble())
+    def play(llm: FunctionLLM, **changes: Any) -> Path:
+        return run_bench(ENV, ["deltamem"], llm, out=tmp_path, embedder=HashingEmbedder(),
+                         options=options(**changes), env=CoinRoomDouble())["deltamem"]
+
+    play(llm, episodes=3)
     calls = len(llm.calls)
     again = FunctionLLM(coin_player)
-    log = run(ENV, "deltamem", again, 3, 7, "online", out=tmp_path,
-              embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+    log = play(again, episodes=3)
     assert not again.calls and len(read_log(log)) == 3
-    more = run(ENV, "deltamem", again, 5, 7, "online", out=tmp_path,
-               embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
-    records = read_log(more)
+    records = read_log(play(again, episodes=5))
     assert [r["index"] for r in records] == [0, 1, 2, 3, 4]
     assert 0 < len(again.calls) < calls * 2
     assert records[3]["memory_size"]["entries"] >= records[2]["memory_size"]["entries"]
-    with pytest.raises(ConfigError, match="another episode stream"):
-        run(ENV, "deltamem", again, 5, 99, "online", out=tmp_path,
-            embedder=HashingEmbedder(), options=options(), env=CoinRoomDouble())
+    with pytest.raises(ConfigError, match="another configuration .*seed"):
+        play(again, episodes=5, seed=99)
+    with pytest.raises(ConfigError, match="another configuration .*extractor"):
+        play(again, episodes=5, extractor="llm")
 
 
 def test_warm_start_learns_gold_then_evaluates_frozen(tmp_path: Path) -> None:
     """Warm start: train records come from gold replays; a frozen memory does not grow."""
     llm = FunctionLLM(coin_player)
-    log = run(ENV, "synapse", llm, 3, 0, "warm", out=tmp_path, embedder=HashingEmbedder(),
-              options=options(train_episodes=2), env=CoinRoomDouble())
+    log = run_bench(ENV, ["synapse"], llm, out=tmp_path, embedder=HashingEmbedder(),
+                    options=options(episodes=3, seed=0, protocol="warm", train_episodes=2),
+                    env=CoinRoomDouble())["synapse"]
     records = read_log(log)
     train = [r for r in records if r["phase"] == "train"]
     evals = [r for r in records if r["phase"] == "eval"]
@@ -120,7 +123,7 @@ def test_report_numbers_match_the_logs(tmp_path: Path) -> None:
                      embedder=HashingEmbedder(), options=options(episodes=5), env=CoinRoomDouble())
     (tmp_path / "tree.html").write_text("<html></html>")
     summary = write_report(tmp_path)
-    for name in ("summary.json", "success.png", "memory.png", "report.html"):
+    for name in ("summary.json", "verdict.png", "curve.png", "report.html"):
         assert (tmp_path / name).stat().st_size > 0
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     rows = {r["kind"]: r for r in summary["kinds"]}
@@ -136,16 +139,35 @@ def test_report_numbers_match_the_logs(tmp_path: Path) -> None:
         assert rows[kind]["mean_steps"] == pytest.approx(steps)
     assert rows["awm"]["memory_llm_calls_total"] == rows["awm"]["successes"]
     assert rows["reasoningbank"]["memory_entries"] == 5
+    none = {r["index"]: r for r in read_log(logs["none"])}
+    for kind in ("awm", "reasoningbank"):
+        diff = summary["paired"]["vs_none"][kind]
+        records = read_log(logs[kind])
+        expected = sum(r["score"] - none[r["index"]]["score"] for r in records) / 5
+        assert diff["episodes"] == 5
+        assert diff["progress"]["mean"] == pytest.approx(expected, abs=1e-4)
+        assert diff["progress"]["low"] <= diff["progress"]["mean"] <= diff["progress"]["high"]
+        wins = sum(r["success"] and not none[r["index"]]["success"] for r in records)
+        assert diff["mcnemar"]["a_only"] == wins
+    assert len(verdict(summary)) == 2 and verdict(summary)[0].startswith("awm is ")
     page = (tmp_path / "report.html").read_text()
     assert 'href="tree.html"' in page and page.count("data:image/png;base64,") == 2
+    assert page.index("Verdict") < page.index("Arms") < page.index("Configuration")
+    assert page.count("<details>") == 15  # 5 episodes x 3 arms, each with what it recalled
     assert table(summarize(tmp_path)).row_count == 3
 
 
-def test_wilson_interval_known_values() -> None:
-    """Wilson bounds match hand-computed values and stay inside [0, 1]."""
-    low, high = wilson(5, 10)
-    assert low == pytest.approx(0.2366, abs=1e-4) and high == pytest.approx(0.7634, abs=1e-4)
-    assert wilson(0, 4)[0] == 0.0 and wilson(4, 4)[1] == 1.0 and wilson(0, 0) == (0.0, 0.0)
+def test_paired_comparison_refuses_different_streams(tmp_path: Path) -> None:
+    """Two logs with different episodes at the same index are not compared."""
+    from deltamem_bench.report import compare
+
+    a = [{"phase": "eval", "index": 0, "spec": {"task_name": "coin", "variation": 1,
+                                                "split": "test"}, "score": 1.0,
+          "success": True}]
+    b = [{**a[0], "spec": {**a[0]["spec"], "variation": 2}}]
+    with pytest.raises(ValueError, match="same stream"):
+        compare(a, b)
+    assert compare(a, []) is None
 
 
 def test_bad_options_are_refused() -> None:

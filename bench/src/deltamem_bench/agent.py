@@ -25,60 +25,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.model import Episode, Step
-from deltamem.harness.envs.base import Environment, EpisodeSpec, Reset
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
+from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 
 _ACTION = re.compile(r"^\s*(?:>\s*)?action\s*[:：]\s*(.*)$", re.IGNORECASE)
 _THOUGHT = re.compile(r"^\s*thought\s*[:：]\s*(.*)$", re.IGNORECASE)
 _WORD = re.compile(r"[a-z0-9]+")
 # Engine replies that mean "the action was not understood" (ScienceWorld, TWX, ALFWorld).
-_INVALID_REPLY = re.compile(
+INVALID_REPLY = re.compile(
     r"^\s*(no known action matches|i don'?t understand|unknown action|nothing happens)",
     re.IGNORECASE,
 )
 
 # Closes the latest user message: a one-line reminder keeps small models in the format.
 NEXT_ACTION = "Your next action (one line: Action: ...)"
-TWX_HELP = (
-    "You are an agent in a text game. Each turn, answer with exactly one line:\n"
-    "Action: <one action>\n"
-    "You may write one line 'Thought: ...' before it. Useful actions: look around, inventory, "
-    "move <direction>, open <thing>, close <thing>, take <item>, put <item> in <container>, "
-    "examine <thing>. Pick actions from the list of valid actions you are shown."
-)
-SCIENCEWORLD_HELP = (
-    "You are an agent in ScienceWorld, a text simulation of a house with rooms (kitchen, "
-    "bathroom, workshop, art studio, greenhouse, outside, foundry, hallway, bedroom, living "
-    "room). You can teleport to any room; containers are already open. Each turn, answer with "
-    "exactly one line:\nAction: <one action>\nYou may write one line 'Thought: ...' before it. "
-    "Actions: look around, look at OBJ, inventory, teleport to LOC, pick up OBJ, put down OBJ, "
-    "move OBJ to OBJ, open OBJ, close OBJ, activate OBJ, deactivate OBJ, use OBJ on OBJ, "
-    "pour OBJ into OBJ, mix OBJ, focus on OBJ, wait, wait1, read OBJ, connect OBJ to OBJ, "
-    "eat OBJ. 'focus on' marks the object the task is about: use it only on that object."
-)
-ALFWORLD_HELP = (
-    "You are an agent in a household. Each turn, answer with exactly one line:\n"
-    "Action: <one action>\n"
-    "You may write one line 'Thought: ...' before it. Actions: go to RECEP, take OBJ from RECEP, "
-    "put OBJ in/on RECEP, open RECEP, close RECEP, use OBJ, clean OBJ with RECEP, heat OBJ with "
-    "RECEP, cool OBJ with RECEP, examine OBJ, look, inventory. 'Nothing happens' means the "
-    "action was not valid."
-)
 
-
-def instruction_for(env_name: str) -> str:
-    """The action help shown to the agent for ``env_name``."""
-    if env_name.startswith("scienceworld"):
-        return SCIENCEWORLD_HELP
-    if env_name.startswith("alfworld"):
-        return ALFWORLD_HELP
-    return TWX_HELP
-
-
-def fallback_for(env_name: str) -> str:
-    """The action played when the model gives no usable one (spec §6.2/§6.3)."""
-    return "look" if env_name.startswith("alfworld") else "look around"
 
 
 @dataclass(frozen=True)
@@ -206,13 +168,13 @@ class ReActAgent:
         instruction: Overrides the environment's action help.
     """
 
-    def __init__(self, llm: LLM, env_name: str, config: AgentConfig | None = None, *,
+    def __init__(self, llm: LLM, env: Environment, config: AgentConfig | None = None, *,
                  instruction: str | None = None) -> None:
         self.llm = llm
-        self.env_name = env_name
+        self.env_name = env.name
         self.config = config or AgentConfig()
-        self.instruction = instruction or instruction_for(env_name)
-        self.fallback = fallback_for(env_name)
+        self.instruction = instruction or env.instruction
+        self.fallback = env.fallback_action
 
     # -- prompt ---------------------------------------------------------------------------
     def first_message(self, reset: Reset, memory: str = "") -> str:
@@ -308,7 +270,7 @@ class ReActAgent:
             action, thought, valid, was_snapped = self.choose(completion.text, admissible)
             snapped += int(was_snapped)
             transition = env.step(action)
-            if valid and _INVALID_REPLY.match(transition.observation):
+            if valid and INVALID_REPLY.match(transition.observation):
                 valid = False
             invalid += int(not valid)
             streak = 0 if valid else streak + 1
@@ -335,19 +297,28 @@ class ReActAgent:
 
 
 def replay(env: Environment, spec: EpisodeSpec, actions: Sequence[str]) -> Episode:
-    """Play a fixed action list (a gold trajectory) and record it as an :class:`Episode`."""
-    env.load(spec)
-    reset = env.reset()
+    """Play a fixed action list (a gold trajectory) and record it as an :class:`Episode`.
+
+    The evaluation step limit does not apply: a gold path longer than ``env.max_steps`` is
+    played to its end (cut, it would be recorded as a failure).
+    """
+    limit = env.max_steps
+    env.max_steps = max(limit, len(actions) + 1)
     steps: list[Step] = []
     score = 0.0
     won = False
-    for action in actions:
-        transition = env.step(action)
-        steps.append(Step(action=action, observation=transition.observation.strip()))
-        score = max(score, transition.score)
-        won = won or transition.won
-        if transition.done:
-            break
+    try:
+        env.load(spec)
+        reset = env.reset()
+        for action in actions:
+            transition = env.step(action)
+            steps.append(Step(action=action, observation=transition.observation.strip()))
+            score = max(score, transition.score)
+            won = won or transition.won
+            if transition.done:
+                break
+    finally:
+        env.max_steps = limit
     meta = {"task_name": spec.task_name, "variation": spec.variation, "split": spec.split,
             "source": "gold"}
     return Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,

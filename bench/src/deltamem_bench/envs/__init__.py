@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from deltamem.errors import ConfigError
-from deltamem.harness.envs.base import (
+from deltamem_bench.envs.base import (
     EnvError,
     Environment,
     EpisodeSpec,
@@ -31,7 +31,7 @@ TWX_PREFIX = "twx-"
 
 
 def _twx_names() -> list[str]:
-    from deltamem.harness.envs.textworld_express import GAMES
+    from deltamem_bench.envs.textworld_express import GAMES
 
     return [TWX_PREFIX + g for g in GAMES]
 
@@ -46,15 +46,15 @@ def make_env(name: str, **kwargs: Any) -> Environment:
         ConfigError: ``name`` is unknown, or its engine package is not installed.
     """
     if name == "scienceworld":
-        from deltamem.harness.envs.scienceworld import ScienceWorldEnvironment
+        from deltamem_bench.envs.scienceworld import ScienceWorldEnvironment
 
         return ScienceWorldEnvironment(**kwargs)
     if name == "alfworld-generated":
-        from deltamem.harness.envs.alfworld import AlfworldGeneratedEnvironment
+        from deltamem_bench.envs.alfworld import AlfworldGeneratedEnvironment
 
         return AlfworldGeneratedEnvironment(**kwargs)
     if name in _twx_names():
-        from deltamem.harness.envs.textworld_express import TextWorldExpressEnvironment
+        from deltamem_bench.envs.textworld_express import TextWorldExpressEnvironment
 
         return TextWorldExpressEnvironment(name[len(TWX_PREFIX):], **kwargs)
     raise ConfigError(f"unknown environment {name!r}; known: {list(ENV_NAMES)} "

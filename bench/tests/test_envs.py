@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from deltamem.errors import ConfigError
-from deltamem.harness.envs import ENV_NAMES, Environment, EpisodeSpec, make_env
-from deltamem.harness.envs.alfworld import split_task
-from deltamem.harness.envs.base import EnvError, Transition
+from deltamem_bench.envs import ENV_NAMES, Environment, EpisodeSpec, make_env
+from deltamem_bench.envs.alfworld import split_task
+from deltamem_bench.envs.base import EnvError, Transition
+from support import FIXTURES  # noqa: E402
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "scienceworld_gold.jsonl"
+FIXTURE = FIXTURES / "scienceworld_gold.jsonl"
 ALFWORLD_TYPES = ("pick_and_place", "pick_clean_then_place", "pick_heat_then_place",
                   "pick_cool_then_place", "look_at_obj", "pick_two_obj")
 
@@ -113,7 +114,7 @@ def test_scienceworld_failure_and_step_budget(sciworld) -> None:
 @pytest.mark.envs
 def test_scienceworld_adapters_share_one_jvm_safely(sciworld) -> None:
     """An adapter whose episode another adapter replaced refuses to step instead of misplaying."""
-    from deltamem.harness.envs import scienceworld as sw
+    from deltamem_bench.envs import scienceworld as sw
 
     sciworld.load(EpisodeSpec("find-plant", 0, "train"))
     sciworld.reset()
@@ -143,7 +144,7 @@ def test_scienceworld_splits_are_disjoint_and_checked(sciworld) -> None:
 @pytest.mark.envs
 def test_scienceworld_episode_stream(sciworld) -> None:
     """episode_specs yields the first variations of each requested task from one split."""
-    from deltamem.harness.envs.scienceworld import episode_specs
+    from deltamem_bench.envs.scienceworld import episode_specs
 
     specs = list(episode_specs(sciworld, "test", tasks=["find-plant", "melt"], per_task=2))
     assert [s.task_name for s in specs] == ["find-plant", "find-plant", "melt", "melt"]
@@ -180,7 +181,7 @@ def test_alfworld_generated_plan_wins(alfworld_env, task_type: str) -> None:
 @pytest.mark.envs
 def test_alfworld_same_seed_same_game(tmp_path: Path) -> None:
     """A seed always produces the same game file; another seed or split produces another."""
-    from deltamem.harness.envs.alfworld_gen import floor_plans, generate_game
+    from deltamem_bench.envs.alfworld_gen import floor_plans, generate_game
 
     first = generate_game(3, "pick_heat_then_place", "unseen", tmp_path / "a")
     again = generate_game(3, "pick_heat_then_place", "unseen", tmp_path / "b")
@@ -213,7 +214,7 @@ def test_alfworld_invalid_action_and_budget(tmp_path: Path) -> None:
 
 def test_alfworld_rejects_unknown_task_type(tmp_path: Path) -> None:
     """Unknown task types and splits are configuration errors."""
-    from deltamem.harness.envs.alfworld_gen import generate_game
+    from deltamem_bench.envs.alfworld_gen import generate_game
 
     with pytest.raises(ConfigError):
         generate_game(0, "pick_and_juggle", "seen", tmp_path)
@@ -223,7 +224,7 @@ def test_alfworld_rejects_unknown_task_type(tmp_path: Path) -> None:
 
 def test_alfworld_episode_stream_cycles_task_types() -> None:
     """The ALFWorld stream cycles task types with consecutive seeds; bad names are refused."""
-    from deltamem.harness.envs.alfworld import episode_specs
+    from deltamem_bench.envs.alfworld import episode_specs
 
     specs = list(episode_specs("unseen", 4, task_types=["look_at_obj", "pick_two_obj"], start=10))
     kinds = ["look_at_obj", "pick_two_obj"] * 2

@@ -9,17 +9,17 @@ import pytest
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import ConfigError
-from deltamem.harness.baselines import (
+from deltamem.testing.llm import ScriptedLLM
+from deltamem_bench.baselines import (
     AWM_MAX_CHARS,
     AWMMemory,
     ReasoningBankMemory,
     SynapseMemory,
     flatten_trajectory,
 )
-from deltamem.harness.factory import ALL_KINDS, make_memory, parse_kinds
-from deltamem.harness.memories import DeltaMemMemory, Memory, NoMemory
-from deltamem.testing.llm import ScriptedLLM
-from helpers import TEST_SETTINGS, make_episode
+from deltamem_bench.factory import ALL_KINDS, make_memory, parse_kinds
+from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory
+from support import TEST_SETTINGS, make_episode
 
 HEAT = "heat the apple in the kitchen"
 WATER = "water the plant in the garden"
@@ -156,10 +156,10 @@ def test_factory_builds_every_kind_with_its_ablation(tmp_path: Path) -> None:
 
 
 def test_parse_kinds_checks_names_and_adds_ablations() -> None:
-    """Kinds are validated, deduplicated, and --ablations appends the four ablations."""
+    """Kinds are validated, deduplicated, and --ablations appends the five ablations."""
     assert parse_kinds("none, deltamem,none") == ["none", "deltamem"]
     assert parse_kinds("deltamem", ablations=True)[1:] == ["deltamem-task", "deltamem-env",
                                                            "deltamem-nopenalty",
-                                                           "deltamem-nocons"]
+                                                           "deltamem-nocons", "deltamem-flat"]
     with pytest.raises(ConfigError, match="unknown memory kind"):
         parse_kinds("none,memgpt")

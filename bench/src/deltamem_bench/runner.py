@@ -20,10 +20,10 @@ from __future__ import annotations
 import json
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,13 +31,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError
-from deltamem.harness.agent import AgentConfig, ReActAgent, replay
-from deltamem.harness.envs.base import Environment, EpisodeSpec, Reset
-from deltamem.harness.factory import make_memory
-from deltamem.harness.memories import Memory
 from deltamem.llm.base import LLM
+from deltamem_bench.agent import AgentConfig, AgentResult, ReActAgent, replay
+from deltamem_bench.choice import ChoiceAgent, ChoiceConfig
+from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
+from deltamem_bench.factory import make_memory
+from deltamem_bench.memories import Memory
+from deltamem_bench.scorer import Scorer
 
 PROTOCOLS = ("online", "warm")
+AGENT_KINDS = ("choice", "react")
 LOG_NAME = "episodes.jsonl"
 
 
@@ -57,7 +60,12 @@ class RunOptions:
         env_options: keyword arguments for ``make_env`` (e.g. TWX ``game_params``).
         extractor: DeltaMem's extractor (``llm`` as in the paper, or ``trace``).
         settings: DeltaMem settings (ablations change them per kind).
+        agent_kind: ``choice`` (the model ranks admissible actions; the default for the
+            embedded model) or ``react`` (the model writes the action; for capable endpoints).
         agent: the ReAct loop's settings.
+        choice: the choice agent's settings.
+        memory_chars: the context budget every memory gets (the agents cut the block there, the
+            long-context baseline fills it).
     """
 
     episodes: int = 5
@@ -71,9 +79,14 @@ class RunOptions:
     env_options: dict[str, Any] = field(default_factory=dict)
     extractor: str = "llm"
     settings: Settings = field(default_factory=Settings)
+    agent_kind: str = "choice"
     agent: AgentConfig = field(default_factory=AgentConfig)
+    choice: ChoiceConfig = field(default_factory=ChoiceConfig)
+    memory_chars: int = 2400
 
     def __post_init__(self) -> None:
+        if self.agent_kind not in AGENT_KINDS:
+            raise ConfigError(f"agent must be one of {AGENT_KINDS}, got {self.agent_kind!r}")
         if self.protocol not in PROTOCOLS:
             raise ConfigError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if self.episodes < 1:
@@ -86,45 +99,12 @@ class RunOptions:
         return out
 
 
-def default_splits(env_name: str) -> tuple[str, str]:
-    """``(train, eval)`` split names of an environment."""
-    if env_name.startswith("alfworld"):
-        return "seen", "unseen"
-    return "train", "test"
-
-
-def candidate_specs(env: Environment, env_name: str, split: str,
-                    families: Sequence[str] | None, needed: int) -> list[EpisodeSpec]:
-    """Every episode of ``split`` the stream may draw from, in the engine's order.
-
-    An environment may list its own episodes with a ``specs(split)`` method (custom adapters);
-    the built-in adapters are handled here.
-    """
-    lister = getattr(env, "specs", None)
-    if callable(lister):
-        return list(lister(split))
-    if env_name.startswith("twx-"):
-        game = env_name[len("twx-"):]
-        return [EpisodeSpec(game, s, split) for s in env.seeds(split)]  # type: ignore[attr-defined]
-    if env_name == "scienceworld":
-        from deltamem.harness.envs.scienceworld import episode_specs as sw_specs
-
-        return list(sw_specs(env, split, tasks=families))  # type: ignore[arg-type]
-    if env_name.startswith("alfworld"):
-        from deltamem.harness.envs.alfworld import episode_specs as alf_specs
-
-        # Generated games: the generator seed is the variation; train and eval are disjoint
-        # because they come from different splits (seen/unseen layouts).
-        return list(alf_specs(split, max(needed, 1) * 4, task_types=families))
-    raise ConfigError(f"no episode stream for environment {env_name!r}")
-
-
-def episode_stream(env: Environment, env_name: str, split: str, count: int, seed: int,
+def episode_stream(env: Environment, split: str, count: int, seed: int,
                    families: Sequence[str] | None = None) -> list[EpisodeSpec]:
     """``count`` episodes of ``split``, in a fixed order drawn with ``seed``."""
-    pool = candidate_specs(env, env_name, split, families, count)
+    pool = list(env.specs(split, count=count, families=families))
     if not pool:
-        raise ConfigError(f"{env_name}: split {split!r} has no episodes")
+        raise ConfigError(f"{env.name}: split {split!r} has no episodes")
     random.Random(seed).shuffle(pool)
     return pool[:count]
 
@@ -148,7 +128,7 @@ def _spec_dict(spec: EpisodeSpec) -> dict[str, Any]:
 class KindRun:
     """One memory kind's run over the planned episodes, appending to its log."""
 
-    def __init__(self, kind: str, memory: Memory, agent: ReActAgent, env: Environment,
+    def __init__(self, kind: str, memory: Memory, agent: Agent, env: Environment,
                  directory: Path) -> None:
         self.kind = kind
         self.memory = memory
@@ -198,10 +178,13 @@ class KindRun:
             "wall_s": round(time.perf_counter() - started, 3),
         })
 
-    def evaluate(self, index: int, spec: EpisodeSpec, *, learn: bool) -> None:
-        """Play ``spec`` with the memory's context, then (if ``learn``) update the memory."""
+    def evaluate(self, index: int, spec: EpisodeSpec, *, learn: bool) -> bool:
+        """Play ``spec`` with the memory's context, then (if ``learn``) update the memory.
+
+        Returns False when the episode was already logged (a resumed run), True otherwise.
+        """
         if self._check("eval", index, spec):
-            return
+            return False
         started = time.perf_counter()
         recalled: dict[str, Any] = {"text": "", "info": {}}
 
@@ -233,68 +216,96 @@ class KindRun:
             "memory_size": self.memory.size(),
             "wall_s": round(time.perf_counter() - started, 3),
         })
+        return True
 
 
-def run(env_name: str, memory_kind: str, llm: LLM, episodes: int = 5, seed: int = 0,
-        protocol: str = "online", *, out: Path, embedder: Embedder | None = None,
-        options: RunOptions | None = None, env: Environment | None = None,
-        console: Console | None = None) -> Path:
-    """Run one memory kind; return its episode log.
+class Agent(Protocol):
+    """What the runner needs of an agent (the ReAct and the choice agent both fit)."""
 
-    Args:
-        env_name: ``twx-<game>``, ``scienceworld`` or ``alfworld-generated``.
-        memory_kind: See :data:`deltamem.harness.factory.ALL_KINDS`.
-        llm: The acting model (also the memories' model).
-        episodes: Evaluation episodes (overrides ``options.episodes``).
-        seed: Stream seed (overrides ``options.seed``).
-        protocol: ``online`` or ``warm`` (overrides ``options.protocol``).
-        out: Run directory; the kind logs to ``out/<kind>/episodes.jsonl``.
-        embedder: Shared embedder (default: ``options.settings.embedder``).
-        options: The rest of the run's settings.
-        env: A ready environment (default: made from ``env_name``, closed at the end).
-        console: Where the progress bar goes (default: stderr).
+    def run(self, env: Environment, spec: EpisodeSpec,
+            memory: str | Callable[[Reset], str] = "") -> AgentResult:
+        """Play ``spec`` with ``memory`` injected and return the recorded episode."""
+        ...
+
+
+def make_agent(llm: LLM | None, scorer: Scorer | None, env: Environment,
+               options: RunOptions) -> Agent:
+    """The agent ``options.agent_kind`` asks for, over ``llm`` (react) or ``scorer`` (choice)."""
+    if options.agent_kind == "choice":
+        if scorer is None:
+            raise ConfigError("the choice agent needs a local model scorer (--llm local)")
+        return ChoiceAgent(scorer, env, options.choice)
+    if llm is None:
+        raise ConfigError("the react agent needs an LLM")
+    return ReActAgent(llm, env, options.agent)
+
+
+def check_config(out: Path, config: dict[str, Any]) -> None:
+    """Refuse to resume ``out`` with a configuration other than the one that wrote it.
+
+    Only the kinds and the number of episodes may change (a new arm plays the same stream; more
+    episodes extend it, since the stream is a prefix of one shuffled order); any other change
+    would relabel old results with new settings.
     """
-    base = options or RunOptions()
-    opts = RunOptions(**{**base.__dict__, "episodes": episodes, "seed": seed,
-                         "protocol": protocol})
-    return run_bench(env_name, [memory_kind], llm, out=out, embedder=embedder, options=opts,
-                     env=env, console=console)[memory_kind]
+    path = out / "config.json"
+    if not path.exists():
+        return
+    old = json.loads(path.read_text(encoding="utf-8"))
+    changed = sorted(k for k in set(old) | set(config)
+                     if k not in ("kinds", "episodes") and old.get(k) != config.get(k))
+    if changed:
+        raise ConfigError(f"{out} holds a run with another configuration (changed: "
+                          f"{', '.join(changed)}); use a new --out or the same options")
 
 
-def run_bench(env_name: str, kinds: Sequence[str], llm: LLM, *, out: Path,
-              embedder: Embedder | None = None, options: RunOptions | None = None,
-              env: Environment | None = None,
+def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path,
+              scorer: Scorer | None = None, embedder: Embedder | None = None,
+              options: RunOptions | None = None, env: Environment | None = None,
               console: Console | None = None) -> dict[str, Path]:
-    """Run several memory kinds on the same stream; return each kind's episode log."""
+    """Run several memory kinds on the same stream; return each kind's episode log.
+
+    ``llm`` acts (react agent) and serves the memories that need a model (the LLM extractor,
+    AWM, ReasoningBank); ``scorer`` acts for the choice agent. A rerun into the same ``out``
+    resumes; a changed configuration is refused (see :func:`check_config`).
+    """
     from deltamem.embed import make_embedder
-    from deltamem.harness.envs import make_env
+    from deltamem_bench.envs import make_env
 
     opts = options or RunOptions()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(
-        {"env": env_name, "kinds": list(kinds), "llm": getattr(llm, "name", ""),
-         **opts.to_dict()}, indent=2, default=str), encoding="utf-8")
+    actor = scorer.name if opts.agent_kind == "choice" and scorer else getattr(llm, "name", "")
+    config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict()},
+                                   default=str))
+    check_config(out, config)
+    previous = json.loads((out / "config.json").read_text(encoding="utf-8")).get("kinds", []) \
+        if (out / "config.json").exists() else []
+    all_kinds = list(dict.fromkeys([*previous, *kinds]))
+    (out / "config.json").write_text(json.dumps({**config, "kinds": all_kinds}, indent=2),
+                                     encoding="utf-8")
     embedder = embedder or make_embedder(opts.settings.embedder)
     own_env = env is None
     environment = env or make_env(env_name, **opts.env_options)
+    stream = console or Console(stderr=True)
     logs: dict[str, Path] = {}
     try:
-        train_split, eval_split = default_splits(env_name)
-        eval_specs = episode_stream(environment, env_name, opts.eval_split or eval_split,
+        train_split, eval_split = environment.splits
+        eval_specs = episode_stream(environment, opts.eval_split or eval_split,
                                     opts.episodes, opts.seed, opts.families)
         train_specs: list[EpisodeSpec] = []
         if opts.protocol == "warm":
-            train_specs = episode_stream(environment, env_name, opts.train_split or train_split,
+            train_specs = episode_stream(environment, opts.train_split or train_split,
                                          opts.train_episodes, opts.seed, opts.families)
         per_kind = len(train_specs) + len(eval_specs)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("SR {task.fields[sr]}"), TimeElapsedColumn())
-        with Progress(*columns, console=console or Console(stderr=True)) as progress:
+        live = stream.is_terminal
+        with Progress(*columns, console=stream, disable=not live) as progress:
             for kind in kinds:
                 directory = out / kind
                 memory = make_memory(kind, directory, embedder=embedder, llm=llm,
-                                     extractor=opts.extractor, settings=opts.settings)
-                agent = ReActAgent(llm, env_name, opts.agent)
+                                     extractor=opts.extractor, settings=opts.settings,
+                                     budget_chars=opts.memory_chars)
+                agent = make_agent(llm, scorer, environment, opts)
                 runner = KindRun(kind, memory, agent, environment, directory)
                 bar = progress.add_task(f"{env_name} · {kind}", total=per_kind, sr="-")
                 try:
@@ -303,8 +314,17 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM, *, out: Path,
                         progress.advance(bar)
                     for i, spec in enumerate(eval_specs):
                         learn = not (opts.protocol == "warm" and opts.freeze)
-                        runner.evaluate(i, spec, learn=learn)
+                        fresh = runner.evaluate(i, spec, learn=learn)
                         progress.update(bar, advance=1, sr=runner.running_sr())
+                        if fresh and not live:
+                            # Why: a log or CI sees progress even without a terminal.
+                            record = runner.done[("eval", i)]
+                            stream.print(f"{env_name} · {kind}: episode {i + 1}/"
+                                         f"{len(eval_specs)} {spec.task_name}#{spec.variation}"
+                                         f" success={record['success']} "
+                                         f"score={record['score']:.2f} "
+                                         f"steps={record['steps']} SR {runner.running_sr()} "
+                                         f"({record['wall_s']:.0f} s)", soft_wrap=True)
                 finally:
                     memory.close()
                 logs[kind] = runner.log

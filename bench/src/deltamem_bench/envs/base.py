@@ -12,6 +12,7 @@ the same small surface so the agent loop and the runner never see engine-specifi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -73,10 +74,28 @@ class Transition:
 
 @runtime_checkable
 class Environment(Protocol):
-    """A text environment that plays one episode at a time."""
+    """A text environment that plays one episode at a time.
+
+    Besides the episode loop, an environment states the facts the runner and the agents need
+    about it, so that neither ever dispatches on its name:
+
+    * ``instruction`` - the action help shown to the agent;
+    * ``fallback_action`` - what is played when a model gives no usable action;
+    * ``splits`` - the ``(train, eval)`` split names;
+    * :meth:`specs` - the episodes of a split.
+    """
 
     name: str
     max_steps: int
+    instruction: str
+    fallback_action: str
+    splits: tuple[str, str]
+
+    def specs(self, split: str, *, count: int,
+              families: Sequence[str] | None = None) -> list[EpisodeSpec]:
+        """Episodes of ``split`` a stream may draw from (at least ``count`` where the engine
+        generates them on demand), restricted to task ``families`` when given."""
+        ...
 
     def load(self, spec: EpisodeSpec) -> None:
         """Select the episode that the next :meth:`reset` starts."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import pytest
-
-from deltamem.harness.agent import (
+from deltamem.testing.llm import ScriptedLLM
+from deltamem_bench.agent import (
     AgentConfig,
     ReActAgent,
     clean_action,
@@ -14,8 +14,7 @@ from deltamem.harness.agent import (
     replay,
     snap_action,
 )
-from deltamem.harness.envs.base import Environment, EpisodeSpec, Reset, Transition
-from deltamem.testing.llm import ScriptedLLM
+from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset, Transition
 
 
 @dataclass
@@ -24,13 +23,17 @@ class CoinRoomDouble:
 
     name: str = "twx-coin"
     max_steps: int = 6
+    instruction: str = "You are an agent in a text game. Answer 'Action: <one action>'."
+    fallback_action: str = "look around"
+    splits: tuple[str, str] = ("train", "test")
     list_admissible: bool = True
     played: list[str] = field(default_factory=list)
     room: str = "kitchen"
     spec: EpisodeSpec | None = None
     steps: int = 0
 
-    def specs(self, split: str) -> list[EpisodeSpec]:
+    def specs(self, split: str, *, count: int = 0,
+              families: Sequence[str] | None = None) -> list[EpisodeSpec]:
         return [EpisodeSpec("coin", v, split) for v in range(10)]
 
     def load(self, spec: EpisodeSpec) -> None:
@@ -61,9 +64,11 @@ class CoinRoomDouble:
         out = self.steps >= self.max_steps
         won = False
         if action == "move east" and self.room == "kitchen":
-            self.room, obs = "pantry", self._look()
+            self.room = "pantry"
+            obs = self._look()
         elif action == "move west" and self.room == "pantry":
-            self.room, obs = "kitchen", self._look()
+            self.room = "kitchen"
+            obs = self._look()
         elif action == "take coin" and self.room == "pantry":
             obs, won = "You take the coin.", True
         elif action == "look around":
@@ -116,7 +121,7 @@ def test_agent_wins_and_records_the_episode() -> None:
     """A scripted winning play becomes an Episode with steps, success, score and usage."""
     env = CoinRoomDouble()
     llm = ScriptedLLM(["Thought: go east\nAction: move east", "Action: take coin"])
-    result = ReActAgent(llm, env.name).run(env, SPEC)
+    result = ReActAgent(llm, env).run(env, SPEC)
     ep = result.episode
     assert env.played == ["move east", "take coin"]
     assert ep.success and ep.score == 1.0
@@ -133,7 +138,7 @@ def test_invalid_actions_fall_back_and_abort_after_a_streak() -> None:
     """Empty or unmatched answers play 'look around', count as invalid, and end the episode."""
     env = CoinRoomDouble(max_steps=20)
     llm = ScriptedLLM(["", "Thought: nothing", "sing a song loudly"])
-    result = ReActAgent(llm, env.name, AgentConfig(max_invalid=3)).run(env, SPEC)
+    result = ReActAgent(llm, env, AgentConfig(max_invalid=3)).run(env, SPEC)
     assert env.played == ["look around"] * 3
     assert result.invalid == 3 and result.aborted
     assert not result.episode.success
@@ -144,7 +149,7 @@ def test_snapping_can_be_turned_off() -> None:
     """Without snapping the parsed action is played as is and the engine's refusal counts."""
     env = CoinRoomDouble()
     llm = ScriptedLLM(["Action: go east", "Action: move east", "Action: take coin"])
-    result = ReActAgent(llm, env.name, AgentConfig(snap=False)).run(env, SPEC)
+    result = ReActAgent(llm, env, AgentConfig(snap=False)).run(env, SPEC)
     assert env.played == ["go east", "move east", "take coin"]
     assert result.invalid == 1 and result.snapped == 0 and result.episode.success
 
@@ -153,7 +158,7 @@ def test_snapped_actions_are_counted() -> None:
     """A near-miss is replaced by the admissible action and counted as snapped, not invalid."""
     env = CoinRoomDouble()
     llm = ScriptedLLM(["Action: move eastt", "Action: take the coin"])
-    result = ReActAgent(llm, env.name).run(env, SPEC)
+    result = ReActAgent(llm, env).run(env, SPEC)
     assert env.played == ["move east", "take coin"]
     assert result.snapped == 2 and result.invalid == 0
 
@@ -162,11 +167,11 @@ def test_step_limit_ends_the_episode() -> None:
     """The environment's max_steps (or the config's override) bounds the number of calls."""
     env = CoinRoomDouble(max_steps=50)
     llm = ScriptedLLM(["Action: look around"] * 4)
-    result = ReActAgent(llm, env.name, AgentConfig(max_steps=4)).run(env, SPEC)
+    result = ReActAgent(llm, env, AgentConfig(max_steps=4)).run(env, SPEC)
     assert len(result.episode.steps) == 4 and llm.remaining == 0
     env = CoinRoomDouble(max_steps=3)
     llm = ScriptedLLM(["Action: look around"] * 3)
-    result = ReActAgent(llm, env.name).run(env, SPEC)
+    result = ReActAgent(llm, env).run(env, SPEC)
     assert len(result.episode.steps) == 3 and llm.remaining == 0
 
 
@@ -174,7 +179,7 @@ def test_memory_block_sits_between_instruction_and_task() -> None:
     """The memory comes after the instruction and before "Now, it's your turn" + task."""
     env = CoinRoomDouble()
     llm = ScriptedLLM(["Action: move east", "Action: take coin"])
-    agent = ReActAgent(llm, env.name, AgentConfig(example="Action: look around"))
+    agent = ReActAgent(llm, env, AgentConfig(example="Action: look around"))
     agent.run(env, SPEC, "MEMORY-BLOCK")
     first = llm.calls[0].messages[0]["content"]
     assert llm.calls[0].messages[0]["role"] == "user" and len(llm.calls[0].messages) == 1
@@ -197,7 +202,7 @@ def test_memory_may_be_computed_from_the_reset() -> None:
         return f"recalled for {reset.task}"
 
     llm = ScriptedLLM(["Action: move east", "Action: take coin"])
-    ReActAgent(llm, env.name).run(env, SPEC, memory)
+    ReActAgent(llm, env).run(env, SPEC, memory)
     assert seen and seen[0].task.startswith("Find the coin")
     assert "recalled for Find the coin" in llm.calls[0].prompt
 
@@ -206,7 +211,7 @@ def test_no_memory_means_no_block() -> None:
     """Without memory the first message goes straight from the instruction to the task."""
     env = CoinRoomDouble()
     llm = ScriptedLLM(["Action: move east", "Action: take coin"])
-    ReActAgent(llm, env.name).run(env, SPEC)
+    ReActAgent(llm, env).run(env, SPEC)
     first = llm.calls[0].messages[0]["content"]
     assert "---\nNow, it's your turn" in first
 
@@ -217,7 +222,7 @@ def test_later_turns_are_pairs_and_old_ones_are_dropped() -> None:
     answers = ["Action: look around", "Action: inventory", "Action: look around",
                "Action: move east", "Action: take coin"]
     llm = ScriptedLLM(answers)
-    ReActAgent(llm, env.name, AgentConfig(history_turns=2)).run(env, SPEC)
+    ReActAgent(llm, env, AgentConfig(history_turns=2)).run(env, SPEC)
     second = llm.calls[1].messages
     assert [m["role"] for m in second] == ["user", "assistant", "user"]
     assert second[1]["content"] == "Action: look around"
@@ -233,7 +238,7 @@ def test_environments_without_admissible_lists_play_the_parsed_action() -> None:
     """With no admissible list nothing is snapped and no list is shown."""
     env = CoinRoomDouble(list_admissible=False)
     llm = ScriptedLLM(["move east", "Action: take coin"])
-    result = ReActAgent(llm, env.name).run(env, SPEC)
+    result = ReActAgent(llm, env).run(env, SPEC)
     assert result.episode.success and "Valid actions" not in llm.calls[0].prompt
 
 
@@ -244,8 +249,8 @@ def test_replay_records_a_gold_trajectory() -> None:
     assert ep.success and len(ep.steps) == 2 and ep.meta["source"] == "gold"
 
 
-@pytest.mark.parametrize("name,fallback", [("alfworld-generated", "look"),
-                                           ("scienceworld", "look around")])
-def test_fallback_action_depends_on_the_environment(name: str, fallback: str) -> None:
-    """ALFWorld falls back to 'look', the others to 'look around'."""
-    assert ReActAgent(ScriptedLLM([]), name).fallback == fallback
+def test_instruction_and_fallback_come_from_the_environment() -> None:
+    """The agent takes its action help and fallback from the Environment, not from its name."""
+    env = CoinRoomDouble(fallback_action="wait", instruction="Play well.")
+    agent = ReActAgent(ScriptedLLM([]), env)
+    assert agent.fallback == "wait" and agent.instruction == "Play well."

@@ -1,6 +1,6 @@
 """Generated ALFWorld games as a harness environment (env name ``alfworld-generated``).
 
-These are **generated ALFWorld games** (see :mod:`deltamem.harness.envs.alfworld_gen`): the real
+These are **generated ALFWorld games** (see :mod:`deltamem_bench.envs.alfworld_gen`): the real
 ALFWorld/TextWorld PDDL engine, text and action space, on scenes generated from the assets the
 ``alfworld`` wheel ships, because the official game files cannot be downloaded offline. Results
 on them are not comparable with published ALFWorld numbers.
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from deltamem.errors import ConfigError
-from deltamem.harness.envs.alfworld_engine import open_engine
-from deltamem.harness.envs.alfworld_gen import SPLITS, TASK_TYPES, generate_game
-from deltamem.harness.envs.base import EnvError, EpisodeSpec, Reset, StepCounter, Transition
+from deltamem_bench.envs.alfworld_engine import open_engine
+from deltamem_bench.envs.alfworld_gen import SPLITS, TASK_TYPES, generate_game
+from deltamem_bench.envs.base import EnvError, EpisodeSpec, Reset, StepCounter, Transition
 
 DEFAULT_MAX_STEPS = 30
 TASK_MARKER = "Your task is to:"
@@ -39,6 +39,16 @@ def split_task(text: str) -> tuple[str, str]:
     return text[:at].strip(), text[at:].strip()
 
 
+INSTRUCTION = (
+    "You are an agent in a household. Each turn, answer with exactly one line:\n"
+    "Action: <one action>\n"
+    "You may write one line 'Thought: ...' before it. Actions: go to RECEP, take OBJ from RECEP, "
+    "put OBJ in/on RECEP, open RECEP, close RECEP, use OBJ, clean OBJ with RECEP, heat OBJ with "
+    "RECEP, cool OBJ with RECEP, examine OBJ, look, inventory. 'Nothing happens' means the "
+    "action was not valid."
+)
+
+
 class AlfworldGeneratedEnvironment:
     """Plays generated ALFWorld games through ``AlfredInfos(AlfredDemangler(PddlEnv))``.
 
@@ -49,6 +59,9 @@ class AlfworldGeneratedEnvironment:
     """
 
     name = "alfworld-generated"
+    instruction = INSTRUCTION
+    fallback_action = "look"
+    splits = ("seen", "unseen")
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
                  cache_dir: Path | str | None = None, strip_location: bool = True) -> None:
@@ -61,6 +74,14 @@ class AlfworldGeneratedEnvironment:
         self._walkthrough: list[str] = []
         self._state: Any = None
         self._closed = False
+
+    def specs(self, split: str, *, count: int,
+              families: Sequence[str] | None = None) -> list[EpisodeSpec]:
+        """Generated games of ``split``: ``4 * count`` generator seeds, cycling task types.
+
+        Train and eval never share a game: the seen and unseen splits use disjoint floor plans.
+        """
+        return list(episode_specs(split, max(count, 1) * 4, task_types=families))
 
     @property
     def game_file(self) -> Path | None:

@@ -1,8 +1,9 @@
 """Build a harness memory by its kind name.
 
-Kinds: ``none``, ``deltamem``, ``synapse``, ``awm``, ``reasoningbank``, and the DeltaMem
-ablations ``deltamem-task`` (inject only the task tree), ``deltamem-env`` (only the environment
-tree), ``deltamem-nopenalty`` (failure penalty 0) and ``deltamem-nocons`` (no consolidation).
+Kinds: ``none``, ``deltamem``, ``synapse``, ``awm``, ``reasoningbank``, ``long-context``, and
+the DeltaMem ablations ``deltamem-task`` (inject only the task tree), ``deltamem-env`` (only the
+environment tree), ``deltamem-nopenalty`` (failure penalty 0), ``deltamem-nocons`` (no
+consolidation) and ``deltamem-flat`` (every episode a root: no deltas, no consolidation).
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from pathlib import Path
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError
-from deltamem.harness.baselines import AWMMemory, ReasoningBankMemory, SynapseMemory
-from deltamem.harness.memories import DeltaMemMemory, Memory, NoMemory
 from deltamem.llm.base import LLM
+from deltamem_bench.baselines import (
+    AWMMemory,
+    LongContextMemory,
+    ReasoningBankMemory,
+    SynapseMemory,
+)
+from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory
 
-MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank")
-ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons")
+MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank", "long-context")
+ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons",
+                  "deltamem-flat")
 ALL_KINDS = MEMORY_KINDS + ABLATION_KINDS
 
 
@@ -33,8 +40,9 @@ def parse_kinds(text: str, *, ablations: bool = False) -> list[str]:
     return list(dict.fromkeys(kinds))
 
 
-def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM,
-                extractor: str = "llm", settings: Settings | None = None) -> Memory:
+def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | None,
+                extractor: str = "llm", settings: Settings | None = None,
+                budget_chars: int = 2400) -> Memory:
     """The memory ``kind``, persisting under ``directory`` (created if needed).
 
     Args:
@@ -44,6 +52,7 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM,
         llm: The backbone (acting model), also used by the LLM-based memories.
         extractor: DeltaMem's extractor, ``llm`` (as in the paper) or ``trace``.
         settings: DeltaMem settings before the ablation's change.
+        budget_chars: The context budget (the long-context baseline fills it).
     """
     directory.mkdir(parents=True, exist_ok=True)
     base = settings or Settings()
@@ -55,6 +64,8 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM,
             base = base.with_(penalty=0.0)
         elif kind == "deltamem-nocons":
             base = base.with_(auto_consolidate=False)
+        elif kind == "deltamem-flat":
+            base = base.with_(flat=True, auto_consolidate=False)
         elif kind != "deltamem" and mode == "both":
             raise ConfigError(f"unknown memory kind {kind!r}")
         return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
@@ -62,6 +73,10 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM,
                               mode=mode, name=kind)
     if kind == "synapse":
         return SynapseMemory(embedder, directory / "memory.json")
+    if kind == "long-context":
+        return LongContextMemory(directory / "memory.json", budget_chars=budget_chars)
+    if llm is None:
+        raise ConfigError(f"the {kind} memory needs an LLM")
     if kind == "awm":
         return AWMMemory(llm, directory / "memory.json")
     if kind == "reasoningbank":

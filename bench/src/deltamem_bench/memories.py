@@ -5,7 +5,7 @@
   is injected; both trees are recalled and written in every mode (spec §3.4). Ablations go
   through :class:`~deltamem.config.Settings` (``penalty=0``, ``auto_consolidate=False``).
 * The paper's baselines, re-implemented from their descriptions (spec §6.6), in
-  :mod:`deltamem.harness.baselines`: Synapse, AWM and ReasoningBank.
+  :mod:`deltamem_bench.baselines`: Synapse, AWM and ReasoningBank.
 
 ``context`` returns the text to inject and an ``info`` dict describing the recall; keys that start
 with ``_`` hold live objects for ``update`` (the runner does not log them).

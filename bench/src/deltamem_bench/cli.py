@@ -1,6 +1,8 @@
 """``deltamem bench``: run memories against a text environment and report the comparison.
 
-Wire it into the main CLI with :func:`register` (``register(app)`` in ``deltamem.cli``).
+The command reaches the main CLI through the ``deltamem.plugins`` entry point of this
+distribution (:func:`register`). :func:`run_bench_command` is the same thing for Python callers.
+Errors are library errors; ``deltamem``'s CLI turns them into one-line messages.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-
-from deltamem.errors import DeltaMemError
 
 
 def build_llm(llm: str, base_url: str | None, model: str | None, n_ctx: int) -> Any:
@@ -32,9 +32,13 @@ def bench(
     env: Annotated[str, typer.Option("--env", help="twx-<game>, scienceworld, "
                                      "alfworld-generated.")] = "twx-coin",
     memory: Annotated[str, typer.Option("--memory", help="Comma list of memory kinds: none, "
-                                        "deltamem, synapse, awm, reasoningbank, deltamem-task, "
-                                        "deltamem-env, deltamem-nopenalty, deltamem-nocons.")]
-    = "none,deltamem,synapse,awm,reasoningbank",
+                                        "deltamem, synapse, awm, reasoningbank, long-context, "
+                                        "deltamem-task, deltamem-env, deltamem-nopenalty, "
+                                        "deltamem-nocons, deltamem-flat.")]
+    = "none,deltamem,synapse,awm,reasoningbank,long-context",
+    agent: Annotated[str, typer.Option("--agent", help="choice (the model ranks valid actions; "
+                                       "default) or react (the model writes the action; for "
+                                       "capable endpoints).")] = "choice",
     ablations: Annotated[bool, typer.Option("--ablations", help="Add the DeltaMem "
                                             "ablations.")] = False,
     llm: Annotated[str, typer.Option("--llm", help="local (SmolLM2) or openai.")] = "local",
@@ -49,6 +53,9 @@ def bench(
                                           "first).")] = "online",
     out: Annotated[Path, typer.Option("--out", help="Run directory (rerun to resume).")]
     = Path("runs/bench"),
+    eval_split: Annotated[str | None, typer.Option("--eval-split", help="Evaluate on this "
+                                                   "split instead of the environment's "
+                                                   "held-out one (e.g. dev, to tune).")] = None,
     train_episodes: Annotated[int, typer.Option("--train-episodes", help="Warm start: gold "
                                                 "trajectories to learn.")] = 5,
     learn_during_eval: Annotated[bool, typer.Option("--learn-during-eval", help="Warm start: "
@@ -73,45 +80,44 @@ def bench(
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare memories on a text environment; writes logs, plots and report.html to --out."""
-    try:
-        summary = run_bench_command(
-            env=env, memory=memory, ablations=ablations, llm=llm, base_url=base_url,
-            model=model, episodes=episodes, seed=seed, protocol=protocol, out=out,
-            train_episodes=train_episodes, learn_during_eval=learn_during_eval,
-            extractor=extractor, max_steps=max_steps, game_params=game_params,
-            families=families, embedder=embedder, history_turns=history_turns, snap=snap,
-            n_ctx=n_ctx)
-    except DeltaMemError as exc:
-        Console(stderr=True).print(f"[red]error:[/red] {exc}")
-        from deltamem.cli import EXIT_CODES
-
-        raise typer.Exit(next((c for t, c in EXIT_CODES.items() if isinstance(exc, t)), 1)) \
-            from exc
+    summary = run_bench_command(
+        env=env, memory=memory, ablations=ablations, agent=agent, llm=llm, base_url=base_url,
+        model=model, episodes=episodes, seed=seed, protocol=protocol, out=out,
+        eval_split=eval_split, train_episodes=train_episodes, learn_during_eval=learn_during_eval,
+        extractor=extractor, max_steps=max_steps, game_params=game_params,
+        families=families, embedder=embedder, history_turns=history_turns, snap=snap,
+        n_ctx=n_ctx)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        from deltamem.harness.report import table
+        from deltamem_bench.report import table
 
         console = Console()
         console.print(table(summary))
         console.print(f"report: {out / 'report.html'}")
 
 
-def run_bench_command(*, env: str, memory: str, ablations: bool = False, llm: str = "local",
+def run_bench_command(*, env: str, memory: str, ablations: bool = False,
+                      agent: str = "choice", llm: str = "local",
                       base_url: str | None = None, model: str | None = None, episodes: int = 5,
                       seed: int = 0, protocol: str = "online", out: Path,
-                      train_episodes: int = 5, learn_during_eval: bool = False,
+                      eval_split: str | None = None, train_episodes: int = 5,
+                      learn_during_eval: bool = False,
                       extractor: str = "llm", max_steps: int | None = None,
                       game_params: str | None = None, families: str | None = None,
                       embedder: str | None = None, history_turns: int = 4, snap: bool = True,
-                      n_ctx: int = 4096) -> dict[str, Any]:
+                      n_ctx: int = 4096, memory_chars: int = 2400,
+                      console: Console | None = None) -> dict[str, Any]:
     """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
     from deltamem.config import Settings
     from deltamem.embed import make_embedder
-    from deltamem.harness.agent import AgentConfig
-    from deltamem.harness.factory import parse_kinds
-    from deltamem.harness.report import write_report
-    from deltamem.harness.runner import RunOptions, run_bench
+    from deltamem.errors import ConfigError
+    from deltamem_bench.agent import AgentConfig
+    from deltamem_bench.choice import ChoiceConfig
+    from deltamem_bench.factory import parse_kinds
+    from deltamem_bench.report import write_report
+    from deltamem_bench.runner import RunOptions, run_bench
+    from deltamem_bench.scorer import LlamaScorer
 
     kinds = parse_kinds(memory, ablations=ablations)
     settings = Settings.from_env().with_(embedder=embedder)
@@ -122,14 +128,26 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False, llm: st
         env_options["game_params"] = game_params
     options = RunOptions(
         episodes=episodes, seed=seed, protocol=protocol, train_episodes=train_episodes,
+        eval_split=eval_split,
         freeze=not learn_during_eval,
         families=tuple(f.strip() for f in families.split(",") if f.strip()) if families
         else None,
-        env_options=env_options, extractor=extractor, settings=settings,
-        agent=AgentConfig(history_turns=history_turns, snap=snap))
+        env_options=env_options, extractor=extractor, settings=settings, agent_kind=agent,
+        agent=AgentConfig(history_turns=history_turns, snap=snap, memory_chars=memory_chars),
+        choice=ChoiceConfig(memory_chars=memory_chars), memory_chars=memory_chars)
     model_obj = build_llm(llm, base_url, model, n_ctx)
-    run_bench(env, kinds, model_obj, out=out, embedder=make_embedder(settings.embedder),
-              options=options)
+    scorer = None
+    if agent == "choice":
+        if llm != "local":
+            raise ConfigError("--agent choice scores actions with a local GGUF model; use "
+                              "--agent react with --llm openai")
+        scorer = LlamaScorer(model, n_ctx=n_ctx)
+    try:
+        run_bench(env, kinds, model_obj, scorer=scorer, out=out,
+                  embedder=make_embedder(settings.embedder), options=options, console=console)
+    finally:
+        if scorer is not None:
+            scorer.close()
     return write_report(out)
 
 

@@ -3,6 +3,8 @@
 * :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by task embedding.
 * :class:`AWMMemory` - one workflow per task family, induced by the LLM from successes and merged
   on later successes; injected cut to 2000 characters.
+* :class:`LongContextMemory` - no retrieval at all: every past trajectory (success or failure),
+  newest first, until the context budget is full.
 * :class:`ReasoningBankMemory` - up to 3 strategy items (title/description/content) extracted by
   the LLM from every episode, success or failure; top-1 entry by cosine; cut to 3000 characters.
 
@@ -23,9 +25,9 @@ from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
 from deltamem.errors import ExtractionError
 from deltamem.extract.structured import ask_structured
-from deltamem.harness.memories import Update
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
+from deltamem_bench.memories import Update
 
 SYNAPSE_HEADER = ("Here is a past successful trajectory of a similar task. Use it as an example; "
                   "adapt names and locations to your task.")
@@ -127,6 +129,57 @@ class SynapseMemory:
                              "vector": _vector(self.embedder, episode.task, usage)})
         _save(self.path, self.name, self.entries)
         return Update(usage, {"stored": True, "entry": len(self.entries) - 1})
+
+    def size(self) -> dict[str, int]:
+        """Stored trajectories and their characters."""
+        return {"entries": len(self.entries),
+                "chars": sum(len(e["trajectory"]) for e in self.entries)}
+
+    def close(self) -> None:
+        """Nothing open (the file is written on every update)."""
+
+
+LONG_HEADER = ("Here are your past episodes, newest first, with their outcome. Learn from what "
+               "worked and avoid what failed.")
+
+
+class LongContextMemory:
+    """The long-context baseline: all past trajectories in the prompt, newest first.
+
+    Every episode is kept (flattened like Synapse's exemplars, with its outcome); ``context``
+    takes them newest first while they fit ``budget_chars``, the same budget every memory gets.
+    Nothing is retrieved, so this measures what a long prompt alone buys.
+    """
+
+    name = "long-context"
+
+    def __init__(self, path: Path | None = None, *, budget_chars: int = 2400) -> None:
+        self.path = path
+        self.budget_chars = budget_chars
+        self.entries = _load(path)
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """Past trajectories, newest first, as many as fit the budget."""
+        parts: list[str] = []
+        used = len(LONG_HEADER)
+        for entry in reversed(self.entries):
+            block = f"[{entry['outcome']}] {entry['trajectory']}"
+            if used + len(block) + 2 > self.budget_chars:
+                break
+            parts.append(block)
+            used += len(block) + 2
+        if not parts:
+            return "", {"matched": False, "shown": 0}
+        return LONG_HEADER + "\n\n" + "\n\n".join(parts), {"matched": True,
+                                                          "shown": len(parts)}
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Keep the episode, whatever its outcome."""
+        self.entries.append({"task": episode.task,
+                             "outcome": "SUCCESS" if episode.success else "FAILURE",
+                             "trajectory": flatten_trajectory(episode)})
+        _save(self.path, self.name, self.entries)
+        return Update(Usage(), {"stored": True, "entry": len(self.entries) - 1})
 
     def size(self) -> dict[str, int]:
         """Stored trajectories and their characters."""

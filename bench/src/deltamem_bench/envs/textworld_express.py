@@ -8,11 +8,11 @@ starts in about 0.3 s, so each adapter owns its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from deltamem.errors import ConfigError
-from deltamem.harness.envs.base import (
+from deltamem_bench.envs.base import (
     EnvError,
     EpisodeSpec,
     Reset,
@@ -25,6 +25,13 @@ GAMES = ("cookingworld", "coin", "twc", "mapreader", "arithmetic", "sorting", "s
          "peckingorder")
 FOLDS = ("train", "dev", "test")
 DEFAULT_MAX_STEPS = 30
+INSTRUCTION = (
+    "You are an agent in a text game. Each turn, answer with exactly one line:\n"
+    "Action: <one action>\n"
+    "You may write one line 'Thought: ...' before it. Useful actions: look around, inventory, "
+    "move <direction>, open <thing>, close <thing>, take <item>, put <item> in <container>, "
+    "examine <thing>. Pick actions from the list of valid actions you are shown."
+)
 
 
 class TextWorldExpressEnvironment:
@@ -45,11 +52,14 @@ class TextWorldExpressEnvironment:
             from textworld_express import TextWorldExpressEnv
         except ImportError as exc:
             raise ConfigError("TextWorldExpress needs the 'textworld-express' package and "
-                              "Java: pip install 'deltamem[harness]'") from exc
+                              "Java: pip install deltamem-bench") from exc
         self.game = game
         self.game_params = game_params
         self.name = f"twx-{game}"
         self.max_steps = max_steps
+        self.instruction = INSTRUCTION
+        self.fallback_action = "look around"
+        self.splits = ("train", "test")
         self._env: Any = TextWorldExpressEnv(envStepLimit=10_000)
         self._counter = StepCounter()
         self._spec: EpisodeSpec | None = None
@@ -65,6 +75,11 @@ class TextWorldExpressEnvironment:
         getter = {"train": self._env.getValidSeedsTrain, "dev": self._env.getValidSeedsDev,
                   "test": self._env.getValidSeedsTest}[fold]
         return [int(s) for s in getter()]
+
+    def specs(self, split: str, *, count: int,
+              families: Sequence[str] | None = None) -> list[EpisodeSpec]:
+        """Every seed of fold ``split`` (``count`` and ``families`` do not apply: one game)."""
+        return [EpisodeSpec(self.game, seed, split) for seed in self.seeds(split)]
 
     def load(self, spec: EpisodeSpec) -> None:
         """Select game seed ``spec.variation`` of fold ``spec.split``; ``task_name`` must match."""

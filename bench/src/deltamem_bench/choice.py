@@ -1,0 +1,323 @@
+"""An agent a small model can drive: it picks among valid actions instead of writing one.
+
+Each step the agent builds a bounded candidate set from the environment's admissible actions and
+lets the model rank them by length-normalised log-likelihood (:class:`~.scorer.LlamaScorer`); it
+never plays an action the engine did not list. The candidate set always contains
+
+1. the model's own proposal (a short greedy continuation) snapped to its nearest admissible
+   actions,
+2. every admissible action the injected memory block mentions (for DeltaMem: the recalled
+   skill's steps; for a baseline: whatever its text names), in the order the block gives them,
+3. the admissible actions nearest to the proposal, the task and the latest observation
+   (word overlap), until ``max_candidates``.
+
+Engines that list few actions (TextWorldExpress, ALFWorld) usually have all of them scored;
+ScienceWorld lists thousands of action/object combinations, which is why the set is bounded.
+
+Prompt layout (append-only, so the KV cache keeps every earlier step): the system turn holds the
+environment's instruction, the first user turn the memory block, the task and the first
+observation, then one assistant turn ``Action: ...`` and one user turn ``Observation: ...`` per
+step, each user turn ending with the candidates as "Valid actions". When the prompt would outgrow
+``context_tokens`` the oldest steps are dropped (one cache rebuild).
+
+The memory's plan. The instructing lines of the memory block (warning lines, such as a failure
+lesson or a FAILURE note, are left out) name actions in an order; the agent keeps a cursor in
+that text, and the first admissible action named after the cursor is the plan's next step: it is
+always a candidate and its score gets ``plan_bonus``. Playing an action the plan names moves the
+cursor past it. This is how a small model follows a recalled procedure; it applies to every
+memory's text the same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
+
+Two more rules keep the loop from cycling: an action already played in the same state (same
+latest observation) is demoted, by ``repeat_penalty`` when it changed nothing (so that "look
+around" is not chosen forever) and by ``revisit_penalty`` otherwise (so that "move east", "move
+west" does not ping-pong). Every arm uses the same agent, so the rules favour no memory.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deltamem.core.model import Episode, Step
+from deltamem.usage import Usage
+from deltamem_bench.agent import INVALID_REPLY, AgentResult, clean_action
+from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
+from deltamem_bench.scorer import Scorer
+
+_WORD = re.compile(r"[a-z0-9]+")
+CHOICE_HELP = ("Each turn, choose exactly one action from the list of valid actions and answer "
+               "'Action: <action>'.")
+
+
+@dataclass(frozen=True)
+class ChoiceConfig:
+    """Knobs of the choice agent.
+
+    Attributes:
+        max_candidates: Size bound of the candidate set.
+        propose: Ask the model for a free-text proposal first (one short generation per step).
+        repeat_penalty: Subtracted from the score of an action that was already played in the
+            same state and changed nothing (log-probability units).
+        revisit_penalty: Subtracted from the score of an action already played in the same
+            state that did change something (it leads back where the agent has been).
+        plan_bonus: Added to the score of the memory plan's next step (see the module
+            docstring; 0 leaves the choice to the model alone).
+        observation_chars: Observations are cut to this many characters in the prompt.
+        memory_chars: The memory block is cut to this many characters (same for every arm).
+        context_tokens: Prompt budget; the oldest steps are dropped beyond it.
+        max_steps: Overrides the environment's ``max_steps`` when set.
+    """
+
+    max_candidates: int = 20
+    propose: bool = True
+    repeat_penalty: float = 2.0
+    revisit_penalty: float = 1.0
+    plan_bonus: float = 1.0
+    observation_chars: int = 600
+    memory_chars: int = 2400
+    context_tokens: int = 3000
+    max_steps: int | None = None
+
+
+def _words(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    union = a | b
+    return len(a & b) / len(union) if union else 0.0
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+
+
+# Lines of a memory block that warn rather than instruct (DeltaMem's failure lessons, the
+# baselines' FAILURE notes and trajectories): their actions are never part of the plan.
+_WARNING = re.compile(r"fail|avoid|warning|do not|don't|did not work|mistake", re.IGNORECASE)
+
+
+def _normal(text: str) -> str:
+    return " " + " ".join(_WORD.findall(text.lower())) + " "
+
+
+def plan_text(memory: str) -> str:
+    """The instructing part of a memory block, normalised: warning lines and the blocks under
+    a FAILURE marker are left out."""
+    kept: list[str] = []
+    skipping = False
+    for line in memory.splitlines():
+        if not line.strip():
+            skipping = False
+            continue
+        if _WARNING.search(line):
+            skipping = line.strip().startswith(("WARNING", "[FAILURE]")) or skipping
+            continue
+        if not skipping:
+            kept.append(line)
+    return _normal("\n".join(kept))
+
+
+def mention_offsets(text: str, admissible: Sequence[str]) -> list[tuple[int, str]]:
+    """``(offset, action)`` for each admissible action occurring in normalised ``text`` as a
+    whole phrase (first occurrence), in order of appearance."""
+    found: list[tuple[int, str]] = []
+    for action in admissible:
+        phrase = _normal(action)
+        if len(phrase) > 2:
+            at = text.find(phrase)
+            if at >= 0:
+                found.append((at, action))
+    return sorted(found)
+
+
+def mentioned_actions(memory: str, admissible: Sequence[str]) -> list[str]:
+    """Admissible actions that occur in ``memory`` as whole phrases, in order of appearance."""
+    return [a for _, a in mention_offsets(_normal(memory), admissible)]
+
+
+def next_plan_step(plan: str, cursor: int, admissible: Sequence[str]) -> tuple[int, str] | None:
+    """The first admissible action the plan names after offset ``cursor``, with its offset."""
+    for at, action in mention_offsets(plan, admissible):
+        if at > cursor:
+            return at, action
+    return None
+
+
+def candidate_set(admissible: Sequence[str], *, proposal: str = "", memory: str = "",
+                  context: str = "", bound: int = 20) -> list[str]:
+    """The bounded, de-duplicated candidate list described in the module docstring."""
+    unique = list(dict.fromkeys(a for a in admissible if a.strip()))
+    if len(unique) <= bound:
+        return unique
+    chosen: list[str] = []
+
+    def add(items: Sequence[str], limit: int) -> None:
+        for item in items:
+            if len(chosen) >= limit:
+                return
+            if item not in chosen:
+                chosen.append(item)
+
+    proposal_words = _words(proposal)
+    by_proposal = sorted(unique, key=lambda a: -_overlap(proposal_words, _words(a)))
+    if proposal_words:
+        add(by_proposal[:3], bound)
+    add(mentioned_actions(memory, unique), max(len(chosen), bound - bound // 4))
+    context_words = _words(context)
+    nearest = sorted(unique, key=lambda a: -(_overlap(proposal_words, _words(a))
+                                             + _overlap(context_words, _words(a))))
+    add(nearest, bound)
+    return chosen
+
+
+class ChoiceAgent:
+    """Plays episodes by letting a scorer rank admissible actions.
+
+    Args:
+        scorer: The model that ranks candidates (and proposes one).
+        env: The environment (instruction and fallback action).
+        config: Agent settings.
+    """
+
+    def __init__(self, scorer: Scorer, env: Environment,
+                 config: ChoiceConfig | None = None) -> None:
+        self.scorer = scorer
+        self.env_name = env.name
+        self.instruction = env.instruction
+        self.fallback = env.fallback_action
+        self.config = config or ChoiceConfig()
+
+    # -- prompt ---------------------------------------------------------------------------
+    def _system(self) -> str:
+        return f"<|im_start|>system\n{self.instruction}\n{CHOICE_HELP}<|im_end|>\n"
+
+    def _opening(self, reset: Reset, memory: str) -> str:
+        parts = []
+        if memory.strip():
+            parts.append(_cut(memory, self.config.memory_chars))
+        parts.append(f"Task: {reset.task.strip()}")
+        parts.append(f"Observation: {_cut(reset.observation, self.config.observation_chars)}")
+        return "\n".join(parts)
+
+    @staticmethod
+    def _user(text: str, candidates: Sequence[str] | None) -> str:
+        listed = f"\nValid actions: {', '.join(candidates)}" if candidates else ""
+        return f"<|im_start|>user\n{text}{listed}<|im_end|>\n"
+
+    def prompt(self, history: Sequence[tuple[str, list[str], str]], current: str,
+               candidates: Sequence[str] | None) -> str:
+        """The prompt for the next choice.
+
+        ``history`` holds one ``(user text, candidates shown, action chosen)`` per played step
+        (the first user text is the opening); ``current`` is the latest user text. Beyond
+        ``context_tokens`` the oldest steps after the opening are dropped and named in one line.
+        """
+        for drop in range(len(history)):
+            kept = list(history[:1]) + list(history[1 + drop:]) if history else []
+            text = self._system()
+            for i, (user, shown, action) in enumerate(kept):
+                if i == 1 and drop:
+                    skipped = "; ".join(h[2] for h in history[1:1 + drop])
+                    user = f"(Earlier actions: {skipped})\n{user}"
+                text += self._user(user, shown)
+                text += f"<|im_start|>assistant\nAction: {action}<|im_end|>\n"
+            text += self._user(current, candidates) + "<|im_start|>assistant\nAction:"
+            if self.scorer.count(text) <= self.config.context_tokens:
+                return text
+        return text if history else (self._system() + self._user(current, candidates)
+                                     + "<|im_start|>assistant\nAction:")
+
+    def choose(self, history: Sequence[tuple[str, list[str], str]], current: str,
+               options: Sequence[str], memory: str, context: str,
+               tried: dict[tuple[str, str], bool], state: str,
+               planned: str | None = None) -> tuple[str, list[str], str]:
+        """``(action, candidates, proposal)`` for the current state.
+
+        ``planned`` is the memory plan's next step (it is always a candidate and gets
+        ``plan_bonus``).
+        """
+        proposal = ""
+        if self.config.propose and len(options) > self.config.max_candidates:
+            proposal = clean_action(self.scorer.propose(self.prompt(history, current, None)))
+        candidates = candidate_set(options, proposal=proposal, memory=memory, context=context,
+                                   bound=self.config.max_candidates)
+        if planned is not None and planned not in candidates:
+            candidates[-1] = planned
+        scores = self.scorer.score(self.prompt(history, current, candidates),
+                                   [" " + c for c in candidates])
+        adjusted = [s - self._penalty(tried.get((state, c)))
+                    + (self.config.plan_bonus if c == planned else 0.0)
+                    for s, c in zip(scores, candidates, strict=True)]
+        return candidates[max(range(len(candidates)), key=adjusted.__getitem__)], candidates, \
+            proposal
+
+    def _penalty(self, changed_nothing: bool | None) -> float:
+        if changed_nothing is None:
+            return 0.0
+        return self.config.repeat_penalty if changed_nothing else self.config.revisit_penalty
+
+    # -- loop -----------------------------------------------------------------------------
+    def run(self, env: Environment, spec: EpisodeSpec,
+            memory: str | Callable[[Reset], str] = "") -> AgentResult:
+        """Load ``spec``, play it to the end and return the recorded episode."""
+        started = time.perf_counter()
+        before = self.scorer.stats.copy()
+        env.load(spec)
+        reset = env.reset()
+        block = memory(reset) if callable(memory) else memory
+        current = self._opening(reset, block)
+        limit = self.config.max_steps or env.max_steps
+        steps: list[Step] = []
+        history: list[tuple[str, list[str], str]] = []
+        raw: list[str] = []
+        tried: dict[tuple[str, str], bool] = {}  # (state, action) -> it changed nothing
+        admissible = reset.admissible if reset.admissible is not None else env.admissible()
+        state = reset.observation.strip()
+        invalid = 0
+        score = 0.0
+        won = False
+        first_prompt = ""
+        plan, cursor = plan_text(block), -1
+        for _ in range(limit):
+            options = list(dict.fromkeys(admissible or [self.fallback]))
+            step = next_plan_step(plan, cursor, options) if plan.strip() else None
+            action, candidates, proposal = self.choose(
+                history, current, options, block, f"{reset.task} {state}", tried, state,
+                step[1] if step else None)
+            at = plan.find(_normal(action), cursor + 1)
+            cursor = at if at >= 0 else cursor
+            first_prompt = first_prompt or self.prompt(history, current, candidates)
+            raw.append(f"proposal={proposal!r} chose={action!r} of {len(candidates)}")
+            transition = env.step(action)
+            reply = transition.observation.strip()
+            bad = bool(INVALID_REPLY.match(reply))
+            invalid += int(bad)
+            tried[(state, action)] = bad or reply == state
+            steps.append(Step(action=action, observation=reply))
+            history.append((current, candidates, action))
+            current = f"Observation: {_cut(reply, self.config.observation_chars)}"
+            state = reply
+            score = max(score, transition.score)
+            won = won or transition.won
+            if transition.done:
+                break
+            admissible = env.admissible()
+        work = self.scorer.stats.since(before)
+        usage = Usage(llm_calls=work.calls, prompt_tokens=work.prompt_tokens + work.cached_tokens,
+                      completion_tokens=work.candidate_tokens,
+                      wall_ms=(time.perf_counter() - started) * 1000)
+        meta: dict[str, Any] = {
+            "task_name": spec.task_name, "variation": spec.variation, "split": spec.split,
+            "env": self.env_name, "invalid": invalid, "agent": "choice",
+            "tokens_evaluated": work.prompt_tokens + work.candidate_tokens,
+            "tokens_cached": work.cached_tokens, "tokens_per_s": round(work.tokens_per_s, 1),
+            "usage": usage.to_dict(),
+        }
+        episode = Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,
+                          score=score, meta=meta)
+        return AgentResult(episode, usage, invalid, 0, False, raw, first_prompt)

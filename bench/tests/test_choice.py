@@ -1,0 +1,149 @@
+"""The choice agent: bounded candidates, memory-named actions, loop rules, the real scorer."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+
+from deltamem_bench.choice import ChoiceAgent, ChoiceConfig, candidate_set, mentioned_actions
+from deltamem_bench.scorer import LlamaScorer, ScorerStats
+from test_agent import SPEC, CoinRoomDouble
+
+
+@dataclass
+class ScorerDouble:
+    """Test double of a Scorer: ``rank(prompt, candidate)`` decides; calls are recorded."""
+
+    rank: Callable[[str, str], float]
+    proposal: str = ""
+    name: str = "scorer-double"
+    stats: ScorerStats = field(default_factory=ScorerStats)
+    prompts: list[str] = field(default_factory=list)
+    offered: list[list[str]] = field(default_factory=list)
+
+    def score(self, prompt: str, candidates: Sequence[str]) -> list[float]:
+        self.prompts.append(prompt)
+        self.offered.append([c.strip() for c in candidates])
+        self.stats.calls += 1
+        return [self.rank(prompt, c.strip()) for c in candidates]
+
+    def propose(self, prompt: str, *, max_tokens: int = 12) -> str:
+        return self.proposal
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
+def coin_rank(prompt: str, candidate: str) -> float:
+    """Prefers taking a coin that the latest observation shows, else moving east."""
+    latest = prompt.rsplit("<|im_start|>user", 1)[-1]
+    if "coin" in latest and "There is a coin" in latest:
+        return 1.0 if candidate == "take coin" else 0.0
+    return 1.0 if candidate == "move east" else 0.0
+
+
+def test_choice_agent_plays_only_admissible_actions_and_wins() -> None:
+    """Every played action was offered and admissible; the coin room is won in two steps."""
+    env = CoinRoomDouble()
+    scorer = ScorerDouble(coin_rank)
+    result = ChoiceAgent(scorer, env).run(env, SPEC)
+    assert result.episode.success and [s.action for s in result.episode.steps] == [
+        "move east", "take coin"]
+    assert all(s.action in offered for s, offered in zip(result.episode.steps, scorer.offered,
+                                                         strict=True))
+    assert result.usage.llm_calls == 2 and result.invalid == 0
+
+
+def test_prompt_is_append_only_between_steps() -> None:
+    """Each step's prompt extends the previous one (the KV cache keeps every earlier step)."""
+    env = CoinRoomDouble()
+    scorer = ScorerDouble(coin_rank)
+    ChoiceAgent(scorer, env).run(env, SPEC, "MEMORY: move east, then take coin")
+    first, second = scorer.prompts
+    assert second.startswith(first.removesuffix("<|im_start|>assistant\nAction:"))
+    assert "MEMORY: move east" in first and first.index("MEMORY") < first.index("Task:")
+
+
+def test_repeated_no_op_is_demoted() -> None:
+    """A model that loves 'look around' still moves on once it changed nothing."""
+    env = CoinRoomDouble()
+
+    def lover(prompt: str, candidate: str) -> float:
+        return {"look around": 1.0, "move east": 0.5, "take coin": 0.8}.get(candidate, 0.0)
+
+    result = ChoiceAgent(ScorerDouble(lover), env,
+                         ChoiceConfig(max_steps=6)).run(env, SPEC)
+    actions = [s.action for s in result.episode.steps]
+    assert actions[:2] == ["look around", "move east"]
+    assert actions.count("look around") <= 3 and result.episode.success
+
+
+def test_candidate_set_is_bounded_and_keeps_proposal_and_memory() -> None:
+    """Large action sets are cut; the proposal's nearest and memory-named actions stay in."""
+    admissible = [f"pick up object {i}" for i in range(500)] + [
+        "teleport to kitchen", "open fridge", "focus on water", "look around"]
+    memory = "1. teleport to kitchen\n2. open fridge\n3. pick up object 417"
+    chosen = candidate_set(admissible, proposal="focus on the water", memory=memory,
+                           context="Your task is to boil water.", bound=12)
+    assert len(chosen) == 12 and len(set(chosen)) == 12
+    assert chosen[0] == "focus on water"
+    for step in ("teleport to kitchen", "open fridge", "pick up object 417"):
+        assert step in chosen
+    assert candidate_set(["a", "b", "a"], bound=5) == ["a", "b"]
+
+
+def test_mentioned_actions_match_whole_phrases_in_order() -> None:
+    """'open door' is not found inside 'reopen doorway'; order follows the memory text."""
+    found = mentioned_actions("First move west. Then take coin. reopen doorway",
+                              ["take coin", "move west", "open door", "look"])
+    assert found == ["move west", "take coin"]
+
+
+@pytest.mark.llm
+def test_real_scorer_reuses_the_cache_exactly() -> None:
+    """Scores with a warm KV cache equal a cold model's; only new tokens are evaluated."""
+    prompt = ("<|im_start|>user\nRepeat the fruit name: apple<|im_end|>\n"
+              "<|im_start|>assistant\nAnswer:")
+    candidates = [" apple", " zebra crossing", " banana"]
+    warm = LlamaScorer(n_ctx=512)
+    first = warm.score(prompt, candidates)
+    evaluated = warm.stats.prompt_tokens
+    again = warm.score(prompt + " apple<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n"
+                       "<|im_start|>assistant\nAnswer:", candidates)
+    assert warm.stats.cached_tokens >= evaluated  # the whole first prompt was reused
+    cold = LlamaScorer(n_ctx=512)
+    cold_again = cold.score(prompt + " apple<|im_end|>\n<|im_start|>user\nAgain<|im_end|>\n"
+                            "<|im_start|>assistant\nAnswer:", candidates)
+    assert again == pytest.approx(cold_again, abs=1e-3)
+    assert max(range(3), key=first.__getitem__) == 0  # the copy wins
+    proposal = warm.propose(prompt)  # greedy: one line, the same every time
+    assert proposal and "\n" not in proposal and proposal == warm.propose(prompt)
+    warm.close()
+    cold.close()
+
+
+def test_plan_follows_the_memory_and_skips_warnings() -> None:
+    """The plan's next step gets the bonus in order; actions on warning lines are not planned."""
+    from deltamem_bench.choice import next_plan_step, plan_text
+
+    memory = ("Skill:\n1. move east\n2. take coin\n\nWARNING - a past attempt FAILED.\n"
+              "- Tried and failed: move west\n")
+    plan = plan_text(memory)
+    assert "move west" not in plan
+    at, step = next_plan_step(plan, -1, ["move west", "take coin", "move east"]) or (0, "")
+    assert step == "move east"
+    assert next_plan_step(plan, at, ["move west", "take coin"]) == (plan.find(" take coin "),
+                                                                    "take coin")
+    # A model that prefers 'look around' follows the plan when the bonus outweighs the gap.
+    env = CoinRoomDouble()
+
+    def indifferent(prompt: str, candidate: str) -> float:
+        return 0.5 if candidate == "look around" else 0.0
+
+    followed = ChoiceAgent(ScorerDouble(indifferent), env, ChoiceConfig(plan_bonus=1.0))
+    assert [s.action for s in followed.run(env, SPEC, memory).episode.steps] == [
+        "move east", "take coin"]
+    alone = ChoiceAgent(ScorerDouble(indifferent), env, ChoiceConfig(plan_bonus=0.0))
+    assert alone.run(env, SPEC, memory).episode.steps[0].action == "look around"

@@ -1,4 +1,4 @@
-"""Options and output shared by every ``deltamem`` command module (cli, cli_serve, and plugins such as deltamem-bench).
+"""Options and output shared by every ``deltamem`` command module (and plugins such as bench).
 
 The extractor/LLM options are defined once, here (:data:`MODEL_OPTIONS`), and added to every
 command that extracts or compiles (``learn``, ``serve``, ``mcp``, ``worker``) by the

@@ -1,10 +1,12 @@
 """Embedder throughput and agreement benchmark.
 
 Embeds the same N generated sentences (task goals and scene descriptions) with the numpy MiniLM
-(the baseline), the static distilled model and the hashing test double, then prints a table and a
-JSON record: sentences/s, speed ratio against MiniLM measured in this run, and how well each
+(the baseline), the default embedder a plain ``pip install deltamem`` gets (``make_embedder()``,
+bundled weights), the static distilled model and the hashing test double, then prints a table and
+a JSON record: sentences/s, speed ratio against MiniLM measured in this run, how well each
 embedder's pairwise similarities agree with MiniLM's (Spearman rank correlation, top-10 neighbour
-overlap).
+overlap), the default's largest vector difference from MiniLM, and whether the bundled weights
+are the published all-MiniLM-L6-v2 file (sha256).
 
 Usage::
 
@@ -17,6 +19,7 @@ The static model is distilled into the cache on first use (timed and reported); 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import platform
 import random
@@ -26,8 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from deltamem.embed import HashingEmbedder, MiniLMEmbedder, StaticEmbedder
+from deltamem.embed import HashingEmbedder, MiniLMEmbedder, StaticEmbedder, make_embedder
 from deltamem.embed.base import Embedder
+from deltamem.embed.minilm import find_model_dir
+
+# sha256 of sentence-transformers/all-MiniLM-L6-v2's model.safetensors as published
+PUBLISHED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 VERBS = ["heat", "cool", "clean", "put", "take", "open", "close", "slice", "examine", "find",
          "wash", "boil", "melt", "measure", "water", "turn on", "look at", "pick up"]
@@ -119,6 +126,14 @@ def main() -> None:
     result["minilm_load_cpu_s"] = round(time.process_time() - c0, 3)
     ref, minilm_s, minilm_cpu = timed_embed(minilm, texts, repeats=1)
 
+    default = make_embedder()
+    dvec, default_s, default_cpu = timed_embed(default, texts, repeats=1)
+    result["default_embedder"] = default.name
+    result["default_max_abs_diff_vs_minilm"] = float(np.max(np.abs(dvec - ref)))
+    weights = find_model_dir() / "model.safetensors"
+    result["bundled_weights_sha256_is_published"] = (
+        hashlib.sha256(weights.read_bytes()).hexdigest() == PUBLISHED_SHA256)
+
     static = StaticEmbedder(cache_dir=args.cache_dir)
     cached = (static.folder / "manifest.json").exists()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -137,6 +152,7 @@ def main() -> None:
     rows = []
     for name, vecs, secs, cpu in (
             ("minilm", ref, minilm_s, minilm_cpu),
+            (f"default ({default.name}, bundled)", dvec, default_s, default_cpu),
             ("static-minilm", svec, static_s, static_cpu),
             ("hashing-256 (test double)", hvec, hashing_s, hashing_cpu)):
         rows.append({
@@ -162,6 +178,9 @@ def main() -> None:
         print(f"{r['embedder']:28} {r['sent_per_s']:>10.1f} {r['cpu_seconds']:>8.3f} "
               f"{r['speed_vs_minilm']:>9.2f} "
               f"{r['spearman_vs_minilm']:>9.3f} {r['top10_overlap_vs_minilm']:>7.3f}")
+    print(f"default = {result['default_embedder']}: max |vector - MiniLM| "
+          f"{result['default_max_abs_diff_vs_minilm']:.1e}; bundled weights are the published "
+          f"all-MiniLM-L6-v2 file: {result['bundled_weights_sha256_is_published']}")
     print("threadpool:", json.dumps(result["threadpool_info"], default=str))
     blob = json.dumps(result, default=str)
     print(blob)

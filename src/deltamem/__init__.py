@@ -11,10 +11,16 @@ Everyday use::
         mem.learn(Episode(task=..., env=..., steps=(Step("open fridge", "It is open."),),
                           success=True), recall=recall)
 
+``AsyncDeltaMem`` is the same facade for asyncio hosts; ``Client`` / ``AsyncClient`` talk to a
+``deltamem serve`` server with the same vocabulary.
+
 Adapters live in documented submodules: ``deltamem.store.sqlite`` / ``.postgres``,
 ``deltamem.embed``, ``deltamem.llm``, ``deltamem.extract``; test doubles in ``deltamem.testing``.
 """
 
+from typing import TYPE_CHECKING, Any
+
+from deltamem.aio import AsyncDeltaMem
 from deltamem.config import Settings
 from deltamem.core.delta import Patch, Put, SetText, Splice, apply, compose, diff
 from deltamem.core.model import (
@@ -38,6 +44,7 @@ from deltamem.errors import (
     ExtractionError,
     NodeNotFound,
     ProviderError,
+    RemoteError,
     SchemaError,
     StoreError,
 )
@@ -45,10 +52,16 @@ from deltamem.memory import DeltaMem
 from deltamem.results import Consolidation, LearnResult, Recall, TreeRecall, TreeWrite
 from deltamem.usage import Usage
 
+if TYPE_CHECKING:
+    from deltamem.client import AsyncClient, Client
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "AsyncClient",
+    "AsyncDeltaMem",
     "BudgetExceeded",
+    "Client",
     "ConfigError",
     "Consolidation",
     "DeltaMem",
@@ -69,6 +82,7 @@ __all__ = [
     "ProviderError",
     "Put",
     "Recall",
+    "RemoteError",
     "SchemaError",
     "SetText",
     "Settings",
@@ -85,3 +99,12 @@ __all__ = [
     "compose",
     "diff",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The clients import httpx; load them only when asked for.
+    if name in ("Client", "AsyncClient"):
+        from deltamem import client
+
+        return getattr(client, name)
+    raise AttributeError(f"module 'deltamem' has no attribute {name!r}")

@@ -33,7 +33,8 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import Progress
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from deltamem.cli_options import (
     DEFAULT_DB,
@@ -47,6 +48,7 @@ from deltamem.cli_options import (
     open_memory,
 )
 from deltamem.config import Settings
+from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
     ConfigError,
@@ -57,6 +59,7 @@ from deltamem.errors import (
     ProviderError,
     StoreError,
 )
+from deltamem.results import node_listing
 from deltamem.usage import Usage
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -195,6 +198,43 @@ def show(
     with open_memory(db, space, embedder) as mem:
         data = mem.show(node_id)
     emit(data, as_json, lambda: out.print_json(data=data))
+
+
+@app.command("list")
+def list_(
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    tree: Annotated[Tree | None, typer.Option(help="Only this tree.")] = None,
+    kind: Annotated[NodeKind | None, typer.Option(help="Only roots or only deltas.")] = None,
+    outcome: Annotated[Outcome | None, typer.Option(help="Only this outcome.")] = None,
+    contains: Annotated[str, typer.Option(
+        help="Only nodes whose key contains this text (case-insensitive).")] = "",
+    limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """List nodes (id, tree, kind, outcome, depth, hits, key), oldest first, to find node ids."""
+    with open_memory(db, space, embedder) as mem:
+        data = node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains),
+                            limit)
+    emit(data, as_json, lambda: _print_nodes(data))
+
+
+def _print_nodes(data: dict[str, Any]) -> None:
+    rows = data["nodes"]
+    if not rows:
+        out.print("(no nodes)")
+        return
+    # ids are what this listing is for: never cut them; the key column takes what is left.
+    table = Table(Column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows)),
+                  "tree", "kind", "outcome", "depth", "hits", "key")
+    for r in rows:
+        key = r["key"] if len(r["key"]) <= 60 else r["key"][:57] + "..."
+        table.add_row(r["id"], r["tree"], r["kind"], r["outcome"], str(r["depth"]),
+                      str(r["hits"]), Text(key))  # Text: a key is not rich markup
+    out.print(table)
+    if data["truncated"]:
+        out.print(f"... {data['total'] - len(rows)} more (raise --limit)")
 
 
 @app.command()

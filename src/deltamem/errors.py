@@ -11,7 +11,9 @@
     │   └── EmbedderMismatch            the space was built with another embedder
     ├── ProviderError                   an LLM or embedding backend failed
     │   └── BudgetExceeded              a token budget would be overspent; nothing was sent
-    └── ExtractionError                 the model's answer never validated; memory unchanged
+    ├── ExtractionError                 the model's answer never validated; memory unchanged
+    └── RemoteError                     a deltamem server refused (auth, scope, limits, request
+                                        validation) or could not be reached (deltamem.Client)
 
 Messages say what to do about the problem, not only what it is.
 """
@@ -83,3 +85,20 @@ class ExtractionError(DeltaMemError):
         detail = f" (episode {episode!r})" if episode else ""
         shown = raw if raw is None or len(raw) <= 300 else raw[:300] + "..."
         super().__init__(f"{message}{detail}; last answer: {shown!r}")
+
+
+class RemoteError(DeltaMemError):
+    """A deltamem server refused a request for a reason that is not a library error.
+
+    Library errors a server reports (``NodeNotFound``, ``EpisodeError``, ...) reach a
+    :class:`deltamem.Client` as themselves; this is everything else: a missing or invalid API
+    key (401), a key without the space or scope (403), a rate limit (429), a request the server
+    rejected before the library saw it (413, 422), or no answer at all (``status`` None).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, kind: str = "",
+                 field: str | None = None):
+        self.status = status
+        self.kind = kind
+        self.field = field
+        super().__init__(message)

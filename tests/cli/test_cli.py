@@ -154,3 +154,23 @@ def test_calibrate_recommends_thresholds(tmp_path):
     assert out["embedder"] == "hashing-256"
     assert 0.0 < out["task"]["tau"] <= 1.0 and out["task"]["n_groups"] == 3
     assert out["env"]["n_groups"] == 2
+
+
+def test_list_finds_node_ids(learned):
+    """list --json: one row per node with filters; the table shows whole ids."""
+    db, out = learned
+    rows = json.loads(run("list", "--db", db, "--json").stdout)
+    assert rows["total"] == len(rows["nodes"]) and not rows["truncated"]
+    root = out["results"][0]["task"]["node"]
+    assert rows["nodes"][0]["id"] == root and rows["nodes"][0]["kind"] == "root"
+    deltas = json.loads(run("list", "--db", db, "--tree", "task", "--kind", "delta",
+                            "--json").stdout)
+    assert [r["id"] for r in deltas["nodes"]] == [out["results"][2]["task"]["node"]]
+    assert deltas["nodes"][0]["parent"] == root
+    cut = json.loads(run("list", "--db", db, "--limit", "1", "--json").stdout)
+    assert len(cut["nodes"]) == 1 and cut["truncated"]
+    assert json.loads(run("list", "--db", db, "--contains", "NO SUCH KEY",
+                          "--json").stdout)["nodes"] == []
+    assert root in run("list", "--db", db).stdout
+    bad = run("list", "--db", db, "--kind", "leaf", check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ")

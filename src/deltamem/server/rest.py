@@ -14,21 +14,24 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Request
+from fastapi import Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deltamem import transfer
+from deltamem import api, transfer
+from deltamem.api import RecallRequest
 from deltamem.config import Settings
+from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.memory import DeltaMem
+from deltamem.results import node_listing
+from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
     error_body,
     library_error_body,
@@ -53,7 +56,8 @@ EXAMPLE_EPISODE = {
 }
 # The key scope each space route needs (by route name); a route missing here needs "admin".
 ROUTE_SCOPES = {
-    "recall": "read", "show": "read", "stats": "read", "view": "read", "export": "read",
+    "recall": "read", "show": "read", "list_nodes": "read", "stats": "read", "view": "read",
+    "export": "read",
     "learn": "write", "consolidate": "write",
     "delete": "admin", "forget": "admin", "import_": "admin",
 }
@@ -68,17 +72,6 @@ class ApiError(Exception):
         self.status = status
         self.body = error_body(kind, message, field)
         self.headers = headers
-
-
-class RecallRequest(BaseModel):
-    """Body of ``POST /v1/spaces/{space}/recall``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
-    env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
-    top_k: int | None = Field(None, ge=1, le=100, description="Candidates reported per tree.")
-    explain: bool = Field(False, description="Add every scoring term per candidate.")
 
 
 bearer = HTTPBearer(auto_error=False, description="An API key from `deltamem keys create`.")
@@ -135,10 +128,12 @@ def create_app(
         if keys is not None:
             keys.close()
 
-    app = FastAPI(title="deltamem", version="1", lifespan=lifespan,
+    app = FastAPI(title="deltamem", version="1", lifespan=lifespan, docs_url=None,
+                  redoc_url=None,
                   description="Incremental experience memory for LLM agents: recall skills and "
                               "scene knowledge, learn from finished episodes.")
     _install_errors(app)
+    install_docs(app)
 
     app.state.pool = pool
     app.state.keys = keys
@@ -231,12 +226,12 @@ def _install_errors(app: FastAPI) -> None:
 
 
 def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
-    @app.get("/healthz", tags=["health"])
+    @app.get("/healthz", tags=["health"], **documented(api.HealthOut))
     async def healthz() -> dict[str, str]:
         """Liveness: the process answers."""
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["health"])
+    @app.get("/readyz", tags=["health"], **documented(api.ReadyOut))
     async def readyz() -> JSONResponse:
         """Readiness: the database answers a query within the ready timeout."""
         try:
@@ -252,7 +247,7 @@ def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
 
 
 def _add_memory_routes(app: FastAPI) -> None:
-    @app.post("/v1/spaces/{space}/recall", tags=["memory"])
+    @app.post("/v1/spaces/{space}/recall", tags=["memory"], **documented(api.RecallOut))
     def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
         """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
         result = mem.recall(body.task, body.env, top_k=body.top_k)
@@ -261,7 +256,13 @@ def _add_memory_routes(app: FastAPI) -> None:
             data["explain"] = result.explain()
         return data
 
-    @app.post("/v1/spaces/{space}/learn", tags=["memory"])
+    # The body is validated by episode_from_dict (errors name the field); its schema is documented.
+    body_schema = {"anyOf": [schema_ref(api.EpisodeIn), schema_ref(api.EpisodesIn)]}
+
+    @app.post("/v1/spaces/{space}/learn", tags=["memory"],
+              **documented(api.LearnOut | api.BatchOut),  # a BatchOut for a batch
+              openapi_extra={"requestBody": {"required": True, "content": {
+                  "application/json": {"schema": body_schema}}}})
     def learn(mem: Mem, payload: Annotated[dict[str, Any], Body(
         description="One episode, or {\"episodes\": [...]} (validated all before any is "
                     "learned; one transaction per episode).",
@@ -284,40 +285,50 @@ def _add_memory_routes(app: FastAPI) -> None:
         return {"episodes": len(results), "results": results, "errors": [],
                 "usage": total.to_dict()}
 
-    @app.post("/v1/spaces/{space}/consolidate", tags=["memory"])
+    @app.post("/v1/spaces/{space}/consolidate", tags=["memory"], **documented(api.ConsolidateOut))
     def consolidate(mem: Mem) -> dict[str, Any]:
         """Compile every frequently successful chain into a new root."""
         return {"consolidated": [c.to_dict() for c in mem.consolidate()]}
 
-    @app.get("/v1/spaces/{space}/nodes/{node_id}", tags=["inspect"])
+    @app.get("/v1/spaces/{space}/nodes", tags=["inspect"], **documented(api.NodeListOut))
+    def list_nodes(mem: Mem, tree: Tree | None = None, kind: NodeKind | None = None,
+                   outcome: Outcome | None = None,
+                   contains: Annotated[str, Query(max_length=10_000)] = "",
+                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+        """Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered."""
+        return node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains),
+                            limit)
+
+    @app.get("/v1/spaces/{space}/nodes/{node_id}", tags=["inspect"], **documented(api.ShowOut))
     def show(mem: Mem, node_id: str) -> dict[str, Any]:
         """A node: its chain, composed experience, own patch and counters."""
         return mem.show(node_id)
 
-    @app.get("/v1/spaces/{space}/stats", tags=["inspect"])
+    @app.get("/v1/spaces/{space}/stats", tags=["inspect"], **documented(api.StatsOut))
     def stats(mem: Mem) -> dict[str, Any]:
         """Tree shapes, episodes, and stored vs flat size."""
         return mem.stats()
 
-    @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse)
+    @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse,
+             **documented(None, media_type="text/html"))
     def view(mem: Mem) -> HTMLResponse:
         """Both trees as one self-contained HTML page."""
         return HTMLResponse(render_viewer(mem))
 
 
 def _add_admin_routes(app: FastAPI) -> None:
-    @app.delete("/v1/spaces/{space}/nodes/{node_id}", tags=["admin"])
+    @app.delete("/v1/spaces/{space}/nodes/{node_id}", tags=["admin"], **documented(api.DeleteOut))
     def delete(mem: Mem, node_id: str) -> dict[str, Any]:
         """Delete a node and its whole subtree in one transaction."""
         return {"deleted": mem.delete(node_id)}
 
-    @app.delete("/v1/spaces/{space}", tags=["admin"])
+    @app.delete("/v1/spaces/{space}", tags=["admin"], **documented(api.ForgetOut))
     def forget(mem: Mem) -> dict[str, Any]:
         """Delete everything in the space."""
         return {"space": mem.space, "deleted_nodes": mem.forget()}
 
-    @app.get("/v1/spaces/{space}/export", tags=["admin"],
-             response_class=StreamingResponse, responses={200: {"content": {NDJSON: {}}}})
+    @app.get("/v1/spaces/{space}/export", tags=["admin"], response_class=StreamingResponse,
+             **documented(None, media_type=NDJSON))
     def export(mem: Mem) -> StreamingResponse:
         """The space as JSON Lines (header, nodes with vectors, episodes), streamed."""
         records = transfer.export_records(mem.store, mem.space)
@@ -330,7 +341,7 @@ def _add_admin_routes(app: FastAPI) -> None:
 
         return StreamingResponse(lines(), media_type=NDJSON)
 
-    @app.post("/v1/spaces/{space}/import", tags=["admin"],
+    @app.post("/v1/spaces/{space}/import", tags=["admin"], **documented(api.ImportOut),
               openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
                                              "required": True}})
     async def import_(mem: Mem, request: Request) -> dict[str, int]:

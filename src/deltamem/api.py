@@ -1,0 +1,316 @@
+"""The JSON the REST server sends and accepts, as pydantic models (also the CLI's ``--json``).
+
+The server documents every route with these models (its OpenAPI schema at ``/openapi.json``),
+and :class:`deltamem.Client` parses every answer into them, so a client gets typed results.
+A test validates real answers of every route against them, both ways: a field the server sends
+that a model lacks, or one a model declares that the server never sends, fails it.
+
+Unknown fields are ignored when parsing, so an older client keeps working against a newer
+server that adds fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TreeName = Literal["task", "env"]
+KindName = Literal["root", "delta"]
+OutcomeName = Literal["success", "failure"]
+ActionName = Literal["root", "delta", "dedup"]
+
+
+class Model(BaseModel):
+    """Base of the wire models: frozen, unknown fields ignored."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+# -- errors ---------------------------------------------------------------------------------------
+class ErrorDetail(Model):
+    type: str = Field(description="The error class, e.g. EpisodeError, NodeNotFound.")
+    message: str = Field(description="What went wrong and what to do about it.")
+    field: str | None = Field(None, description="The field to blame, when there is one.")
+
+
+class ErrorBody(Model):
+    """Every error answer (4xx and 5xx) has this body."""
+
+    error: ErrorDetail
+
+
+# -- requests -------------------------------------------------------------------------------------
+class RecallRequest(BaseModel):
+    """Body of ``POST /v1/spaces/{space}/recall``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
+    env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
+    top_k: int | None = Field(None, ge=1, le=100, description="Candidates reported per tree.")
+    explain: bool = Field(False, description="Add every scoring term per candidate.")
+
+
+class StepIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    action: str = Field(description="What the agent did.")
+    observation: str = Field("", description="What the environment answered.")
+    thought: str | None = Field(None, description="The agent's reasoning, if any.")
+
+
+class EpisodeIn(BaseModel):
+    """One finished episode (the server validates it field by field, naming the bad one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(description="The goal: the task-tree key.")
+    env: str = Field("", description="The scene description: the environment-tree key.")
+    success: bool
+    score: float | None = None
+    steps: list[StepIn] = Field(default_factory=list, max_length=1_000)
+    meta: dict[str, Any] = Field(default_factory=dict, description="Kept with the episode.")
+
+
+class EpisodesIn(BaseModel):
+    """A batch: every episode is validated before any is learned."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    episodes: list[EpisodeIn] = Field(max_length=1_000)
+
+
+# -- usage ----------------------------------------------------------------------------------------
+class UsageOut(Model):
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    llm_calls_saved: int
+    embed_calls: int
+    embed_texts: int
+    wall_ms: float
+    total_tokens: int
+
+
+# -- recall ---------------------------------------------------------------------------------------
+class SkillOut(Model):
+    activation: str
+    steps: list[str]
+    termination: str
+
+
+class KnowledgeOut(Model):
+    trigger: str
+    facts: list[str]
+
+
+class LessonOut(Model):
+    situation: str
+    failed: list[str]
+    untried: list[str]
+
+
+class LinkOut(Model):
+    """One node of the recalled chain, root first."""
+
+    id: str
+    kind: KindName
+    outcome: OutcomeName
+    similarity: float
+    score: float
+
+
+class TreeRecallOut(Model):
+    matched: bool
+    node: str | None = Field(description="The matched node (the end of the chain).")
+    score: float | None
+    chain: list[LinkOut]
+    lesson: LessonOut | None = Field(None, description="Only when the match is a failure.")
+
+
+class TaskRecallOut(TreeRecallOut):
+    skill: SkillOut | None = Field(description="The chain's successful prefix, composed.")
+
+
+class EnvRecallOut(TreeRecallOut):
+    knowledge: KnowledgeOut | None
+
+
+class CandidateOut(Model):
+    id: str
+    similarity: float
+    failure: bool
+    penalty: float
+    score: float
+    depth: int
+    clears_threshold: bool
+
+
+class TreeExplainOut(Model):
+    tree: TreeName
+    key: str
+    threshold: float
+    penalty: float
+    matched: bool
+    candidates: list[CandidateOut]
+
+
+class ExplainOut(Model):
+    task: TreeExplainOut
+    env: TreeExplainOut
+
+
+class RecallOut(Model):
+    task: TaskRecallOut
+    env: EnvRecallOut
+    context: str = Field(description="The text to put in the agent's prompt ('' if nothing).")
+    usage: UsageOut
+    explain: ExplainOut | None = Field(None, description="Only with explain=true.")
+
+
+# -- learn ----------------------------------------------------------------------------------------
+class WriteOut(Model):
+    action: ActionName
+    node: str | None
+    parent: str | None
+    note: str | None = None
+
+
+class ConsolidationOut(Model):
+    source: str
+    root: str | None = Field(description="The new root (None in a dry run).")
+    tree: TreeName
+    chain: list[str]
+    note: str
+
+
+class LearnOut(Model):
+    episode: str
+    task: WriteOut
+    env: WriteOut
+    consolidated: list[ConsolidationOut]
+    usage: UsageOut
+
+
+class BatchResultOut(LearnOut):
+    index: int = Field(description="Position in the batch.")
+
+
+class BatchOut(Model):
+    episodes: int
+    results: list[BatchResultOut]
+    errors: list[dict[str, Any]]
+    usage: UsageOut
+
+
+class ConsolidateOut(Model):
+    consolidated: list[ConsolidationOut]
+
+
+# -- inspection -----------------------------------------------------------------------------------
+class SkillExperience(SkillOut):
+    type: Literal["skill"]
+
+
+class KnowledgeExperience(KnowledgeOut):
+    type: Literal["knowledge"]
+
+
+class LessonExperience(LessonOut):
+    type: Literal["lesson"]
+
+
+Experience = Annotated[SkillExperience | KnowledgeExperience | LessonExperience,
+                       Field(discriminator="type")]
+
+
+class NodeStatsOut(Model):
+    hits: int
+    successes: int
+    failures: int
+    depth: int
+    consolidated: bool
+    consolidated_root: bool
+    lineage: list[str]
+    episode: str | None
+    created_at: float
+    key: str
+
+
+class ShowOut(Model):
+    id: str
+    tree: TreeName
+    kind: KindName
+    outcome: OutcomeName
+    parent: str | None
+    chain: list[str] = Field(description="Node ids, root first.")
+    experience: Experience = Field(description="The composed experience of the chain.")
+    patch: list[dict[str, Any]] | None = Field(description="A delta's own patch operations.")
+    children: list[str]
+    stats: NodeStatsOut
+    meta: dict[str, Any]
+
+
+class NodeRowOut(Model):
+    id: str
+    tree: TreeName
+    kind: KindName
+    outcome: OutcomeName
+    key: str
+    parent: str | None
+    depth: int
+    hits: int
+    successes: int
+    failures: int
+    consolidated_root: bool
+
+
+class NodeListOut(Model):
+    nodes: list[NodeRowOut]
+    total: int = Field(description="Matching nodes before the limit.")
+    truncated: bool
+
+
+class TreeStatsOut(Model):
+    nodes: int
+    roots: int
+    deltas: int
+    failures: int
+    consolidated_roots: int
+    max_depth: int
+    by_depth: dict[str, int]
+
+
+class StatsOut(Model):
+    task: TreeStatsOut
+    env: TreeStatsOut
+    episodes: int
+    stored_chars: int
+    flat_chars: int
+    compression: float | None
+
+
+# -- admin ----------------------------------------------------------------------------------------
+class DeleteOut(Model):
+    deleted: list[str]
+
+
+class ForgetOut(Model):
+    space: str
+    deleted_nodes: int
+
+
+class ImportOut(Model):
+    nodes: int
+    episodes: int
+
+
+class HealthOut(Model):
+    status: Literal["ok"]
+
+
+class ReadyOut(Model):
+    status: Literal["ready", "unavailable"]
+    spaces: int | None = None
+    error: str | None = None

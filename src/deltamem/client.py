@@ -1,0 +1,359 @@
+"""Python clients for a deltamem REST server: :class:`Client` (sync) and :class:`AsyncClient`.
+
+They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``show``,
+``list_nodes``, ``stats``, ``consolidate``, ``export``, ``import_``, ``delete``, ``forget``),
+return the typed models of :mod:`deltamem.api`, and raise the library's exceptions: an error the
+server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the server's
+message; anything else (auth, scope, rate limit, an unreachable server) is a
+:class:`~deltamem.errors.RemoteError`::
+
+    from deltamem import Client
+
+    with Client("http://127.0.0.1:8080", api_key="dm_...", space="agent-1") as mem:
+        recall = mem.recall(task="heat the apple", env="a kitchen ...")
+        print(recall.context, recall.task.node)
+        mem.learn(episode)               # an Episode or its JSON dict
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel
+
+from deltamem import api
+from deltamem.core.model import Episode, NodeKind, Outcome, Tree
+from deltamem.episodes import episode_to_dict
+from deltamem.errors import DeltaMemError, EpisodeError, NodeNotFound, RemoteError
+
+M = TypeVar("M", bound=BaseModel)
+NDJSON = "application/x-ndjson"
+EpisodeLike = Episode | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class _Call:
+    """One request and how to read its answer (shared by the sync and async clients)."""
+
+    method: str
+    path: str
+    model: type[BaseModel] | None = None
+    json: Any = None
+    params: dict[str, Any] = field(default_factory=dict)
+    content: bytes | None = None
+    node_id: str | None = None  # for NodeNotFound, which carries the id
+
+
+class _Base:
+    """Request building and answer parsing; the subclasses only move bytes."""
+
+    def __init__(self, base_url: str, api_key: str | None, space: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.space = space
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    def _path(self, suffix: str = "") -> str:
+        return f"/v1/spaces/{self.space}{suffix}"
+
+    # -- the calls --------------------------------------------------------------------------
+    def _recall(self, task: str, env: str, top_k: int | None, explain: bool) -> _Call:
+        body: dict[str, Any] = {"task": task, "env": env, "explain": explain}
+        if top_k is not None:
+            body["top_k"] = top_k
+        return _Call("POST", self._path("/recall"), api.RecallOut, json=body)
+
+    def _learn(self, episode: EpisodeLike) -> _Call:
+        return _Call("POST", self._path("/learn"), api.LearnOut, json=_episode_json(episode))
+
+    def _learn_many(self, episodes: Iterable[EpisodeLike]) -> _Call:
+        body = {"episodes": [_episode_json(e) for e in episodes]}
+        return _Call("POST", self._path("/learn"), api.BatchOut, json=body)
+
+    def _show(self, node_id: str) -> _Call:
+        return _Call("GET", self._path(f"/nodes/{node_id}"), api.ShowOut, node_id=node_id)
+
+    def _list_nodes(self, tree: Tree | str | None, kind: NodeKind | str | None,
+                    outcome: Outcome | str | None, contains: str, limit: int | None) -> _Call:
+        params = {k: str(v) for k, v in (("tree", tree), ("kind", kind), ("outcome", outcome),
+                                         ("limit", limit)) if v is not None}
+        if contains:
+            params["contains"] = contains
+        return _Call("GET", self._path("/nodes"), api.NodeListOut, params=params)
+
+    def _stats(self) -> _Call:
+        return _Call("GET", self._path("/stats"), api.StatsOut)
+
+    def _consolidate(self) -> _Call:
+        return _Call("POST", self._path("/consolidate"), api.ConsolidateOut)
+
+    def _import(self, path: str | Path) -> _Call:
+        return _Call("POST", self._path("/import"), api.ImportOut,
+                     content=Path(path).read_bytes())
+
+    def _delete(self, node_id: str) -> _Call:
+        return _Call("DELETE", self._path(f"/nodes/{node_id}"), api.DeleteOut, node_id=node_id)
+
+    def _forget(self) -> _Call:
+        return _Call("DELETE", self._path(), api.ForgetOut)
+
+    # -- answers ----------------------------------------------------------------------------
+    def _request_args(self, call: _Call) -> dict[str, Any]:
+        args: dict[str, Any] = {"params": call.params or None}
+        if call.json is not None:
+            args["json"] = call.json
+        if call.content is not None:
+            args["content"] = call.content
+            args["headers"] = {"Content-Type": NDJSON}
+        return args
+
+    def _read(self, call: _Call, response: httpx.Response) -> BaseModel:
+        if response.status_code >= 400:
+            raise error_from(response, self.space, call.node_id)
+        assert call.model is not None
+        return call.model.model_validate(response.json())
+
+
+class Client(_Base):
+    """A synchronous client of one space of a deltamem server.
+
+    Args:
+        base_url: e.g. ``http://127.0.0.1:8080``.
+        api_key: a key from ``deltamem keys create`` (None for a server run with ``--no-keys``).
+        space: the space every call works on.
+        timeout: seconds per request (learning with a model can take a while).
+        transport: an httpx transport (tests; a custom TLS or proxy setup).
+    """
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, space: str = "default",
+                 timeout: float = 120.0, transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key, space)
+        self._http = httpx.Client(base_url=self.base_url, headers=self._headers,
+                                  timeout=timeout, transport=transport)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _send(self, call: _Call, model: type[M]) -> M:
+        try:
+            response = self._http.request(call.method, call.path, **self._request_args(call))
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        result = self._read(call, response)
+        assert isinstance(result, model)
+        return result
+
+    def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
+               explain: bool = False) -> api.RecallOut:
+        """Recall the skill for ``task`` and the knowledge for ``env`` (see DeltaMem.recall)."""
+        return self._send(self._recall(task, env, top_k, explain), api.RecallOut)
+
+    def learn(self, episode: EpisodeLike) -> api.LearnOut:
+        """Learn one finished episode (an :class:`Episode` or its JSON form)."""
+        return self._send(self._learn(episode), api.LearnOut)
+
+    def learn_many(self, episodes: Iterable[EpisodeLike]) -> api.BatchOut:
+        """Learn a batch: every episode is validated before any is learned."""
+        return self._send(self._learn_many(episodes), api.BatchOut)
+
+    def show(self, node_id: str) -> api.ShowOut:
+        """A node: its chain, composed experience, own patch and counters."""
+        return self._send(self._show(node_id), api.ShowOut)
+
+    def list_nodes(self, tree: Tree | str | None = None, *, kind: NodeKind | str | None = None,
+                   outcome: Outcome | str | None = None, contains: str = "",
+                   limit: int | None = None) -> api.NodeListOut:
+        """Nodes (id, tree, kind, outcome, key, counters), oldest first, filtered."""
+        return self._send(self._list_nodes(tree, kind, outcome, contains, limit),
+                          api.NodeListOut)
+
+    def stats(self) -> api.StatsOut:
+        """Tree shapes, episodes, and stored vs flat size."""
+        return self._send(self._stats(), api.StatsOut)
+
+    def consolidate(self) -> list[api.ConsolidationOut]:
+        """Compile every frequently successful chain into a new root."""
+        return self._send(self._consolidate(), api.ConsolidateOut).consolidated
+
+    def delete(self, node_id: str) -> list[str]:
+        """Delete a node and its subtree; return the deleted ids."""
+        return self._send(self._delete(node_id), api.DeleteOut).deleted
+
+    def forget(self) -> int:
+        """Delete everything in the space; return the number of nodes removed."""
+        return self._send(self._forget(), api.ForgetOut).deleted_nodes
+
+    def import_(self, path: str | Path) -> api.ImportOut:
+        """Load an export file into the space in one transaction (all or nothing)."""
+        return self._send(self._import(path), api.ImportOut)
+
+    def export(self, path: str | Path) -> int:
+        """Write the space as JSON Lines to ``path`` (streamed); return the number of records."""
+        try:
+            with self._http.stream("GET", self._path("/export")) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise error_from(response, self.space)
+                with Path(path).open("w", encoding="utf-8") as handle:
+                    return _write_lines(handle, response.iter_lines())
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+
+
+class AsyncClient(_Base):
+    """The asyncio twin of :class:`Client`: the same methods, awaited."""
+
+    def __init__(self, base_url: str, api_key: str | None = None, *, space: str = "default",
+                 timeout: float = 120.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key, space)
+        self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
+                                       timeout=timeout, transport=transport)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _send(self, call: _Call, model: type[M]) -> M:
+        try:
+            response = await self._http.request(call.method, call.path,
+                                                **self._request_args(call))
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        result = self._read(call, response)
+        assert isinstance(result, model)
+        return result
+
+    async def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
+                     explain: bool = False) -> api.RecallOut:
+        """See :meth:`Client.recall`."""
+        return await self._send(self._recall(task, env, top_k, explain), api.RecallOut)
+
+    async def learn(self, episode: EpisodeLike) -> api.LearnOut:
+        """See :meth:`Client.learn`."""
+        return await self._send(self._learn(episode), api.LearnOut)
+
+    async def learn_many(self, episodes: Iterable[EpisodeLike]) -> api.BatchOut:
+        """See :meth:`Client.learn_many`."""
+        return await self._send(self._learn_many(episodes), api.BatchOut)
+
+    async def show(self, node_id: str) -> api.ShowOut:
+        """See :meth:`Client.show`."""
+        return await self._send(self._show(node_id), api.ShowOut)
+
+    async def list_nodes(self, tree: Tree | str | None = None, *,
+                         kind: NodeKind | str | None = None,
+                         outcome: Outcome | str | None = None, contains: str = "",
+                         limit: int | None = None) -> api.NodeListOut:
+        """See :meth:`Client.list_nodes`."""
+        return await self._send(self._list_nodes(tree, kind, outcome, contains, limit),
+                                api.NodeListOut)
+
+    async def stats(self) -> api.StatsOut:
+        """See :meth:`Client.stats`."""
+        return await self._send(self._stats(), api.StatsOut)
+
+    async def consolidate(self) -> list[api.ConsolidationOut]:
+        """See :meth:`Client.consolidate`."""
+        return (await self._send(self._consolidate(), api.ConsolidateOut)).consolidated
+
+    async def delete(self, node_id: str) -> list[str]:
+        """See :meth:`Client.delete`."""
+        return (await self._send(self._delete(node_id), api.DeleteOut)).deleted
+
+    async def forget(self) -> int:
+        """See :meth:`Client.forget`."""
+        return (await self._send(self._forget(), api.ForgetOut)).deleted_nodes
+
+    async def import_(self, path: str | Path) -> api.ImportOut:
+        """See :meth:`Client.import_`."""
+        return await self._send(self._import(path), api.ImportOut)
+
+    async def export(self, path: str | Path) -> int:
+        """See :meth:`Client.export`."""
+        try:
+            async with self._http.stream("GET", self._path("/export")) as response:
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise error_from(response, self.space)
+                lines = [line async for line in response.aiter_lines()]
+        except httpx.HTTPError as exc:
+            raise _unreachable(self.base_url, exc) from exc
+        with Path(path).open("w", encoding="utf-8") as handle:
+            return _write_lines(handle, lines)
+
+
+def _episode_json(episode: EpisodeLike) -> dict[str, Any]:
+    return episode_to_dict(episode) if isinstance(episode, Episode) else dict(episode)
+
+
+def _write_lines(handle: Any, lines: Iterable[str]) -> int:
+    count = 0
+    for line in lines:
+        if line.strip():
+            handle.write(line.rstrip("\n") + "\n")
+            count += 1
+    return count
+
+
+def _unreachable(base_url: str, exc: httpx.HTTPError) -> RemoteError:
+    return RemoteError(f"no answer from the deltamem server at {base_url}: {exc}")
+
+
+def error_from(response: httpx.Response, space: str, node_id: str | None = None
+               ) -> DeltaMemError:
+    """The exception for an error answer: the library's own class when the server names one."""
+    try:
+        detail = response.json()["error"]
+        kind, message = str(detail["type"]), str(detail["message"])
+        blame = detail.get("field")
+    except (ValueError, KeyError, TypeError):
+        kind, blame = "HTTPError", None
+        message = f"HTTP {response.status_code}: {response.text[:300]}"
+    cls = _library_errors().get(kind)
+    if cls is None:
+        return RemoteError(message, status=response.status_code, kind=kind, field=blame)
+    return _rebuild(cls, message, blame, space, node_id)
+
+
+def _library_errors() -> dict[str, type[DeltaMemError]]:
+    found: dict[str, type[DeltaMemError]] = {}
+    todo: list[type[DeltaMemError]] = [DeltaMemError]
+    while todo:
+        cls = todo.pop()
+        if cls is not RemoteError:
+            found[cls.__name__] = cls
+        todo += cls.__subclasses__()
+    return found
+
+
+def _rebuild(cls: type[DeltaMemError], message: str, blame: str | None, space: str,
+             node_id: str | None) -> DeltaMemError:
+    """An instance of ``cls`` whose message is exactly the server's."""
+    error: DeltaMemError
+    if issubclass(cls, NodeNotFound):
+        error = cls(node_id or "", space)
+    elif issubclass(cls, EpisodeError):
+        error = cls(message, field=blame)
+    else:
+        try:
+            error = cls(message)
+        except TypeError:  # a constructor that needs more than the message
+            error = cls.__new__(cls)
+    error.args = (message,)
+    return error
+

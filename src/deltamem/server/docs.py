@@ -1,0 +1,98 @@
+"""Offline API docs and the typed OpenAPI schema of the REST server.
+
+``/docs`` is Swagger UI served by the server itself from the ``swagger-ui-bundle-v2`` package
+(part of the ``server`` extra), so it renders with no network. The schema documents every route
+with the models of :mod:`deltamem.api`, including the one error body ``{"error": {...}}`` that
+every 4xx/5xx answer carries (FastAPI's default 422 shape is never used by this server).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import HTMLResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel
+
+from deltamem.api import EpisodeIn, EpisodesIn, ErrorBody
+from deltamem.extras import require
+
+ASSETS = "/docs/assets"
+ERROR_STATUSES = {
+    400: "Bad configuration or request (e.g. an unknown option value).",
+    401: "Missing, invalid or revoked API key.",
+    403: "The API key may not use this space or lacks the route's scope.",
+    404: "No such node (or space).",
+    409: "The store refused: embedder mismatch, collision, inconsistent data.",
+    413: "The request body is larger than the server accepts.",
+    422: "Invalid request: the message names the field.",
+    429: "Rate limit or token budget exceeded.",
+    500: "Internal error.",
+    502: "The LLM provider failed.",
+}
+# Models the schema refers to by hand (the learn body, the error body of every route).
+EXTRA_SCHEMAS: tuple[type[BaseModel], ...] = (EpisodeIn, EpisodesIn, ErrorBody)
+
+
+def documented(model: Any, *, media_type: str | None = None) -> dict[str, Any]:
+    """Route keyword arguments: the 200 body ``model`` (a model, a union of models, or None with
+    a ``media_type``) and every error body.
+
+    The route still returns plain dicts; the schema is documentation, kept true by a test that
+    validates real answers against the models.
+    """
+    ok: dict[str, Any] = {"description": "Success."}
+    if model is not None:
+        ok["model"] = model
+    if media_type is not None:
+        ok["content"] = {media_type: {"schema": {"type": "string"}}}
+    # Errors are JSON even on routes whose success is HTML or JSON Lines.
+    error = {"application/json": {"schema": schema_ref(ErrorBody)}}
+    errors = {code: {"description": text, "content": error}
+              for code, text in ERROR_STATUSES.items()}
+    return {"response_model": None, "responses": {200: ok, **errors}}
+
+
+def schema_ref(model: type[BaseModel]) -> dict[str, str]:
+    """A ``$ref`` to ``model`` among the schema's components (see :data:`EXTRA_SCHEMAS`)."""
+    return {"$ref": f"#/components/schemas/{model.__name__}"}
+
+
+def install_docs(app: FastAPI) -> None:
+    """Serve ``/docs`` (Swagger UI, offline) and ``/openapi.json`` with the extra schemas.
+
+    Create ``app`` with ``docs_url=None, redoc_url=None`` so FastAPI's CDN page is not added.
+    """
+    require("server", "the REST server's /docs")
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount(ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+    app.openapi = _openapi_builder(app)  # type: ignore[method-assign]
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json", title=f"{app.title} API",
+            swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS}/favicon-32x32.png")
+
+
+def _openapi_builder(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    def build() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(title=app.title, version=app.version,
+                                 description=app.description, routes=app.routes)
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in EXTRA_SCHEMAS:
+                body = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(body.pop("$defs", {}))
+                components[model.__name__] = body
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    return build

@@ -20,6 +20,7 @@ generically field by field.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeAlias
@@ -148,6 +149,25 @@ class Episode:
     @property
     def outcome(self) -> Outcome:
         return Outcome.SUCCESS if self.success else Outcome.FAILURE
+
+    @classmethod
+    def from_messages(cls, messages: Iterable[Mapping[str, Any]], *, success: bool,
+                      task: str | None = None, env: str = "", score: float | None = None,
+                      meta: dict[str, Any] | None = None) -> Episode:
+        """An episode from an OpenAI-style chat transcript (assistant tool calls, tool results).
+
+        The task is the first user message unless ``task`` is given; each tool call is a step
+        whose observation is its tool result (the rules: :mod:`deltamem.transcripts`; a guide
+        with a coding and a web agent: docs/agents.md). ``env`` describes where the agent
+        worked: the environment tree's key.
+
+        Raises:
+            EpisodeError: no task, no step, or a message that is not an object.
+        """
+        from deltamem.transcripts import episode_from_messages  # pure; imports this module
+
+        return episode_from_messages(messages, success=success, task=task, env=env, score=score,
+                                     meta=meta)
 
 
 @dataclass(frozen=True, slots=True)

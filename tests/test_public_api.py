@@ -14,6 +14,22 @@ ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum"
                    "typing", "numpy", "deltamem"}
 
 
+PUBLIC = [
+    "AsyncClient", "AsyncDeltaMem", "BudgetExceeded", "Client", "ConfigError", "Consolidation",
+    "DeltaMem", "DeltaMemError", "Edit", "Embedder", "EmbedderMismatch", "Episode",
+    "EpisodeError", "Experience", "ExtractionError", "Extractor", "Knowledge", "LLM",
+    "LearnResult", "Lesson", "Node", "NodeKind", "NodeNotFound", "Outcome", "Patch",
+    "ProviderError", "Put", "Recall", "RemoteError", "SchemaError", "SetText", "Settings",
+    "Skill", "Splice", "Step", "Store", "StoreError", "Tree", "TreeRecall", "TreeWrite", "Usage",
+    "__version__", "apply", "compose", "diff",
+]
+
+
+def test_all_is_exactly_the_curated_surface():
+    """The public names are pinned: adding or dropping one is a decision made here."""
+    assert deltamem.__all__ == PUBLIC
+
+
 def test_all_is_sorted_and_importable():
     """__all__ is sorted and every name resolves."""
     names = [n for n in deltamem.__all__ if n != "__version__"]
@@ -37,9 +53,9 @@ def test_core_does_no_io():
 
 
 def test_import_is_light():
-    """`import deltamem` pulls in neither model runtimes nor database drivers."""
+    """`import deltamem` pulls in neither model runtimes, database drivers nor the HTTP client."""
     code = ("import sys, deltamem; heavy = {'llama_cpp', 'psycopg', 'torch', 'fastapi', "
-            "'scienceworld', 'tokenizers'} & set(sys.modules); print(sorted(heavy))")
+            "'scienceworld', 'tokenizers', 'httpx'} & set(sys.modules); print(sorted(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"

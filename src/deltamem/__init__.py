@@ -14,6 +14,7 @@ Everyday use::
 ``AsyncDeltaMem`` is the same facade for asyncio hosts; ``Client`` / ``AsyncClient`` talk to a
 ``deltamem serve`` server with the same vocabulary.
 
+The four extension points are protocols: ``Store``, ``Embedder``, ``LLM`` and ``Extractor``.
 Adapters live in documented submodules: ``deltamem.store.sqlite`` / ``.postgres``,
 ``deltamem.embed``, ``deltamem.llm``, ``deltamem.extract``; test doubles in ``deltamem.testing``.
 """
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltamem.aio import AsyncDeltaMem
 from deltamem.config import Settings
-from deltamem.core.delta import Patch, Put, SetText, Splice, apply, compose, diff
+from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, compose, diff
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -35,6 +36,7 @@ from deltamem.core.model import (
     Step,
     Tree,
 )
+from deltamem.embed.base import Embedder
 from deltamem.errors import (
     BudgetExceeded,
     ConfigError,
@@ -48,8 +50,11 @@ from deltamem.errors import (
     SchemaError,
     StoreError,
 )
+from deltamem.extract.base import Extractor
+from deltamem.llm.base import LLM
 from deltamem.memory import DeltaMem
 from deltamem.results import Consolidation, LearnResult, Recall, TreeRecall, TreeWrite
+from deltamem.store.base import Store
 from deltamem.usage import Usage
 
 if TYPE_CHECKING:
@@ -66,12 +71,16 @@ __all__ = [
     "Consolidation",
     "DeltaMem",
     "DeltaMemError",
+    "Edit",
+    "Embedder",
     "EmbedderMismatch",
     "Episode",
     "EpisodeError",
     "Experience",
     "ExtractionError",
+    "Extractor",
     "Knowledge",
+    "LLM",
     "LearnResult",
     "Lesson",
     "Node",
@@ -89,6 +98,7 @@ __all__ = [
     "Skill",
     "Splice",
     "Step",
+    "Store",
     "StoreError",
     "Tree",
     "TreeRecall",

@@ -1,5 +1,5 @@
 """CLI commands for serving and curating a memory: serve, mcp, worker, view, keys, skills, delete,
-forget.
+forget, hook.
 
 The main CLI adds them with ``register(app)``. Options mirror ``deltamem.cli`` (``--db``,
 ``--space``, ``--embedder``, ``--json``); library errors propagate to the main CLI's handler,
@@ -349,9 +349,42 @@ def skills_import(
         f"imported {len(done['imported'])} root(s), skipped {len(done['skipped'])} duplicate(s)"))
 
 
+def hook(
+    event: Annotated[str, typer.Argument(help="session-start, user-prompt or stop.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+) -> None:
+    """Run a Claude Code / Codex hook: read its JSON on stdin, print the JSON it reads back.
+
+    A failing hook prints one line and exits 1 (a warning in both clients): it never exits 2,
+    which would block the agent.
+    """
+    import json
+
+    from deltamem.integrations.claude_code import run_hook
+
+    try:
+        payload = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input must be a JSON object")
+        if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
+            local = Path(db.removeprefix("sqlite:")).expanduser()
+            local.parent.mkdir(parents=True, exist_ok=True)
+            db = str(local)
+        with open_memory(db, space, embedder) as mem:
+            out = run_hook(mem, event, payload)
+    except Exception as exc:  # a hook must not break the agent's session; say why, exit 1
+        typer.echo(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    if out:
+        typer.echo(json.dumps(out, ensure_ascii=False))
+
+
 def register(app: typer.Typer) -> None:
-    """Add serve, mcp, worker, view, delete, forget and the keys/skills groups to the CLI."""
-    for command in (serve, mcp, worker, view, delete, forget):
+    """Add serve, mcp, worker, view, delete, forget, hook and the keys/skills groups to the
+    CLI."""
+    for command in (serve, mcp, worker, view, delete, forget, hook):
         app.command()(command)
     app.add_typer(keys_app, name="keys")
     app.add_typer(skills_app, name="skills")

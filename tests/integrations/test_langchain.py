@@ -116,3 +116,30 @@ def test_memory_tools_recall_and_learn_through_a_tool_calling_agent(mem):
     results = [m.content for m in out["messages"] if m.type == "tool"]
     assert results[0] == "learned: task root, env root"
     assert "1. go to kitchen" in results[1] and "2. heat apple" in results[1]
+
+
+def test_a_thread_learns_each_run_as_its_own_episode(mem):
+    """With a checkpointer the thread keeps earlier runs; each run recalls and learns its own."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    mem.learn(make_episode(task="wash the plate", actions=("go to sink", "wash plate")))
+    model = RecordingFakeChatModel(messages=script([
+        AIMessage(content="", tool_calls=[{"id": "1", "name": "heat", "args": {"item": "apple"}}]),
+        AIMessage(content="Hot."),
+        AIMessage(content="", tool_calls=[{"id": "2", "name": "heat", "args": {"item": "plate"}}]),
+        AIMessage(content="Warm."),
+    ]), seen=[])
+    middleware = DeltaMemMiddleware(mem, env=ENV)
+    agent = create_agent(model, [heat], middleware=[middleware], checkpointer=InMemorySaver())
+    thread = {"configurable": {"thread_id": "t1"}}
+    agent.invoke({"messages": [{"role": "user", "content": "heat the apple"}]}, thread)
+    first = middleware.learned
+    agent.invoke({"messages": [{"role": "user", "content": "wash the plate"}]}, thread)
+    second = middleware.learned
+    assert first is not None and second is not None and first.episode_id != second.episode_id
+    episodes = {e.id: e for e in mem.store.episodes(mem.space)}
+    assert episodes[second.episode_id].task == "wash the plate"
+    assert [s["action"] for s in episodes[second.episode_id].steps] == [
+        "heat: plate", "reply: Warm."]
+    # The second run's model calls carried the skill recalled for its own request.
+    assert "1. go to sink" in model.seen[-1][0].text

@@ -207,3 +207,24 @@ def test_cli_mcp_command_serves_over_stdio(tmp_path: Path) -> None:
     names, stats = anyio.run(run)
     assert set(names) == TOOLS
     assert stats["episodes"] == 0 and stats["task"]["nodes"] == 0
+
+
+def test_each_http_session_scores_its_own_last_recall(http_server: str) -> None:
+    """record_outcome without ids uses the caller's own last recall, not another client's."""
+
+    async def run() -> tuple[str, bool]:
+        a: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
+        b: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
+        async with a as (ra, wa), ClientSession(ra, wa) as sa, b as (rb, wb), \
+                ClientSession(rb, wb) as sb:
+            await sa.initialize()
+            await sb.initialize()
+            await sa.call_tool("learn", {"task": "heat the apple", "steps": STEPS,
+                                         "success": True})
+            await sa.call_tool("recall", {"task": "heat the apple"})
+            other = await sb.call_tool("record_outcome", {"success": True})
+            own = await sa.call_tool("record_outcome", {"success": True})
+            return str(other.content[0].text), own.is_error
+
+    other, own_failed = anyio.run(run)
+    assert "call recall first" in other and not own_failed

@@ -6,10 +6,11 @@ the run, and tools for explicit recall and learn (``pip install 'deltamem[langch
 
     agent = create_agent(model, tools, middleware=[DeltaMemMiddleware(mem, env="my repo")])
 
-:class:`DeltaMemMiddleware` appends the recalled context for the run's first user message to the
+:class:`DeltaMemMiddleware` appends the recalled context for the run's user message to the
 system prompt of every model call (``wrap_model_call``), and after the run (``after_agent``)
-learns the transcript as one episode. The outcome is ``success(messages)``; by default a run
-succeeded when it ended in an answer and its last tool call did not fail.
+learns the run (the last user message and what followed) as one episode. The outcome is
+``success(messages)``; by default a run succeeded when it ended in an answer and its last tool
+call did not fail.
 """
 
 from __future__ import annotations
@@ -50,12 +51,19 @@ def finished_cleanly(messages: Sequence[AnyMessage]) -> bool:
     return not tools or tools[-1].status != "error"
 
 
-def first_request(messages: Sequence[AnyMessage]) -> str:
-    """The text of the first user message ("" when there is none)."""
-    for message in messages:
-        if isinstance(message, HumanMessage):
-            return message.text
-    return ""
+def current_turn(messages: Sequence[AnyMessage]) -> Sequence[AnyMessage]:
+    """The messages from the last user message on: this run's request and what followed (a
+    thread with a checkpointer holds earlier runs too)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], HumanMessage):
+            return messages[i:]
+    return []
+
+
+def request_text(messages: Sequence[AnyMessage]) -> str:
+    """The text of this run's user request ("" when there is none)."""
+    turn = current_turn(messages)
+    return turn[0].text if turn else ""
 
 
 class DeltaMemMiddleware(AgentMiddleware):
@@ -77,7 +85,7 @@ class DeltaMemMiddleware(AgentMiddleware):
         self.learned: LearnResult | None = None
 
     def _with_memory(self, request: ModelRequest) -> ModelRequest:
-        context = self.loop.context(first_request(request.messages))
+        context = self.loop.context(request_text(request.messages))
         if not context:
             return request
         prompt = with_context(request.system_prompt, context)
@@ -93,10 +101,10 @@ class DeltaMemMiddleware(AgentMiddleware):
         return await handler(self._with_memory(request))
 
     def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
-        messages = state["messages"]
-        if self.learns and first_request(messages):
-            self.learned = self.loop.learn(convert_to_openai_messages(messages),
-                                           success=self.success(messages))
+        turn = current_turn(state["messages"])
+        if self.learns and turn:
+            self.learned = self.loop.learn(convert_to_openai_messages(list(turn)),
+                                           success=self.success(turn))
         return None
 
     async def aafter_agent(self, state: AgentState,

@@ -9,7 +9,7 @@
     memory.learn(result, success=tests_pass())
 
 :meth:`DeltaMemAgents.input_filter` is a ``RunConfig.call_model_input_filter``: it appends the
-recalled context for the run's first user message to the instructions of each model call.
+recalled context for the run's user message to the instructions of each model call.
 :meth:`DeltaMemAgents.learn` turns ``result.to_input_list()`` (Responses API items) into one
 episode and learns it against that recall.
 """
@@ -33,12 +33,18 @@ from deltamem.results import LearnResult
 from deltamem.transcripts import content_text, messages_from_responses
 
 
-def first_request(items: list[Any]) -> str:
-    """The text of the first user item ("" when there is none)."""
-    for item in items:
-        if isinstance(item, Mapping) and item.get("role") == "user":
-            return content_text(item.get("content"))
-    return ""
+def current_turn(items: list[Any]) -> list[Any]:
+    """The items from the last user message on (a session's history holds earlier runs)."""
+    for i in range(len(items) - 1, -1, -1):
+        if isinstance(items[i], Mapping) and items[i].get("role") == "user":
+            return items[i:]
+    return []
+
+
+def request_text(items: list[Any]) -> str:
+    """The text of this run's user request ("" when there is none)."""
+    turn = current_turn(items)
+    return content_text(turn[0].get("content")) if turn else ""
 
 
 class DeltaMemAgents:
@@ -50,7 +56,7 @@ class DeltaMemAgents:
     def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: the instructions gain the recalled context."""
         items = list(data.model_data.input)
-        context = self.loop.context(first_request(items))
+        context = self.loop.context(request_text(items))
         instructions = with_context(data.model_data.instructions, context) if context else (
             data.model_data.instructions)
         return ModelInputData(input=items, instructions=instructions)
@@ -67,5 +73,5 @@ class DeltaMemAgents:
         (tests passed, the user accepted) when you have one.
         """
         outcome = bool(result.final_output) if success is None else success
-        items = [dict(item) for item in result.to_input_list() if isinstance(item, Mapping)]
+        items = current_turn(list(result.to_input_list()))
         return self.loop.learn(messages_from_responses(items), success=outcome, meta=meta)

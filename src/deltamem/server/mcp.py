@@ -11,11 +11,12 @@ reach the agent as tool errors carrying the library's message, which says what t
 from __future__ import annotations
 
 import functools
+from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal, ParamSpec
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
@@ -209,6 +210,15 @@ def _library_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResu
     return wrapper
 
 
+MAX_SESSIONS = 1_000  # last recalls kept, one per client session (oldest dropped first)
+
+
+def _client_key(ctx: Context | None) -> str:
+    """Which client a call comes from: its MCP session id over HTTP; stdio has one client."""
+    headers = ctx.headers if ctx is not None else None
+    return str(headers.get("mcp-session-id", "")) if headers else ""
+
+
 def _hint(*, read_only: bool, destructive: bool = False, idempotent: bool = False,
           title: str) -> ToolAnnotations:
     return ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
@@ -251,8 +261,16 @@ def build_server(mem: DeltaMem, *, name: str = "deltamem") -> MCPServer:
 
 
 def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
-    """recall, learn and record_outcome; the last recall is kept for the other two."""
-    last: dict[str, Recall] = {}
+    """recall, learn and record_outcome; each client session's last recall is kept for the
+    other two (one server over HTTP serves many sessions)."""
+    last: OrderedDict[str, Recall] = OrderedDict()
+
+    def remember(ctx: Context | None, recall: Recall) -> None:
+        key = _client_key(ctx)
+        last[key] = recall
+        last.move_to_end(key)
+        while len(last) > MAX_SESSIONS:
+            last.popitem(last=False)
 
     @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Recall experience"),
                  description=(
@@ -271,9 +289,10 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         top_k: Annotated[int, Field(ge=1, le=50, description="Candidates scored per tree.")] = 1,
         explain: Annotated[bool, Field(description=(
             "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         result = mem.recall(task, env, top_k=top_k)
-        last["recall"] = result
+        remember(ctx, result)
         data = result.to_dict()
         if explain:
             data["explain"] = result.explain()
@@ -301,6 +320,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         score: Annotated[float | None, Field(description="Optional reward or score.")] = None,
         meta: Annotated[dict[str, Any] | None, Field(
             description="Optional metadata kept with the nodes.")] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, LearnOut]:
         if (steps is None) == (messages is None):
             raise EpisodeError("give exactly one of `steps` or `messages`")
@@ -313,7 +333,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
                 "task": task, "env": env, "success": success, "score": score,
                 "steps": [s.model_dump(exclude_none=True) for s in steps or []],
                 "meta": meta or {}})
-        recalled = last.get("recall")
+        recalled = last.get(_client_key(ctx))
         data = mem.learn(episode, recalled).to_dict()
         text = (f"learned episode {data['episode']}: {_write_text('task', data['task'])}; "
                 f"{_write_text('env', data['env'])}{_consolidation_text(data['consolidated'])}")
@@ -331,8 +351,10 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         success: Annotated[bool, Field(description="Whether following the memory worked.")],
         node_ids: Annotated[list[str] | None, Field(max_length=50, description=(
             "Node ids to count; default: the nodes the last recall matched."))] = None,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, OutcomeOut]:
-        target: Recall | list[str] | None = node_ids if node_ids is not None else last.get("recall")
+        target: Recall | list[str] | None = (
+            node_ids if node_ids is not None else last.get(_client_key(ctx)))
         if target is None:
             raise ToolError("no recall to score yet: call recall first, or pass node_ids")
         record = mem.record_outcome(target, success)

@@ -136,7 +136,7 @@ class ShowOut(_Out):
     parent: str | None
     chain: list[str]
     experience: dict[str, Any]
-    patch: list[dict[str, Any]] | None
+    patch: list[Any] | None  # the patch ops in their JSON form (see core.delta)
     children: list[str]
     stats: dict[str, Any]
     meta: dict[str, Any]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -77,3 +78,65 @@ def cli_env(**extra: str) -> dict[str, str]:
     return {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
             "DELTAMEM_TAU_ENV": "0.6", "PYTHONUNBUFFERED": "1", "OPENBLAS_NUM_THREADS": "1",
             "OMP_NUM_THREADS": "1", **extra}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServeProcess:
+    """A real `deltamem serve` child process on a free loopback port; output goes to a file.
+
+    Use as a context manager: it waits for /readyz on start and terminates (then kills) the
+    process on exit, so a failing test leaves nothing running.
+    """
+
+    def __init__(self, db: str, log: Path, *args: str, **env: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        self.command = [*CLI, "serve", "--db", db, "--port", str(self.port), *args]
+        self.env = cli_env(**env)
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> ServeProcess:
+        with self.log.open("wb") as out:
+            self.proc = subprocess.Popen(self.command, env=self.env, stdout=out,
+                                         stderr=subprocess.STDOUT)
+        self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited ({self.proc.returncode}):\n{self.output()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=5).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server not ready after {timeout} s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, then wait (SIGKILL after ``timeout``); the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.stop()

@@ -157,9 +157,7 @@ def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
     if keys is not None:
         route = request.scope.get("route")
         scope = ROUTE_SCOPES.get(getattr(route, "name", ""), "admin")
-        key = _authorise(keys, credentials, space, scope)
-        request.state.key_id = key.id  # for the access log (the id, never the secret)
-        _limit(request, key)
+        _limit(request, _authorise(request, keys, credentials, space, scope))
     pool: SpacePool = request.app.state.pool
     return pool.get(space)
 
@@ -167,8 +165,9 @@ def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
 Mem = Annotated[DeltaMem, Depends(memory)]
 
 
-def _authorise(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None,
-               space: str, scope: str) -> ApiKey:
+def _authorise(request: Request, keys: KeyStore,
+               credentials: HTTPAuthorizationCredentials | None, space: str,
+               scope: str) -> ApiKey:
     challenge = {"WWW-Authenticate": "Bearer"}
     if credentials is None:
         raise ApiError(401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'",
@@ -176,6 +175,7 @@ def _authorise(keys: KeyStore, credentials: HTTPAuthorizationCredentials | None,
     key = keys.verify(credentials.credentials)
     if key is None:
         raise ApiError(401, "Unauthorized", "invalid or revoked API key", headers=challenge)
+    request.state.key_id = key.id  # for the access log (the id, never the secret)
     if not key.covers(space):
         raise ApiError(403, "Forbidden", f"this API key is not allowed on space {space!r}")
     if not key.allows(space, scope):

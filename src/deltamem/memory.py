@@ -49,6 +49,7 @@ from deltamem.results import (
 )
 from deltamem.store import open_store
 from deltamem.store.base import EpisodeRecord, Store, Vector
+from deltamem.telemetry import memory_span
 from deltamem.usage import Usage
 
 TREES = (Tree.TASK, Tree.ENV)
@@ -116,6 +117,10 @@ class DeltaMem:
         self.store.close()
 
     # -- read path ------------------------------------------------------------------------
+    @memory_span("search_memory", lambda r: {
+        "deltamem.task.matched": r.task.matched, "deltamem.env.matched": r.env.matched,
+        "deltamem.task.node": r.task.chain[-1].id if r.task.matched else "",
+        "deltamem.env.node": r.env.chain[-1].id if r.env.matched else ""})
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None) -> Recall:
         """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
 
@@ -162,6 +167,9 @@ class DeltaMem:
         return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)
 
     # -- write path -----------------------------------------------------------------------
+    @memory_span("upsert_memory", lambda r: {
+        "gen_ai.memory.record.id": r.episode_id, "deltamem.task.action": r.task.action.value,
+        "deltamem.env.action": r.env.action.value, "deltamem.consolidated": len(r.consolidated)})
     def learn(self, episode: Episode, recall: Recall | None = None) -> LearnResult:
         """Learn one finished episode; atomic (all of it is stored, or none of it).
 

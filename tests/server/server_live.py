@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -9,7 +10,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -140,3 +143,50 @@ class ServeProcess:
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
             self.stop()
+
+
+class SlowModel:
+    """An OpenAI-compatible endpoint on loopback that answers every call after ``delay`` seconds
+    (a test double standing in for a real model). It fills the requested JSON schema with
+    fixed content: a skill of one step, scene knowledge of one fact, else ``{}``."""
+
+    def __init__(self, delay: float):
+        self.calls = 0
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+                request = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+                owner.calls += 1
+                time.sleep(delay)
+                schema = request.get("response_format", {}).get("json_schema", {})
+                fields = set(schema.get("schema", {}).get("properties", {}))
+                answer: dict[str, Any] = {}
+                if {"activation", "steps"} <= fields:
+                    answer = {"activation": "a task", "steps": ["go to kitchen"],
+                              "termination": ""}
+                elif {"trigger", "facts"} <= fields:
+                    answer = {"trigger": "a kitchen", "facts": ["there is a fridge"]}
+                body = json.dumps({"choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": json.dumps(answer)}}],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 5}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self) -> SlowModel:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

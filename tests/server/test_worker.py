@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import json
 import subprocess
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from server_live import CLI, ServerThread, cli_env, make_keys
+from server_live import CLI, ServerThread, SlowModel, cli_env, make_keys
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.trace import TraceExtractor
@@ -111,55 +109,15 @@ def test_a_worker_skips_a_space_whose_lease_is_held(db: str) -> None:
     assert len(consolidated_sources(db, "b")) == 2
 
 
-class SlowCompiler:
-    """An OpenAI-compatible endpoint on loopback that answers every call slowly (a test double
-    standing in for a real model); its answers do not validate, so compiles fall back to the
-    exact composition and say so."""
-
-    def __init__(self, delay: float):
-        self.calls = 0
-        owner = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
-                self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                owner.calls += 1
-                time.sleep(delay)
-                body = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
-                                                "message": {"role": "assistant",
-                                                            "content": "{}"}}],
-                                   "usage": {"prompt_tokens": 5, "completion_tokens": 1}})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body.encode())
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self) -> SlowCompiler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
 @pytest.fixture
-def slow_compiler() -> Iterator[SlowCompiler]:
-    with SlowCompiler(delay=0.3) as server:
+def slow_compiler() -> Iterator[SlowModel]:
+    with SlowModel(delay=0.3) as server:
         yield server
 
 
 @pytest.mark.postgres
 def test_three_workers_at_once_compile_each_chain_exactly_once(
-        pg_url: str, slow_compiler: SlowCompiler) -> None:  # noqa: F811 - fixture
+        pg_url: str, slow_compiler: SlowModel) -> None:  # noqa: F811 - fixture
     """Three worker processes with the LLM compiler over one PostgreSQL and three spaces: per
     space one worker consolidates (others skip or find nothing left), every due chain is
     compiled once, through the model endpoint."""

@@ -54,18 +54,24 @@ class Worker:
     """Consolidates the due chains of a store's spaces.
 
     Args:
-        store: the shared store (its ``spaces()`` are the work list).
+        store: the shared store (its ``spaces()`` are the work list), or a function giving it
+            (a server's worker starts before its database may answer).
         memory_for: the memory of one space (built with the extractor that compiles).
         spaces: only these spaces (default: every space of the store, at each pass).
         dry_run: report what would be compiled; write nothing.
     """
 
-    def __init__(self, store: Store, memory_for: Callable[[str], DeltaMem], *,
-                 spaces: Sequence[str] | None = None, dry_run: bool = False):
-        self.store = store
+    def __init__(self, store: Store | Callable[[], Store], memory_for: Callable[[str], DeltaMem],
+                 *, spaces: Sequence[str] | None = None, dry_run: bool = False):
+        self._store = store
         self.memory_for = memory_for
         self.spaces = list(spaces) if spaces else None
         self.dry_run = dry_run
+
+    @property
+    def store(self) -> Store:
+        source = self._store
+        return source() if callable(source) else source
 
     def run_once(self, stop: threading.Event | None = None) -> list[SpacePass]:
         """One pass over the spaces (stops between spaces once ``stop`` is set)."""

@@ -56,7 +56,7 @@ def learn(db: Path, n: int = 1) -> DeltaMem:
 def test_register_adds_every_command(app: typer.Typer) -> None:
     """serve, mcp, view, delete, forget and the keys/skills groups are registered."""
     result = runner.invoke(app, ["--help"])
-    for name in ("serve", "mcp", "view", "delete", "forget", "keys", "skills"):
+    for name in ("serve", "mcp", "worker", "view", "delete", "forget", "keys", "skills"):
         assert name in result.stdout
 
 

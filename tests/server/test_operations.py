@@ -3,6 +3,7 @@ in-flight requests finish without writing anything by halves."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import socket
 import threading
@@ -68,10 +69,8 @@ class Cable:
             pass
         finally:
             for s in (src, dst):
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
 
     def cut(self) -> None:
         assert self._listener is not None
@@ -79,10 +78,8 @@ class Cable:
         self._listener.close()
         with self._lock:
             for s in self._open:
-                try:
+                with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
                 s.close()
             self._open.clear()
 

@@ -9,6 +9,7 @@ compiler is used when configured (an OpenAI-compatible endpoint on loopback).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import time
 from collections import Counter
@@ -184,3 +185,22 @@ def test_worker_reports_a_space_it_cannot_open_and_goes_on(tmp_path: Path) -> No
     assert by_space["other"].status == "error" and "EmbedderMismatch" in str(
         by_space["other"].error)
     assert by_space["good"].status == "consolidated"
+
+
+def test_a_looping_worker_reports_each_pass_and_stops_on_sigterm(tmp_path: Path) -> None:
+    """`deltamem worker --interval` passes until SIGTERM, then exits 0 (no pass cut short)."""
+    db = f"sqlite:{tmp_path / 'loop.db'}"
+    make_due(db)
+    proc = subprocess.Popen([*CLI, "worker", "--db", db, "--interval", "0.2", "--json"],
+                            env=cli_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None
+        first = json.loads(proc.stdout.readline())
+        second = json.loads(proc.stdout.readline())
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+    assert first["spaces"][0]["status"] == "consolidated"
+    assert second["spaces"][0]["status"] == "idle"

@@ -118,7 +118,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         background = None
         if consolidate_every is not None:
-            background = BackgroundWorker(Worker(pool.store, pool.get), consolidate_every)
+            background = BackgroundWorker(Worker(lambda: pool.store, pool.get),
+                                          consolidate_every)
             background.start()
         yield
         # uvicorn has let in-flight requests finish; a pass stops after its current space.

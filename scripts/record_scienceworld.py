@@ -11,15 +11,23 @@ gold path::
 Observations are kept verbatim. A gold path that does not win aborts the recording (exit 1)
 rather than writing a mislabelled episode. Re-recording is not byte-identical: for some tasks
 (e.g. find-living-thing) the engine's gold path picks one of several valid targets at random.
+An ``--out`` path ending in ``.gz`` is written gzip-compressed.
 
 Usage::
 
-    .venv/bin/python scripts/record_scienceworld.py --out tests/fixtures/scienceworld_gold.jsonl
+    # the calibration fixture (6 tasks x 4 train + 2 test variations)
+    .venv/bin/python scripts/record_scienceworld.py --out tests/fixtures/scienceworld_gold.jsonl \
+        --tasks find-living-thing find-plant lifespan-longest-lived power-component \
+        test-conductivity chemistry-mix --train 4 --test 2
+    # the recall-quality fixture (12 tasks x 8 train + 2 test variations)
+    .venv/bin/python scripts/record_scienceworld.py \
+        --out tests/fixtures/scienceworld_gold_12x10.jsonl.gz
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import sys
 import time
@@ -30,8 +38,11 @@ from deltamem_bench.envs.base import EpisodeSpec
 from deltamem_bench.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
 
 # Short gold paths (<= 30 actions) with compact observations keep the fixture small.
-DEFAULT_TASKS = ("find-living-thing", "find-plant", "lifespan-longest-lived", "power-component",
-                 "test-conductivity", "chemistry-mix")
+DEFAULT_TASKS = ("find-living-thing", "find-plant", "find-animal", "find-non-living-thing",
+                 "lifespan-longest-lived", "lifespan-shortest-lived",
+                 "lifespan-longest-lived-then-shortest-lived", "power-component",
+                 "power-component-renewable-vs-nonrenewable-energy", "test-conductivity",
+                 "chemistry-mix", "chemistry-mix-paint-secondary-color")
 
 
 def record_episode(env: ScienceWorldEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
@@ -59,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS))
-    parser.add_argument("--train", type=int, default=4, help="train variations per task")
+    parser.add_argument("--train", type=int, default=8, help="train variations per task")
     parser.add_argument("--test", type=int, default=2, help="test variations per task")
     args = parser.parse_args(argv)
 
@@ -84,7 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         env.close()
         shutdown_jvm()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    # mtime=0: the same episodes give the same bytes
+    args.out.write_bytes(gzip.compress(data, mtime=0) if args.out.suffix == ".gz" else data)
     print(f"wrote {len(lines)} episodes, {args.out.stat().st_size} bytes, to {args.out}",
           file=sys.stderr)
     return 0

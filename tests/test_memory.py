@@ -46,7 +46,11 @@ def test_failure_is_a_penalised_lesson(mem):
     failed = mem.learn(make_episode(task="heat the apple", actions=("look",), success=False))
     node = mem.get(failed.task.node)
     assert node.outcome == "failure"
-    assert mem.experience(node.id) == Lesson("heat the apple", ("look",))
+    # The failing step keeps its reply; what the matched skill did and this attempt did not is
+    # recorded as untried.
+    assert mem.experience(node.id) == Lesson(
+        "heat the apple", ('look (step 1) -> "You look."',),
+        untried=("go to kitchen", "take apple", "heat apple"))
     recall = mem.recall("heat the apple", "")
     # The success root wins over the failure: equal similarity, but the failure is penalised.
     assert recall.task.node.outcome == "success"
@@ -63,7 +67,9 @@ def test_failure_match_renders_warning_not_steps(tmp_path):
         assert recall.task.matched and recall.task.node.outcome == "failure"
         assert "FAILED" in recall.context and "1. look" not in recall.context
         assert recall.to_dict()["task"]["skill"] is None
-        assert recall.to_dict()["task"]["lesson"]["failed"] == ["look", "go north"]
+        lesson = recall.to_dict()["task"]["lesson"]
+        assert lesson["failed"] == ['go north (step 2) -> "You go north."']
+        assert lesson["worked"] == ["look"]
 
 
 def test_unrelated_task_does_not_match(mem):
@@ -123,10 +129,13 @@ def test_every_node_composes_to_the_experience_that_wrote_it(mem):
                 [("a", "b"), ("a", "c", "b"), ("a",), ("a", "b", "d"), ("x", "y")]]
     episodes.append(make_episode(actions=("a",), success=False))
     for ep in episodes:
+        seen = mem.recall(ep.task, ep.env).task.experience
         result = mem.learn(ep)
         if result.task.action != "dedup":
-            expected = extractor.skill(ep) if ep.success else extractor.lesson(ep)
-            assert mem.experience(result.task.node) == expected
+            assert mem.experience(result.task.node) == result.task.experience
+            # a lesson also lists the matched skill's steps the episode never played
+            assert result.task.experience == (extractor.skill(ep) if ep.success
+                                              else extractor.lesson(ep, seen))
         if result.env.action != "dedup":
             assert mem.experience(result.env.node) == result.env.experience
             assert set(extractor.knowledge(ep).facts) <= set(result.env.experience.facts)
@@ -186,5 +195,4 @@ def test_show_reports_chain_patch_and_counters(mem):
                           "patch", "stats"}
     assert shown["kind"] == "delta" and len(shown["chain"]) == 2
     assert shown["experience"]["steps"] == list(LONGER)
-    assert shown["patch"] == [{"op": "splice", "field": "steps", "start": 1, "stop": 1,
-                               "items": ["open microwave"]}]
+    assert shown["patch"] == [["splice", "steps", 1, 1, ["open microwave"]]]

@@ -2,10 +2,28 @@
 
 from __future__ import annotations
 
-from deltamem.core.model import Knowledge, Lesson, Skill, Tree
+from deltamem.core.knowledge import contradictions
+from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Step, Tree
 from deltamem.extract.base import ExtractRequest
 from deltamem.extract.trace import TraceExtractor
 from helpers import make_episode
+
+# Real TextWorldExpress coin observations (seed 0 of the train fold).
+TWX_KITCHEN = (
+    "You are in the kitchen. In one part of the room you see a stove. There is also an oven. You "
+    "also see a fridge that is closed. In another part of the room you see a counter, that has "
+    "nothing on it. \nTo the North you see a closed wood door. To the East you see a closed "
+    "frosted-glass door. To the West you see the corridor. ")
+TWX_CORRIDOR = (
+    "You are in the corridor. In one part of the room you see a key holder, that has nothing on "
+    "it. There is also a shoe cabinet that is closed. \nTo the North you see a closed wood door. "
+    "To the East you see the kitchen. To the West you see a closed patio door. ")
+DEPLOY = Episode(
+    task="deploy the web service to production", env="a CI runner with docker and kubectl",
+    success=False,
+    steps=(Step("build docker image", "Successfully built 3f2a1b9c"),
+           Step("kubectl apply -f k8s/prod",
+                "error: forbidden, production requires an approved change ticket")))
 
 
 def test_success_becomes_skill_with_verbatim_actions():
@@ -15,25 +33,114 @@ def test_success_becomes_skill_with_verbatim_actions():
     assert got == Skill("heat the apple", ("open door", "go to kitchen"), "You go to kitchen.")
 
 
-def test_failure_becomes_lesson():
-    """A failed episode records what was tried."""
-    ep = make_episode(actions=("look",), success=False)
-    assert TraceExtractor().extract(ExtractRequest(ep, Tree.TASK)).experience == \
-        Lesson("heat the apple", ("look",))
+def test_look_around_loop_is_not_copied_into_the_skill():
+    """Bad case: six `look around` with the same answer became a six-step skill."""
+    look = Step("look around", TWX_KITCHEN)
+    ep = Episode(task="find the coin", env=TWX_KITCHEN, success=True,
+                 steps=(look,) * 6 + (Step("dance", "I don't understand that."),
+                                      Step("move west", TWX_CORRIDOR), look,
+                                      Step("take coin", "You take the coin.")))
+    skill = TraceExtractor().skill(ep)
+    # Repeats of the step just kept and rejected actions go; a later look (after a move) stays.
+    assert skill.steps == ("look around", "move west", "look around", "take coin")
 
 
-def test_knowledge_drops_uninformative_observations_and_duplicates():
-    """Facts keep informative observations once, in order, whatever the outcome."""
-    ep = make_episode(
-        env="This room is called the kitchen. In it, you see a fridge.",
-        actions=("look", "dance", "look", "open fridge"),
-        observations=("A fridge.", "No known action matches that input.", "A fridge.",
-                      "The fridge is now open."),
-        success=False,
+def test_failure_lesson_keeps_the_error_and_what_worked():
+    """Bad case: the error text was dropped and a step that worked was flagged as failed."""
+    lesson = TraceExtractor().extract(ExtractRequest(DEPLOY, Tree.TASK)).experience
+    assert lesson == Lesson(
+        situation="deploy the web service to production",
+        failed=('kubectl apply -f k8s/prod (step 2) -> "error: forbidden, production requires an '
+                'approved change ticket"',),
+        worked=("build docker image",))
+
+
+def test_failure_lesson_says_what_the_matched_skill_did_that_was_not_tried():
+    """Untried = the matched skill's steps this attempt never played."""
+    skill = Skill("deploy", ("build docker image", "open change ticket",
+                             "kubectl apply -f k8s/prod"))
+    lesson = TraceExtractor().extract(ExtractRequest(DEPLOY, Tree.TASK, matched=skill)).experience
+    assert isinstance(lesson, Lesson) and lesson.untried == ("open change ticket",)
+
+
+def test_failure_without_an_error_blames_the_last_step():
+    """When no reply reads as an error, the episode stopped at its last step."""
+    ep = make_episode(actions=("look", "go north"), success=False)
+    lesson = TraceExtractor().lesson(ep)
+    assert lesson.failed == ('go north (step 2) -> "You go north."',)
+    assert lesson.worked == ("look",)
+
+
+def test_knowledge_is_statements_about_the_scene_not_a_transcript():
+    """Bad case: facts were `look around: ...` lines; now they say what is where."""
+    ep = Episode(task="find the coin", env=TWX_KITCHEN, success=False, steps=(
+        Step("look around", TWX_KITCHEN), Step("look around", TWX_KITCHEN),
+        Step("open door to north", "You open the wood door, revealing the laundry room. "),
+        Step("dance", "I don't understand that."),
+        Step("move west", TWX_CORRIDOR)))
+    facts = TraceExtractor().knowledge(ep).facts
+    assert facts == (
+        "In the kitchen: a stove; an oven; a fridge (closed); a counter (nothing on it)",
+        "North of the kitchen: the laundry room (through the wood door)",
+        "East of the kitchen: a closed frosted-glass door",
+        "West of the kitchen: the corridor",
+        "In the corridor: a key holder (nothing on it); a shoe cabinet (closed)",
+        "North of the corridor: a closed wood door",
+        "East of the corridor: the kitchen",
+        "West of the corridor: a closed patio door",
     )
-    got = TraceExtractor().extract(ExtractRequest(ep, Tree.ENV)).experience
-    assert got == Knowledge("This room is called the kitchen.",
-                            ("look: A fridge.", "open fridge: The fridge is now open."))
+    assert not any(f.startswith("look around") for f in facts)
+    assert contradictions(facts) == []
+
+
+def test_scienceworld_room_description_gives_contents_and_doors():
+    """ScienceWorld's tab-indented listing: contents in one fact, one fact per door."""
+    hallway = ("This room is called the hallway. In it, you see: \n\tthe agent\n\ta substance "
+               "called air\n\ta picture\nYou also see:\n\tA door to the art studio (that is open)"
+               "\n\tA door to the kitchen (that is closed)")
+    ep = Episode(task="t", env=hallway, steps=(
+        Step("look around", hallway), Step("go to kitchen", "You move to the kitchen."),
+        Step("pick up thermometer", "You move the thermometer to the inventory."),
+        Step("move metal pot to sink", "You move the metal pot to the sink."),
+        Step("activate sink", "The sink is now activated.")))
+    assert TraceExtractor().knowledge(ep).facts == (
+        "In the hallway: a substance called air; a picture",
+        "Door from the hallway to the art studio: open",
+        "Door from the hallway to the kitchen: closed",
+        "metal pot: in the sink",
+        "activate sink in the kitchen: The sink is now activated.",
+    )
+
+
+def test_known_facts_are_superseded_in_place_not_contradicted():
+    """Bad case: one block held "To the West you see the pantry" and "To the North ..."."""
+    known = Knowledge("You are in the kitchen.", (
+        "In the kitchen: a stove; a coin", "West of the kitchen: the pantry",
+        "North of the kitchen: a closed wood door"))
+    ep = Episode(task="t", env=TWX_KITCHEN, steps=(
+        Step("open door to north", "You open the wood door, revealing the pantry. "),))
+    merged = TraceExtractor().knowledge(ep, known)
+    assert merged.facts == ("In the kitchen: a stove; a coin", "West of the kitchen: the pantry",
+                            "North of the kitchen: the pantry (through the wood door)")
+    assert contradictions(merged.facts) == []
+
+
+def test_knowledge_accumulates_on_a_known_scene():
+    """Matched knowledge keeps its facts and gains the new ones (the residual is the new ones)."""
+    known = Knowledge("old", ("look in the kitchen: a fridge.", "open drawer: it is empty."))
+    ep = make_episode(actions=("open fridge",), observations=("The fridge is now open.",))
+    got = TraceExtractor().extract(ExtractRequest(ep, Tree.ENV, matched=known))
+    assert got.experience.facts == ("look in the kitchen: a fridge.", "open drawer: it is empty.",
+                                    "open fridge: The fridge is now open.")
+    assert got.standalone == TraceExtractor().knowledge(ep)
+
+
+def test_knowledge_cap_forgets_oldest_unseen_facts():
+    """Over the cap, facts the episode saw again survive; the oldest others go."""
+    known = Knowledge("old", ("a: 1.", "b: 2.", "c: 3."))
+    ep = make_episode(actions=("a", "d"), observations=("1.", "4."))
+    got = TraceExtractor(max_facts=3).knowledge(ep, known)
+    assert got.facts == ("a: 1.", "c: 3.", "d: 4.")
 
 
 def test_long_text_is_capped():
@@ -41,23 +148,3 @@ def test_long_text_is_capped():
     ep = make_episode(actions=("look",), observations=("x" * 5000,))
     knowledge = TraceExtractor(max_chars=100).knowledge(ep)
     assert len(knowledge.facts[0]) <= 110
-
-
-def test_knowledge_accumulates_on_a_known_scene():
-    """Matched knowledge keeps its facts and gains the new ones (the residual is the new ones)."""
-    known = Knowledge("old", ("look: a fridge.", "look: a table."))
-    ep = make_episode(actions=("look", "open fridge"),
-                      observations=("A table.", "The fridge is now open."))
-    request = ExtractRequest(ep, Tree.ENV, matched=known)
-    got = TraceExtractor().extract(request)
-    assert got.experience.facts == ("look: a fridge.", "look: a table.", "look: A table.",
-                                    "open fridge: The fridge is now open.")
-    assert got.standalone == TraceExtractor().knowledge(ep)
-
-
-def test_knowledge_cap_forgets_oldest_unseen_facts():
-    """Over the cap, facts the episode saw again survive; the oldest others go."""
-    known = Knowledge("old", ("a: 1.", "a: 2.", "a: 3."))
-    ep = make_episode(actions=("a", "a"), observations=("1.", "4."))
-    got = TraceExtractor(max_facts=3).knowledge(ep, known)
-    assert got.facts == ("a: 1.", "a: 3.", "a: 4.")

@@ -50,6 +50,9 @@ class RecallRequest(BaseModel):
     env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
     top_k: int | None = Field(None, ge=1, le=100, description="Candidates reported per tree.")
     explain: bool = Field(False, description="Add every scoring term per candidate.")
+    budget_tokens: int | None = Field(
+        None, ge=0, le=1_000_000,
+        description="Cap the context at this many tokens (most useful parts first).")
 
 
 class StepIn(BaseModel):
@@ -107,7 +110,8 @@ class KnowledgeOut(Model):
 
 class LessonOut(Model):
     situation: str
-    failed: list[str]
+    failed: list[str] = Field(description="Each failed step with the reply that showed it.")
+    worked: list[str] = Field(description="Steps of the failed attempt that worked.")
     untried: list[str]
 
 
@@ -165,6 +169,7 @@ class RecallOut(Model):
     task: TaskRecallOut
     env: EnvRecallOut
     context: str = Field(description="The text to put in the agent's prompt ('' if nothing).")
+    context_tokens: int = Field(description="Length of the context (deltamem's token estimate).")
     usage: UsageOut
     explain: ExplainOut | None = Field(None, description="Only with explain=true.")
 
@@ -246,7 +251,8 @@ class ShowOut(Model):
     parent: str | None
     chain: list[str] = Field(description="Node ids, root first.")
     experience: Experience = Field(description="The composed experience of the chain.")
-    patch: list[dict[str, Any]] | None = Field(description="A delta's own patch operations.")
+    patch: list[list[Any]] | None = Field(
+        description='A delta\'s own patch operations, e.g. ["splice", "steps", 1, 1, ["x"]].')
     children: list[str]
     stats: NodeStatsOut
     meta: dict[str, Any]

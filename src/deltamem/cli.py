@@ -169,6 +169,8 @@ def recall(
     space: SpaceOpt = "default",
     top_k: Annotated[int, typer.Option(help="Candidates to report per tree.")] = 1,
     explain: Annotated[bool, typer.Option(help="Add every scoring term.")] = False,
+    budget_tokens: Annotated[int | None, typer.Option(
+        help="Cap the context at this many tokens (most useful parts first).")] = None,
     embedder: EmbedOpt = None,
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
@@ -178,7 +180,7 @@ def recall(
     """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
     with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
                      penalty=penalty) as mem:
-        result = mem.recall(task, env, top_k=top_k)
+        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
     data = result.to_dict()
     if explain:
         data["explain"] = result.explain()

@@ -60,10 +60,13 @@ class _Base:
         return f"/v1/spaces/{self.space}{suffix}"
 
     # -- the calls --------------------------------------------------------------------------
-    def _recall(self, task: str, env: str, top_k: int | None, explain: bool) -> _Call:
+    def _recall(self, task: str, env: str, top_k: int | None, explain: bool,
+                budget_tokens: int | None) -> _Call:
         body: dict[str, Any] = {"task": task, "env": env, "explain": explain}
         if top_k is not None:
             body["top_k"] = top_k
+        if budget_tokens is not None:
+            body["budget_tokens"] = budget_tokens
         return _Call("POST", self._path("/recall"), api.RecallOut, json=body)
 
     def _learn(self, episode: EpisodeLike) -> _Call:
@@ -153,9 +156,9 @@ class Client(_Base):
         return result
 
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
-               explain: bool = False) -> api.RecallOut:
+               explain: bool = False, budget_tokens: int | None = None) -> api.RecallOut:
         """Recall the skill for ``task`` and the knowledge for ``env`` (see DeltaMem.recall)."""
-        return self._send(self._recall(task, env, top_k, explain), api.RecallOut)
+        return self._send(self._recall(task, env, top_k, explain, budget_tokens), api.RecallOut)
 
     def learn(self, episode: EpisodeLike) -> api.LearnOut:
         """Learn one finished episode (an :class:`Episode` or its JSON form)."""
@@ -239,9 +242,10 @@ class AsyncClient(_Base):
         return result
 
     async def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
-                     explain: bool = False) -> api.RecallOut:
+                     explain: bool = False, budget_tokens: int | None = None) -> api.RecallOut:
         """See :meth:`Client.recall`."""
-        return await self._send(self._recall(task, env, top_k, explain), api.RecallOut)
+        return await self._send(self._recall(task, env, top_k, explain, budget_tokens),
+                                api.RecallOut)
 
     async def learn(self, episode: EpisodeLike) -> api.LearnOut:
         """See :meth:`Client.learn`."""

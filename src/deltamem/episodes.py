@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, cast
 
 from deltamem.core.model import Episode, Step
 from deltamem.errors import EpisodeError
@@ -112,31 +113,49 @@ def episode_to_dict(episode: Episode) -> dict[str, Any]:
 def read_episodes(path: str | Path) -> Iterator[tuple[int, Episode | EpisodeError]]:
     """Yield ``(line_number, episode or error)`` for every non-blank line of a JSONL file.
 
-    Errors are yielded, not raised, so a caller can decide whether one bad line stops the file.
-    Raises ``EpisodeError`` only when the file cannot be read at all.
+    A path ending in ``.gz`` is read gzip-compressed. Errors are yielded, not raised, so a caller
+    can decide whether one bad line stops the file. Raises ``EpisodeError`` only when the file
+    cannot be read at all.
     """
     p = Path(path)
     try:
-        handle = p.open("rb")
+        handle = _open(p)
     except OSError as exc:
         raise EpisodeError(f"cannot read episodes: {exc.strerror or exc}", where=str(p)) from exc
     with handle:
-        for lineno, raw in enumerate(handle, 1):
-            where = f"{p}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                yield lineno, EpisodeError("line is not valid UTF-8", where=where)
-                continue
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield lineno, EpisodeError(f"invalid JSON ({exc.msg} at column {exc.colno})",
-                                           where=where)
-                continue
-            try:
-                yield lineno, episode_from_dict(data, where=where)
-            except EpisodeError as exc:
-                yield lineno, exc
+        yield from _parse_lines(p, _lines(p, handle))
+
+
+def _open(p: Path) -> IO[bytes]:
+    if p.suffix == ".gz":
+        return cast(IO[bytes], gzip.open(p, "rb"))  # noqa: SIM115 - the caller closes it
+    return p.open("rb")
+
+
+def _lines(p: Path, handle: IO[bytes]) -> Iterator[bytes]:
+    try:
+        yield from handle
+    except (OSError, EOFError) as exc:  # a damaged or cut-off .gz file
+        raise EpisodeError(f"cannot read episodes: {exc}", where=str(p)) from exc
+
+
+def _parse_lines(p: Path, lines: Iterator[bytes]) -> Iterator[tuple[int, Episode | EpisodeError]]:
+    for lineno, raw in enumerate(lines, 1):
+        where = f"{p}:{lineno}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            yield lineno, EpisodeError("line is not valid UTF-8", where=where)
+            continue
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield lineno, EpisodeError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                                       where=where)
+            continue
+        try:
+            yield lineno, episode_from_dict(data, where=where)
+        except EpisodeError as exc:
+            yield lineno, exc

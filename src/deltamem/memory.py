@@ -19,7 +19,7 @@ import numpy as np
 
 from deltamem import reports, transfer
 from deltamem.config import Settings
-from deltamem.core.delta import patch_chars
+from deltamem.core.knowledge import latest_first, layout_signature
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -29,11 +29,18 @@ from deltamem.core.model import (
     Tree,
     experience_chars,
 )
-from deltamem.core.render import Style, render_context
-from deltamem.core.tree import Action, Placement, compose_chain, due_for_consolidation, place
+from deltamem.core.render import Style, estimate_tokens, render_context
+from deltamem.core.tree import (
+    Action,
+    Placement,
+    choose_placement,
+    compose_chain,
+    due_for_consolidation,
+    growth_chain,
+)
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_to_dict
-from deltamem.errors import NodeNotFound, StoreError
+from deltamem.errors import ConfigError, NodeNotFound, StoreError
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import (
@@ -48,13 +55,14 @@ from deltamem.results import (
     node_row,
 )
 from deltamem.store import open_store
-from deltamem.store.base import EpisodeRecord, Store, Vector
+from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.telemetry import memory_span
 from deltamem.usage import Usage
 
 TREES = (Tree.TASK, Tree.ENV)
-# How many exactly tied candidates a writer compares (see DeltaMem._placement).
-TIE_POOL = 32
+# How many candidates a writer compares (see DeltaMem._placement), and how many exact ties
+# the dedup-before-the-model check looks through.
+POOL = 32
 
 
 class DeltaMem:
@@ -121,12 +129,18 @@ class DeltaMem:
         "deltamem.task.matched": r.task.matched, "deltamem.env.matched": r.env.matched,
         "deltamem.task.node": r.task.chain[-1].id if r.task.matched else "",
         "deltamem.env.node": r.env.chain[-1].id if r.env.matched else ""})
-    def recall(self, task: str = "", env: str = "", *, top_k: int | None = None) -> Recall:
+    def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
+               budget_tokens: int | None = None) -> Recall:
         """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
 
-        Per tree: score every node ``cos - penalty*[failure]``, take the best, accept it when it
-        clears the tree's threshold, and compose its chain root -> match.
+        Per tree: score every node ``cos - penalty*[failure]``, take the best (in the environment
+        tree: the best whose scene has the same layout, see ``core.knowledge``), accept it when it
+        clears the tree's threshold, and compose its chain root -> match. ``budget_tokens`` caps
+        the prompt context (see ``core.render.render_context`` for what is kept first and
+        ``core.render.estimate_tokens`` for how tokens are counted).
         """
+        if budget_tokens is not None and budget_tokens < 0:
+            raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")
         started = time.perf_counter()
         usage = Usage()
         q_task, q_env = self._embed([task, env], usage)
@@ -135,9 +149,11 @@ class DeltaMem:
             for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
         }
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
-                                 Style(self.settings.style))
+                                 Style(self.settings.style), budget_tokens=budget_tokens,
+                                 query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
-        return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage)
+        return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
+                      context_tokens=estimate_tokens(context))
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
         vectors = self.embedder.embed(texts)
@@ -150,8 +166,9 @@ class DeltaMem:
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         if not key.strip():
             return result
-        result.candidates = self.store.scan(self.space, tree, query,
-                                            penalty=self.settings.penalty, k=max(k, 1))
+        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
+                                k=max(k, 1) if tree is Tree.TASK else max(k, POOL))
+        result.candidates = self._same_scene(tree, key, found)[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
         if result.best is None or result.best.score < threshold:
             return result
@@ -160,6 +177,22 @@ class DeltaMem:
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
         return result
+
+    def _same_scene(self, tree: Tree, key: str, found: list[Candidate]) -> list[Candidate]:
+        """``found`` for the environment tree: only nodes learned in a scene of the same layout,
+        and among exact ties the newest first (``core.knowledge.latest_first``).
+
+        Nodes of one scene text share a vector and tie exactly; the newest of them holds the
+        latest word about the scene (its chain has every later fact superseding the older ones),
+        so recall shows it and learning extends it. A consolidated root still wins over the node
+        it was compiled from (it is newer)."""
+        if tree is Tree.TASK:
+            return found
+        layout = layout_signature(key)
+        nodes = {c.id: self.store.get_node(self.space, c.id) for c in found}
+        kept = [c for c in found if (node := nodes[c.id]) is not None
+                and layout_signature(node.key) == layout]
+        return latest_first(kept, {i: n.created_at for i, n in nodes.items() if n is not None})
 
     def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
         sim = cosine(query, vector) if vector is not None else 0.0
@@ -220,9 +253,10 @@ class DeltaMem:
                 usage.llm_calls_saved += 1
                 return Extraction(self.experience(twin.id),
                                   note="trace already stored; model call skipped")
-        chain = tuple(compose_chain(recall.chain[: i + 1]) for i in range(len(recall.chain)))
+        base = growth_chain(recall.chain, max_depth=self.settings.max_depth)
+        chain = tuple(compose_chain(base[: i + 1]) for i in range(len(base)))
         extraction = self.extractor.extract(
-            ExtractRequest(episode, recall.tree, recall.experience, chain)
+            ExtractRequest(episode, recall.tree, chain[-1] if chain else None, chain)
         )
         usage.add(extraction.usage)
         return extraction
@@ -232,7 +266,7 @@ class DeltaMem:
         if recall.query is None or recall.best is None:
             return None
         found = self.store.scan(self.space, recall.tree, recall.query,
-                                penalty=self.settings.penalty, k=TIE_POOL)
+                                penalty=self.settings.penalty, k=POOL)
         for candidate in found:
             if candidate.score != recall.best.score:
                 break
@@ -246,7 +280,9 @@ class DeltaMem:
         outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
         chain, placement = self._placement(tree, key, query, extraction.experience)
         hit = None
-        if chain:
+        if placement.action is not Action.ROOT:
+            # The node the episode was placed on: the one it duplicates, or the end of the chain
+            # it extends (the matched node, also when the delta went in as its sibling).
             hit = placement.anchor if placement.action is Action.DEDUP else chain[-1].id
             assert hit is not None
             self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
@@ -262,30 +298,19 @@ class DeltaMem:
 
     def _placement(self, tree: Tree, key: str, query: Vector | None,
                    experience: Experience) -> tuple[list[Node], Placement]:
-        """Place ``experience`` against the best match, refined among exact ties.
+        """Fetch the candidate chains and let ``core.tree.choose_placement`` decide.
 
-        Nodes written with the same key share a vector, so they tie exactly. Recall resolves such
-        ties by depth and age, but a writer knows the new experience: among the tied nodes it picks
-        the one whose chain is closest (an exact duplicate means a dedup), so repeated variations
-        of one task dedup against, and grow under, the right node instead of piling up under the
-        root.
+        Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
+        environment tree, only scenes of the same layout), best first.
         """
-        threshold = self.settings.threshold(tree.value)
         if self.settings.flat or not key.strip() or query is None:
-            return [], place(experience, [])
-        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
-                                k=TIE_POOL)
-        tied = [c for c in found if c.score >= threshold and c.score == found[0].score]
-        best: tuple[int, list[Node], Placement] | None = None
-        for candidate in tied:
-            chain = self.store.chain(self.space, candidate.id)
-            placement = place(experience, chain, max_depth=self.settings.max_depth)
-            cost = patch_chars(placement.patch)
-            if best is None or cost < best[0]:
-                best = (cost, chain, placement)
-        if best is None:
-            return [], place(experience, [])
-        return best[1], best[2]
+            return [], Placement(Action.ROOT)
+        threshold = self.settings.threshold(tree.value)
+        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=POOL)
+        chains = [self.store.chain(self.space, c.id)
+                  for c in self._same_scene(tree, key, found) if c.score >= threshold]
+        placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)
+        return (chains[index] if index is not None else []), placement
 
     def _new_node(self, tree: Tree, key: str, outcome: Outcome, placement: Placement,
                   experience: Experience, episode: Episode, episode_id: str) -> Node:

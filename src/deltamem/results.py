@@ -85,16 +85,18 @@ class TreeRecall:
 
 @dataclass(slots=True)
 class Recall:
-    """Both trees' recalls and the fused prompt context."""
+    """Both trees' recalls and the fused prompt context (``context_tokens`` long, counted with
+    ``core.render.estimate_tokens``)."""
 
     task: TreeRecall
     env: TreeRecall
     context: str
     usage: Usage = field(default_factory=Usage)
+    context_tokens: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"task": self.task.to_dict(), "env": self.env.to_dict(), "context": self.context,
-                "usage": self.usage.to_dict()}
+                "context_tokens": self.context_tokens, "usage": self.usage.to_dict()}
 
     def explain(self) -> dict[str, Any]:
         return {"task": self.task.explain(), "env": self.env.explain()}
@@ -193,7 +195,7 @@ def node_listing(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any
     return {"nodes": shown, "total": len(rows), "truncated": len(shown) < len(rows)}
 
 
-def patch_json(node: Node) -> list[dict[str, Any]] | None:
+def patch_json(node: Node) -> list[list[Any]] | None:
     return None if node.patch is None else patch_to_json(node.patch)
 
 

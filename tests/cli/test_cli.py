@@ -72,6 +72,19 @@ def test_recall_contract(learned):
                             "skill": None}
 
 
+def test_recall_budget_tokens(learned):
+    """--budget-tokens caps the context; a negative budget is a one-line usage error."""
+    db, _ = learned
+    args = ("recall", "--db", db, "--task", "heat the apple", "--env",
+            "a kitchen with a fridge, a microwave and a table", "--json")
+    full = json.loads(run(*args).stdout)
+    capped = json.loads(run(*args, "--budget-tokens", full["context_tokens"] - 10).stdout)
+    assert 0 < capped["context_tokens"] <= full["context_tokens"] - 10
+    assert capped["context"] and capped["context"] != full["context"]
+    bad = run(*args, "--budget-tokens", "-1", check=False)
+    assert bad.returncode == 3 and bad.stderr.startswith("error: budget_tokens")
+
+
 def test_show_and_stats_contract(learned):
     """show and stats print the documented fields."""
     db, out = learned
@@ -79,7 +92,7 @@ def test_show_and_stats_contract(learned):
     shown = json.loads(run("show", delta, "--db", db, "--json").stdout)
     assert shown["kind"] == "delta" and shown["chain"][-1] == delta
     assert shown["experience"]["steps"][1] == "open microwave"
-    assert shown["patch"][0]["op"] == "splice"
+    assert shown["patch"][0][0] == "splice"
     assert set(shown["stats"]) >= {"hits", "successes", "failures"}
     stats = json.loads(run("stats", "--db", db, "--json").stdout)
     for tree in ("task", "env"):

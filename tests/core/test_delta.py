@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -15,6 +17,7 @@ from deltamem.core.delta import (
     apply,
     compose,
     diff,
+    patch_chars,
     patch_from_json,
     patch_to_json,
 )
@@ -26,8 +29,16 @@ items = st.lists(item, max_size=8).map(tuple)
 text = st.sampled_from(["", "heat the apple", "when hungry", "done", "apple is hot"])
 skills = st.builds(Skill, activation=text, steps=items, termination=text)
 knowledge = st.builds(Knowledge, trigger=text, facts=items)
-lessons = st.builds(Lesson, situation=text, failed=items, untried=items)
+lessons = st.builds(Lesson, situation=text, failed=items, untried=items, worked=items)
 experiences = st.one_of(skills, knowledge, lessons)
+# Real text: any unicode (including the separators and quotes facts and lessons use).
+real = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
+real_items = st.lists(st.one_of(item, real), max_size=10).map(tuple)
+real_experiences = st.one_of(
+    st.builds(Skill, activation=real, steps=real_items, termination=real),
+    st.builds(Knowledge, trigger=real, facts=real_items),
+    st.builds(Lesson, situation=real, failed=real_items, untried=real_items, worked=real_items),
+)
 # Multi-word texts with odd whitespace, so that word-level edits are exercised.
 word = st.sampled_from(["the", "red", "apple", "box", "kitchen", "  ", "\n\t", "to", "go"])
 sentence = st.lists(word, max_size=12).map(" ".join)
@@ -39,6 +50,14 @@ wordy = st.builds(Skill, activation=sentence, steps=st.lists(sentence, max_size=
 def test_apply_diff_roundtrip(a, b):
     """apply(a, diff(a, b)) == b for any two experiences."""
     assert apply(a, diff(a, b)) == b
+
+
+@given(real_experiences, real_experiences)
+def test_apply_diff_roundtrip_on_unicode_text(a, b):
+    """The law holds for arbitrary unicode text, through the JSON form too."""
+    patch = diff(a, b)
+    assert apply(a, patch) == b
+    assert apply(a, patch_from_json(json.loads(json.dumps(patch_to_json(patch))))) == b
 
 
 @given(wordy, wordy)
@@ -57,7 +76,18 @@ def test_small_text_change_is_an_edit_not_a_restatement():
     (op,) = diff(a, b)
     # Tokens alternate word and whitespace, so "red" is token 12.
     assert isinstance(op, Edit) and op.index == 1 and op.edits == ((12, 13, "blue"),)
-    assert len(patch_to_json((op,))[0]["edits"][0][2]) < len(long)
+    assert patch_to_json((op,)) == [["edit", "steps", 1, [[12, 13, "blue"]]]]
+
+
+def test_patch_encoding_is_compact_and_reads_the_keyed_form():
+    """One array per operation (no repeated key names); the older keyed form still loads."""
+    patch = (Splice("steps", 1, 1, ("open fridge",)), SetText("termination", "hot"))
+    assert patch_to_json(patch) == [["splice", "steps", 1, 1, ["open fridge"]],
+                                    ["set", "termination", "hot"]]
+    keyed = [{"op": "splice", "field": "steps", "start": 1, "stop": 1, "items": ["open fridge"]},
+             {"op": "set", "field": "termination", "value": "hot"}]
+    assert patch_from_json(keyed) == patch
+    assert patch_chars(patch) < len(json.dumps(keyed, separators=(",", ":"))) * 0.7
 
 
 @given(experiences)
@@ -104,7 +134,8 @@ def test_apply_rejects_misfit():
 
 
 @pytest.mark.parametrize("raw", [{"op": "nope"}, {"op": "set", "field": "a"}, "x",
-                                 {"op": "splice", "field": "steps", "start": "a", "stop": 1}])
+                                 {"op": "splice", "field": "steps", "start": "a", "stop": 1},
+                                 ["splice", "steps", 0], ["edit", "steps", "1", []], []])
 def test_patch_from_json_names_the_bad_op(raw):
     """Malformed stored patches are reported with their position."""
     with pytest.raises(ValueError, match=r"patch\[0\]"):

@@ -53,7 +53,7 @@ def test_no_type_coercion() -> None:
 def test_answer_schema_requires_all_fields() -> None:
     """Provider schemas require every field, forbid extras and need one item in required lists."""
     schema = answer_schema(LessonAnswer)
-    assert schema["required"] == ["situation", "failed", "untried"]
+    assert schema["required"] == ["situation", "failed", "untried", "worked"]
     assert schema["additionalProperties"] is False
     assert schema["properties"]["failed"]["minItems"] == 1
     assert "minItems" not in schema["properties"]["untried"]

@@ -112,6 +112,34 @@ def test_failure_writes_lesson_with_context() -> None:
     assert "Stored skill that was followed:" in llm.calls[0].prompt
 
 
+def test_lesson_keeps_the_error_text_and_what_worked() -> None:
+    """The lesson prompt asks for the quoted reply and the steps that worked; both are kept."""
+    answer = json.dumps({"situation": "deploying to production",
+                         "failed": ['kubectl apply -f k8s/prod -> "error: forbidden"'],
+                         "untried": ["ask for a change ticket"],
+                         "worked": ["build docker image"]})
+    llm, result = _run(answer, ExtractRequest(FAILED, Tree.TASK))
+    assert result.experience == Lesson("deploying to production",
+                                       ('kubectl apply -f k8s/prod -> "error: forbidden"',),
+                                       ("ask for a change ticket",), ("build docker image",))
+    prompt = llm.calls[0].prompt
+    assert "error text copied exactly" in prompt and '"worked"' in prompt
+
+
+def test_answers_are_normalised_to_one_fact_per_subject_and_no_loops() -> None:
+    """A model's contradicting facts and copied loops get the trace extractor's properties."""
+    answer = json.dumps({"trigger": "Applies in the kitchen", "facts": [
+        "West of the kitchen: the pantry", "In the kitchen: a stove",
+        "West of the kitchen: the corridor"]})
+    _, result = _run(answer, ExtractRequest(EPISODE, Tree.ENV))
+    assert result.experience.facts == ("West of the kitchen: the corridor",
+                                       "In the kitchen: a stove")
+    looped = json.dumps({"activation": "find the coin", "termination": "",
+                         "steps": ["look around", "look around", "look around", "take coin"]})
+    _, result = _run(looped, ExtractRequest(EPISODE, Tree.TASK))
+    assert result.experience.steps == ("look around", "take coin")
+
+
 def test_success_under_lesson_writes_a_fresh_skill() -> None:
     """A success that matched only a failure record gets the skill_root prompt."""
     lesson = Lesson("heating", ("x",))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from deltamem.core.model import Episode, Knowledge, Skill, Step, Tree
+from deltamem.core.knowledge import contradictions
+from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Step, Tree
 from deltamem.extract.base import ExtractRequest
 from deltamem.extract.llm import LLMExtractor
 from deltamem.llm.llamacpp import LlamaCppLLM
@@ -53,3 +54,20 @@ def test_real_model_extracts_knowledge(extractor: LLMExtractor) -> None:
     result = extractor.extract(ExtractRequest(EPISODE, Tree.ENV))
     assert isinstance(result.experience, Knowledge)
     assert result.experience.trigger and result.experience.facts
+
+
+def test_real_model_keeps_the_memory_properties(extractor: LLMExtractor) -> None:
+    """Whatever the small model writes: no two facts about one subject, no step repeated back
+    to back, and a failure becomes a lesson whose failed items are non-empty."""
+    looped = Episode(task=EPISODE.task, env=EPISODE.env, success=True,
+                     steps=(Step("look", EPISODE.env),) * 3 + EPISODE.steps)
+    skill = extractor.extract(ExtractRequest(looped, Tree.TASK)).experience
+    assert isinstance(skill, Skill)
+    assert all(a != b for a, b in zip(skill.steps, skill.steps[1:], strict=False))
+    knowledge = extractor.extract(ExtractRequest(looped, Tree.ENV)).experience
+    assert isinstance(knowledge, Knowledge) and contradictions(knowledge.facts) == []
+    failed = Episode(task=EPISODE.task, env=EPISODE.env, success=False, steps=(
+        Step("go to fridge 1", "The fridge 1 is closed."),
+        Step("heat apple 1 with microwave 1", "Nothing happens. You are not carrying an apple.")))
+    lesson = extractor.extract(ExtractRequest(failed, Tree.TASK)).experience
+    assert isinstance(lesson, Lesson) and lesson.failed and all(lesson.failed)

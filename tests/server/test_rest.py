@@ -64,6 +64,10 @@ def test_learn_recall_consolidate_export_import_cycle(tmp_path: Path) -> None:
         assert body["task"]["skill"]["steps"] == ["go to kitchen", "take apple", "heat apple"]
         assert "1. go to kitchen" in body["context"]
         assert body["explain"]["task"]["candidates"][0]["clears_threshold"] is True
+        capped = c.post("/v1/spaces/a/recall", json={"task": "heat the apple", "env": KITCHEN,
+                                                     "budget_tokens": 90}).json()
+        assert 0 < capped["context_tokens"] <= 90 < body["context_tokens"]
+        assert c.post("/v1/spaces/a/recall", json={"budget_tokens": -1}).status_code == 422
 
         done = c.post("/v1/spaces/a/consolidate").json()["consolidated"]
         assert {d["tree"] for d in done} == {"task", "env"}

@@ -21,7 +21,11 @@ LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
 
 
 def grow(mem: DeltaMem) -> None:
-    """A memory with a root, a delta, a failure lesson and a consolidated root."""
+    """A memory with a root, a delta, a failure lesson and a consolidated root.
+
+    The lesson is a root: stored under the skill it would be a whole-experience replacement,
+    which costs more than a root (cost-aware placement).
+    """
     mem.learn(make_episode())
     for _ in range(4):
         mem.learn(make_episode(actions=LONGER))
@@ -47,7 +51,7 @@ def test_page_embeds_every_node_with_its_composition(mem: DeltaMem) -> None:
             viewer_data(mem)["nodes"][data["nodes"].index(row)]["experience"]))
         assert row["experience"]["type"] == mem.show(row["id"])["experience"]["type"]
     kinds = {(r["kind"], r["outcome"], r["stats"]["consolidated_root"]) for r in data["nodes"]}
-    assert ("delta", "failure", False) in kinds and ("root", "success", True) in kinds
+    assert ("root", "failure", False) in kinds and ("root", "success", True) in kinds
 
 
 def test_hostile_text_cannot_break_out_of_the_data_element(mem: DeltaMem) -> None:

@@ -208,49 +208,80 @@ def compose(root: Experience, patches: Iterable[Patch]) -> Experience:
     return result
 
 
-def patch_to_json(patch: Patch) -> list[dict[str, Any]]:
-    """Plain-JSON form of a patch (the wire and storage form)."""
-    out: list[dict[str, Any]] = []
+def patch_to_json(patch: Patch) -> list[list[Any]]:
+    """Plain-JSON form of a patch (the wire and storage form): one compact array per operation.
+
+    ``["set", field, value]``, ``["edit", field, index|null, [[start, stop, text], ...]]``,
+    ``["splice", field, start, stop, [items...]]`` and ``["put", experience]``. Positional arrays
+    instead of keyed objects keep a one-word revision at a few dozen characters.
+    """
+    out: list[list[Any]] = []
     for op in patch:
         if isinstance(op, Put):
-            out.append({"op": "put", "value": experience_to_dict(op.value)})
+            out.append(["put", experience_to_dict(op.value)])
         elif isinstance(op, SetText):
-            out.append({"op": "set", "field": op.field, "value": op.value})
+            out.append(["set", op.field, op.value])
         elif isinstance(op, Edit):
-            out.append({"op": "edit", "field": op.field, "index": op.index,
-                        "edits": [list(e) for e in op.edits]})
+            out.append(["edit", op.field, op.index, [list(e) for e in op.edits]])
         else:
-            out.append(
-                {"op": "splice", "field": op.field, "start": op.start, "stop": op.stop,
-                 "items": list(op.items)}
-            )
+            out.append(["splice", op.field, op.start, op.stop, list(op.items)])
     return out
 
 
-def patch_from_json(data: list[dict[str, Any]]) -> Patch:
-    """Inverse of :func:`patch_to_json`; raises ``ValueError`` naming the bad operation."""
+def patch_from_json(data: list[Any]) -> Patch:
+    """Inverse of :func:`patch_to_json`; raises ``ValueError`` naming the bad operation.
+
+    Also reads the keyed-object form earlier versions wrote (``{"op": "splice", ...}``).
+    """
     if not isinstance(data, list):
         raise ValueError("patch must be a list of operations")
     ops: list[Op] = []
     for i, raw in enumerate(data):
-        kind = raw.get("op") if isinstance(raw, dict) else None
         try:
-            if kind == "put":
-                ops.append(Put(experience_from_dict(raw["value"])))
-            elif kind == "set":
-                ops.append(SetText(str(raw["field"]), _str(raw["value"])))
-            elif kind == "edit":
-                index = raw.get("index")
-                ops.append(Edit(str(raw["field"]), None if index is None else int(index),
-                                tuple((int(a), int(b), _str(t)) for a, b, t in raw["edits"])))
-            elif kind == "splice":
-                ops.append(Splice(str(raw["field"]), int(raw["start"]), int(raw["stop"]),
-                                  tuple(_str(x) for x in raw.get("items", []))))
-            else:
-                raise ValueError(f"unknown op {kind!r}")
-        except (KeyError, TypeError, ValueError) as exc:
+            ops.append(_op_from_json(_positional(raw)))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ValueError(f"patch[{i}]: {exc}") from exc
     return tuple(ops)
+
+
+_KEYED_FIELDS = {"put": ("value",), "set": ("field", "value"),
+                 "edit": ("field", "index", "edits"),
+                 "splice": ("field", "start", "stop", "items")}
+
+
+def _positional(raw: Any) -> list[Any]:
+    """An operation in the array form, converting the older keyed-object form."""
+    if isinstance(raw, list) and raw:
+        return raw
+    if not isinstance(raw, dict):
+        raise ValueError(f"an operation must be an array, got {type(raw).__name__}")
+    kind = raw.get("op")
+    names = _KEYED_FIELDS.get(str(kind))
+    if names is None:
+        raise ValueError(f"unknown op {kind!r}")
+    defaults: dict[str, Any] = {"index": None, "items": []}
+    return [kind, *(raw[n] if n in raw or n not in defaults else defaults[n] for n in names)]
+
+
+def _op_from_json(raw: list[Any]) -> Op:
+    kind = raw[0]
+    if kind == "put" and len(raw) == 2:
+        return Put(experience_from_dict(raw[1]))
+    if kind == "set" and len(raw) == 3:
+        return SetText(str(raw[1]), _str(raw[2]))
+    if kind == "edit" and len(raw) == 4:
+        index = raw[2]
+        return Edit(str(raw[1]), None if index is None else _int(index),
+                    tuple((_int(a), _int(b), _str(t)) for a, b, t in raw[3]))
+    if kind == "splice" and len(raw) == 5:
+        return Splice(str(raw[1]), _int(raw[2]), _int(raw[3]), tuple(_str(x) for x in raw[4]))
+    raise ValueError(f"unknown op {kind!r} with {len(raw) - 1} argument(s)")
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected an integer, got {type(value).__name__}")
+    return value
 
 
 def _str(value: Any) -> str:

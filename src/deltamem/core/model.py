@@ -10,8 +10,9 @@ There are three kinds of experience:
                     (steps) and when it is done (termination).
 * ``Knowledge``  -- declarative memory in the environment tree: where it applies (trigger) and what
                     is true there (facts).
-* ``Lesson``     -- a failed episode in the task tree: the situation, what was tried and failed,
-                    and what was left untried. Lessons warn; they never instruct.
+* ``Lesson``     -- a failed episode in the task tree: the situation, the steps that failed (with
+                    the reply that showed it), the steps that worked, and what was left untried.
+                    Lessons warn; they never instruct.
 
 Each experience declares its scalar (text) fields and its list fields; ``delta.py`` diffs them
 generically field by field.
@@ -74,15 +75,19 @@ class Knowledge:
 
 @dataclass(frozen=True, slots=True)
 class Lesson:
-    """Failure record: the situation, what was tried and failed, and what was left untried."""
+    """Failure record: the situation, what failed (and why), what worked, what was left untried.
+
+    ``worked`` comes last so that records written before it existed still construct positionally.
+    """
 
     situation: str
     failed: tuple[str, ...] = ()
     untried: tuple[str, ...] = ()
+    worked: tuple[str, ...] = ()
 
     TYPE: ClassVar[str] = "lesson"
     SCALARS: ClassVar[tuple[str, ...]] = ("situation",)
-    LISTS: ClassVar[tuple[str, ...]] = ("failed", "untried")
+    LISTS: ClassVar[tuple[str, ...]] = ("failed", "worked", "untried")
 
 
 Experience: TypeAlias = Skill | Knowledge | Lesson

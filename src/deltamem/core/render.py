@@ -9,10 +9,13 @@ Two styles:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 
 from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, apply_text_edits
+from deltamem.core.knowledge import fact_subject
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, Outcome, Skill
 from deltamem.core.tree import compose_chain, success_prefix
 
@@ -27,6 +30,8 @@ TASK_HEADER = (
     "Recalled from past episodes of similar tasks. Follow the procedure where it fits the current "
     "task; names and locations come from past episodes and may need adapting."
 )
+LESSON_HEAD = "WARNING - a past attempt at this situation FAILED. Do not follow it as a procedure."
+SECTION_SEP = "\n\n---\n\n"
 ENV_HEADER = (
     "# Scene knowledge (declarative)\n"
     "Background facts about similar scenes, not instructions. Use them to decide where to look "
@@ -43,13 +48,17 @@ def render_skill(skill: Skill) -> str:
 
 
 def render_lesson(lesson: Lesson) -> str:
-    lines = [
-        "WARNING - a past attempt at this situation FAILED. Do not follow it as a procedure.",
-        f"Situation: {lesson.situation}",
-    ]
-    lines += [f"- Tried and failed: {item}" for item in lesson.failed]
-    lines += [f"- Not yet tried: {item}" for item in lesson.untried]
-    return "\n".join(lines)
+    return "\n".join(_lesson_lines(lesson))
+
+
+def _lesson_lines(lesson: Lesson) -> list[str]:
+    return [LESSON_HEAD, f"Situation: {lesson.situation}", *_lesson_items(lesson)]
+
+
+def _lesson_items(lesson: Lesson) -> list[str]:
+    return ([f"- Failed: {item}" for item in lesson.failed]
+            + [f"- Worked (in that attempt): {item}" for item in lesson.worked]
+            + [f"- Not tried: {item}" for item in lesson.untried])
 
 
 def render_knowledge(knowledge: Knowledge) -> str:
@@ -70,18 +79,23 @@ def render_patch(patch: Patch, base: Experience) -> str:
     """A patch as short human-readable edit lines (positions are 1-based).
 
     ``base`` is the experience the patch applies to; word-level edits are shown as the revised
-    text, which needs it.
+    text, which needs it. A fact replaced by a newer one about the same subject is shown as
+    ``Supersede facts N: old -> new``.
     """
     lines: list[str] = []
     revised = apply(base, patch)
     for op in patch:
-        if isinstance(op, Edit):
-            if op.index is None:
-                lines.append(f"Revise {op.field}: {getattr(revised, op.field)}")
-            else:
-                lines.append(f"Revise {op.field} {op.index + 1}: "
-                             f"{getattr(base, op.field)[op.index]} -> "
-                             f"{apply_text_edits(getattr(base, op.field)[op.index], op.edits)}")
+        if isinstance(op, Edit) and op.index is None:
+            lines.append(f"Revise {op.field}: {getattr(revised, op.field)}")
+        elif isinstance(op, Edit) or (isinstance(op, Splice) and op.stop == op.start + 1
+                                      and len(op.items) == 1):
+            index = op.index if isinstance(op, Edit) else op.start
+            assert index is not None
+            old = getattr(base, op.field)[index]
+            new = apply_text_edits(old, op.edits) if isinstance(op, Edit) else op.items[0]
+            verb = "Supersede" if isinstance(base, Knowledge) and \
+                fact_subject(old) == fact_subject(new) else "Revise"
+            lines.append(f"{verb} {op.field} {index + 1}: {old} -> {new}")
         elif isinstance(op, Put):
             lines.append("Replace everything with:\n" + render_experience(op.value))
         elif isinstance(op, SetText):
@@ -103,47 +117,213 @@ def _render_splice(op: Splice) -> str:
 
 def render_chain(chain: Sequence[Node], style: Style = Style.COMPOSED) -> str:
     """One tree's recalled chain (root first) as prompt text; empty string for no chain."""
-    if not chain:
-        return ""
-    if style is Style.PATCHES:
-        return _render_patches(chain)
-    parts: list[str] = []
-    usable = success_prefix(chain)
-    if usable:
-        parts.append(render_experience(compose_chain(usable)))
-    if chain[-1].outcome is Outcome.FAILURE:
-        lesson = compose_chain(chain)
-        if isinstance(lesson, Lesson):
-            parts.append(render_lesson(lesson))
-    return "\n\n".join(parts)
-
-
-def _render_patches(chain: Sequence[Node]) -> str:
-    assert chain[0].content is not None
-    composed = chain[0].content
-    blocks = [f"[Base] {_status(chain[0])}\n{render_experience(composed)}"]
-    for i, node in enumerate(chain[1:], 1):
-        blocks.append(f"[Patch {i}] {_status(node)}\n{render_patch(node.patch, composed)}")
-        composed = apply(composed, node.patch)
-    return "\n\n".join(blocks)
-
-
-def _status(node: Node) -> str:
-    return "(success)" if node.outcome is Outcome.SUCCESS else "(FAILED - a warning, not a guide)"
+    units = [u for block in _blocks(chain, style, 0, "") for u in block]
+    return _body(units, set(range(len(units))))
 
 
 def render_context(
-    task_chain: Sequence[Node], env_chain: Sequence[Node], style: Style = Style.COMPOSED
+    task_chain: Sequence[Node],
+    env_chain: Sequence[Node],
+    style: Style = Style.COMPOSED,
+    *,
+    budget_tokens: int | None = None,
+    query: str = "",
 ) -> str:
-    """Both trees' recalls fused into one memory block; empty when neither tree matched."""
-    sections = []
-    task_text = render_chain(task_chain, style)
-    if task_text:
-        sections.append(f"{TASK_HEADER}\n\n{task_text}")
-    env_text = render_chain(env_chain, style)
-    if env_text:
-        sections.append(f"{ENV_HEADER}\n\n{env_text}")
-    return "\n\n---\n\n".join(sections)
+    """Both trees' recalls fused into one memory block; empty when neither tree matched.
+
+    With ``budget_tokens`` the block never exceeds that many tokens (:func:`estimate_tokens`):
+    parts are taken most useful first -- each part's header and source line, then the failed
+    steps of a lesson, the skill's steps in order, its termination, what worked and was not
+    tried, and last the facts, most relevant to ``query`` (the task and scene) first, newer
+    first on a tie. What fits is shown in its normal order; a cut procedure says how many steps
+    it left out. A budget too small for any part gives an empty block.
+    """
+    sections = [(TASK_HEADER, _blocks(task_chain, style, 0, query)),
+                (ENV_HEADER, _blocks(env_chain, style, 1, query))]
+    units = [u for _, blocks in sections for block in blocks for u in block]
+    if budget_tokens is None:
+        return _context(sections, set(range(len(units))), units)
+    # Lines never share a token (whitespace is free), so a unit costs its own tokens, plus its
+    # section's header and the "---" between sections when it opens a section.
+    cost = [estimate_tokens(u.text) for u in units]
+    opening = [estimate_tokens(header) for header, _ in sections]
+    separator = estimate_tokens(SECTION_SEP)
+    chosen: set[int] = set()
+    heads: set[tuple[int, int]] = set()
+    opened: set[int] = set()
+    cut: set[tuple[int, int]] = set()  # blocks whose step sequence was cut
+    used = 0
+    for i in sorted(range(len(units)), key=lambda i: (units[i].tier, units[i].rank, i)):
+        unit = units[i]
+        if (unit.tier > 0 and unit.block not in heads) or (unit.prefix and unit.block in cut):
+            continue
+        section = unit.block[0]
+        extra = cost[i] + (0 if section in opened else
+                           opening[section] + (separator if opened else 0))
+        if used + extra <= budget_tokens:
+            chosen.add(i)
+            used += extra
+            opened.add(section)
+            if unit.tier == 0:
+                heads.add(unit.block)
+        elif unit.prefix:
+            cut.add(unit.block)
+    for block in sorted(cut):
+        units, chosen = _mark_cut(sections, units, chosen, block, budget_tokens)
+    return _context(sections, chosen, units)
+
+
+@dataclass(frozen=True, slots=True)
+class _Unit:
+    """One line (or fixed group of lines) of a rendered block, with its budget priority.
+
+    ``block`` is (section, block number); ``slot`` the line's place in the block; ``tier`` and
+    ``rank`` the order in which a budget takes units (tier 0 is the block's head: without it,
+    nothing of the block is shown); ``prefix`` units are only taken in order (a procedure's
+    steps).
+    """
+
+    block: tuple[int, int]
+    slot: float
+    text: str
+    tier: int
+    rank: float
+    prefix: bool = False
+
+
+Sections = list[tuple[str, list[list[_Unit]]]]
+
+
+def _mark_cut(sections: Sections, units: list[_Unit], chosen: set[int], block: tuple[int, int],
+              budget: int) -> tuple[list[_Unit], set[int]]:
+    """Add "... (N more steps not shown)" after a cut procedure, giving up steps to make room."""
+    steps = sorted((i for i in chosen if units[i].block == block and units[i].prefix),
+                   key=lambda i: units[i].slot)
+    total = sum(1 for u in units if u.block == block and u.prefix)
+    while steps:
+        slot = units[steps[-1]].slot + 0.5
+        marker = _Unit(block, slot, f"... ({total - len(steps)} more steps not shown)", 9, 0)
+        trial_units = [*units, marker]
+        trial = (chosen - {i for i in chosen if units[i].block == block and units[i].prefix}
+                 ) | set(steps) | {len(units)}
+        if estimate_tokens(_context(sections, trial, trial_units)) <= budget:
+            return trial_units, trial
+        steps.pop()
+    return units, chosen
+
+
+def _blocks(chain: Sequence[Node], style: Style, section: int, query: str) -> list[list[_Unit]]:
+    if not chain:
+        return []
+    if style is Style.PATCHES:
+        return [_patch_units(chain, section)]
+    blocks: list[list[_Unit]] = []
+    usable = success_prefix(chain)
+    if usable:
+        blocks.append(_experience_units(compose_chain(usable), usable, (section, 0), query))
+    if chain[-1].outcome is Outcome.FAILURE:
+        lesson = compose_chain(chain)
+        if isinstance(lesson, Lesson):
+            blocks.append(_experience_units(lesson, chain, (section, 1), query))
+    return blocks
+
+
+def _experience_units(exp: Experience, chain: Sequence[Node], block: tuple[int, int],
+                      query: str) -> list[_Unit]:
+    source = provenance(chain)
+    if isinstance(exp, Skill):
+        head = ([f"When: {exp.activation}"] if exp.activation else []) + [source]
+        units = [_Unit(block, 0, "\n".join(head), 0, 0)]
+        units += [_Unit(block, i, f"{i}. {step}", 2, i, prefix=True)
+                  for i, step in enumerate(exp.steps, 1)]
+        if exp.termination:
+            units.append(_Unit(block, len(exp.steps) + 1, f"Done when: {exp.termination}", 3, 0))
+        return units
+    if isinstance(exp, Lesson):
+        items = _lesson_items(exp)
+        return [_Unit(block, 0, "\n".join([LESSON_HEAD, f"Situation: {exp.situation}", source]),
+                      0, 0)] + [
+            _Unit(block, i, line, 1 if i <= len(exp.failed) else 4, i)
+            for i, line in enumerate(items, 1)]
+    head = ([f"Applies to: {exp.trigger}"] if exp.trigger else []) + [source]
+    wanted = _words(query)
+    n = len(exp.facts)
+    return [_Unit(block, 0, "\n".join(head), 0, 0)] + [
+        _Unit(block, i, f"- {fact}", 5, -len(wanted & _words(fact)) * n - i)
+        for i, fact in enumerate(exp.facts, 1)]
+
+
+def _patch_units(chain: Sequence[Node], section: int) -> list[_Unit]:
+    assert chain[0].content is not None
+    composed = chain[0].content
+    units = [_Unit((section, 0), 0,
+                   f"[Base] {_status(chain[0])}\n{render_experience(composed)}", 0, 0)]
+    for i, node in enumerate(chain[1:], 1):
+        text = f"[Patch {i}] {_status(node)}\n{render_patch(node.patch, composed)}"
+        units.append(_Unit((section, 0), i, text, 2, i, prefix=True))
+        composed = apply(composed, node.patch)
+    return units
+
+
+def _body(units: Sequence[_Unit], chosen: set[int]) -> str:
+    """The ``chosen`` units (indices into ``units``) in layout order, blocks apart."""
+    blocks: dict[tuple[int, int], list[str]] = {}
+    for block, _, _, text in sorted((u.block, u.slot, i, u.text) for i, u in enumerate(units)
+                                    if i in chosen):
+        blocks.setdefault(block, []).append(text)
+    return "\n\n".join("\n".join(lines) for lines in blocks.values())
+
+
+def _context(sections: list[tuple[str, list[list[_Unit]]]], chosen: set[int],
+             units: Sequence[_Unit]) -> str:
+    """The memory block holding the ``chosen`` units (indices into ``units``), in layout order."""
+    out = []
+    for number, (header, _) in enumerate(sections):
+        mine = {i for i in chosen if units[i].block[0] == number}
+        if mine:
+            out.append(f"{header}\n\n{_body(units, mine)}")
+    return SECTION_SEP.join(out)
+
+
+def _status(node: Node) -> str:
+    status = "(success)" if node.outcome is Outcome.SUCCESS else "(FAILED - a warning, not a guide)"
+    return f"{status} {provenance([node])}"
+
+
+def provenance(chain: Sequence[Node]) -> str:
+    """Where a recalled part came from: the episodes behind its chain, and their outcomes.
+
+    Counted: the episode that wrote the chain's root plus every episode that matched one of the
+    chain's nodes since (deduplicated into it or extended it), with their outcomes. A
+    consolidated root was written by consolidation, not by an episode; it says how many nodes it
+    was compiled from.
+    """
+    root = chain[0]
+    wrote = 1 if root.episode_id else 0
+    successes = sum(n.successes for n in chain) + int(wrote and root.outcome is Outcome.SUCCESS)
+    failures = sum(n.failures for n in chain) + int(wrote and root.outcome is Outcome.FAILURE)
+    episodes = wrote + sum(n.hits for n in chain)
+    text = (f"Source: {episodes} past episode{'s' if episodes != 1 else ''} "
+            f"({successes} succeeded, {failures} failed)")
+    if root.lineage:
+        text += f", compiled from {len(root.lineage)} earlier nodes"
+    return text + "."
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+_CONTENT = re.compile(r"[a-z0-9]{3,}")
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token count: every punctuation mark is one token, a word one token per
+    four characters begun ("kitchen" is 2). Close to, and usually above, BPE tokenizers on
+    English; whitespace is free, so lines add up."""
+    return sum(1 if not piece[0].isalnum() and piece[0] != "_" else -(-len(piece) // 4)
+               for piece in _WORD.findall(text))
+
+
+def _words(text: str) -> set[str]:
+    return set(_CONTENT.findall(text.lower()))
 
 
 def skill_markdown(name: str, description: str, skill: Skill) -> str:

@@ -2,6 +2,11 @@
 
 Pure functions over :class:`~deltamem.core.model.Node` values; the facade fetches the nodes and
 writes the decisions back.
+
+Placement is cost-aware (:func:`choose_placement`): the cost of a node is what it stores, in
+serialised JSON characters -- ``patch_chars(patch)`` for a delta, ``experience_chars(content)``
+for a root. A new experience becomes a delta only when its patch is cheaper than restating it as
+a root; an exact duplicate of any candidate's composition is a dedup (cost 0).
 """
 
 from __future__ import annotations
@@ -10,8 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deltamem.core.delta import Patch, PatchError, compose, diff
-from deltamem.core.model import Experience, Node, Outcome
+from deltamem.core.delta import Patch, PatchError, compose, diff, patch_chars
+from deltamem.core.model import Experience, Node, Outcome, experience_chars
 
 MAX_DEPTH = 5
 
@@ -79,6 +84,40 @@ def place(
     if not sibling_patch:
         return Placement(Action.DEDUP, anchor=parent.id, depth=parent.depth)
     return Placement(Action.DELTA, anchor=parent.id, depth=match.depth, patch=sibling_patch)
+
+
+def growth_chain(chain: Sequence[Node], *, max_depth: int = MAX_DEPTH) -> Sequence[Node]:
+    """The chain a new delta for a match on ``chain`` would extend: ``chain`` itself, or its
+    parent's chain when the match already sits at ``max_depth`` (the sibling case of
+    :func:`place`). Extractors are shown this chain's composition, so that what they write
+    differs from it only by what the episode adds."""
+    return chain[:-1] if len(chain) > 1 and chain[-1].depth >= max_depth else chain
+
+
+def choose_placement(
+    new: Experience,
+    chains: Sequence[Sequence[Node]],
+    *,
+    max_depth: int = MAX_DEPTH,
+) -> tuple[Placement, int | None]:
+    """The cheapest place for ``new`` among the candidate ``chains`` (best match first).
+
+    Every chain is tried with :func:`place`. The first one that deduplicates wins outright;
+    otherwise the delta with the fewest patch characters (the earlier chain on a tie), but only
+    if it is cheaper than a root holding ``new`` -- else a new root. Returns the placement and
+    the index of the chain it was placed on (None for a root).
+    """
+    best: tuple[int, Placement, int] | None = None
+    for index, chain in enumerate(chains):
+        placement = place(new, chain, max_depth=max_depth)
+        if placement.action is Action.DEDUP:
+            return placement, index
+        cost = patch_chars(placement.patch)
+        if best is None or cost < best[0]:
+            best = (cost, placement, index)
+    if best is None or best[0] >= experience_chars(new):
+        return Placement(Action.ROOT), None
+    return best[1], best[2]
 
 
 def due_for_consolidation(node: Node, threshold: int) -> bool:

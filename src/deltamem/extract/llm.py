@@ -15,6 +15,11 @@ env           any         Knowledge                      ``knowledge_update``
 
 Update prompts ask for the NEW FULL experience with unchanged items copied word for word; the
 engine diffs it against the chain, so an unchanged answer costs nothing to store.
+
+Every validated answer is normalised to the properties the trace extractor keeps
+(:func:`normalise`): facts hold one statement per subject (a later fact about a subject
+supersedes an earlier one, ``core.knowledge.supersede``), and a skill never repeats a step
+immediately (a loop such as "look around, look around" is one step).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.errors import ExtractionError
 from deltamem.extract.base import Extraction, ExtractRequest
@@ -225,6 +231,16 @@ def invented_items(compiled: Experience, composed: Experience) -> str | None:
     return None
 
 
+def normalise(exp: Experience) -> Experience:
+    """``exp`` with one fact per subject (the later wins) and no step repeated back to back."""
+    if isinstance(exp, Knowledge):
+        return Knowledge(exp.trigger, supersede((), exp.facts))
+    if isinstance(exp, Skill):
+        steps = tuple(s for i, s in enumerate(exp.steps) if i == 0 or s != exp.steps[i - 1])
+        return Skill(exp.activation, steps, exp.termination)
+    return exp
+
+
 # -- the extractor --------------------------------------------------------------------------------
 
 
@@ -301,7 +317,7 @@ class LLMExtractor:
             max_tokens=self._answer_tokens(request.matched),
             label=label,
         )
-        return Extraction(obj.to_experience(), usage, _note(prompt_name, usage))
+        return Extraction(normalise(obj.to_experience()), usage, _note(prompt_name, usage))
 
     def compile(self, tree: Tree, composed: Experience) -> Extraction:
         """Generalise a consolidated chain's composition into one self-contained root.
@@ -338,7 +354,7 @@ class LLMExtractor:
                 f"{prompt_name} fallback: kept the exact composition (the answer did not "
                 f"validate after {exc.attempts} attempt(s))",
             )
-        compiled = obj.to_experience()
+        compiled = normalise(obj.to_experience())
         why = invented_items(compiled, composed)
         if why is not None:
             return Extraction(

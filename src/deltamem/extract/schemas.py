@@ -127,17 +127,18 @@ class SkillAnswer(_Answer):
 
 
 class LessonAnswer(_Answer):
-    """A failure record: the situation, what failed, what was not tried."""
+    """A failure record: the situation, what failed (with why), what was not tried, what worked."""
 
     EXPERIENCE: ClassVar[type[Lesson]] = Lesson
 
     situation: Text
     failed: Items
     untried: OptionalItems = Field(default_factory=list)
+    worked: OptionalItems = Field(default_factory=list)
 
     def to_experience(self) -> Lesson:
         """The answer as a :class:`~deltamem.core.model.Lesson`."""
-        return Lesson(self.situation, tuple(self.failed), tuple(self.untried))
+        return Lesson(self.situation, tuple(self.failed), tuple(self.untried), tuple(self.worked))
 
 
 class KnowledgeAnswer(_Answer):

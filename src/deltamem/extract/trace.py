@@ -2,36 +2,90 @@
 
 Rules (deterministic, documented in docs/extractors.md):
 
-* Task tree, successful episode -> ``Skill``: activation = the task text; steps = the episode's
-  actions verbatim, in order; termination = the last observation.
-* Task tree, failed episode -> ``Lesson``: situation = the task text; failed = the actions tried,
-  verbatim, in order; untried is left empty (a trace cannot know what was not tried).
+* **Noise.** A step is *rejected* when its observation is an invalid-action reply ("No known
+  action matches…", "I don't understand"), a *no-op* when the reply says nothing changed
+  ("Nothing happens.", "The door is already open."), and a *repeat* when it has the same action
+  and the same observation as the step kept just before it.
+* Task tree, successful episode -> ``Skill``: activation = the task text; steps = the actions in
+  order without rejected steps and repeats (a ``look around`` loop becomes one ``look around``).
+  No-op steps stay: "open door to kitchen" did nothing here because the door was open, and is
+  needed where it is closed. termination = the last observation.
+* Task tree, failed episode -> ``Lesson``: situation = the task text; failed = each step whose
+  observation reads as an error (or, when none does, the last step), written
+  ``<action> (step N) -> "<observation>"`` so the error text is kept; worked = the other actions
+  (repeats removed); untried = the steps of the skill the episode matched that it never played
+  (empty when it matched none: a trace cannot know more).
 * Environment tree, any outcome -> ``Knowledge``: trigger = the first sentence of the scene text;
-  facts = one line ``<action>: <statement>`` per line or sentence of every observation that says
-  something (invalid-action replies and empty observations are dropped), duplicates removed, in
-  order. Knowledge accumulates: when the episode matched a scene already known, the new
-  experience is the known facts followed by the new ones (the oldest dropped beyond
-  ``max_facts``), so the stored residual is exactly the new facts -- the paper's "smallest
-  update". Facts are kept atomic on purpose: two visits to similar scenes then share most of them.
+  facts = statements ``"<subject>: <statement>"`` about the scene (see ``core.knowledge``):
 
-Whitespace is collapsed everywhere and every text item is cut to ``max_chars`` so that a noisy
-observation cannot blow up the memory.
+  - a room description ("You are in the kitchen. …", "This room is called the hallway. …")
+    gives ``In the kitchen: <what is there>`` and one fact per exit (``North of the kitchen: the
+    corridor``, ``Door from the hallway to the kitchen: open``);
+  - "You open the wood door, revealing the laundry room." after ``open door to north`` gives
+    ``North of the kitchen: the laundry room (through the wood door)``;
+  - "You move the pot to the sink." gives ``pot: in the sink``;
+  - movement replies only update the current room; replies about the agent itself (focus,
+    inventory, waiting) give nothing;
+  - any other informative reply gives ``<action> [in the <room>]: <reply>`` (what an object does);
+  - rejected and no-op replies, and observations repeated word for word, give nothing.
+
+  A newer fact about a subject supersedes the older one in place (``core.knowledge.supersede``),
+  within the episode and against the matched knowledge, so composed knowledge never holds two
+  statements about one subject. Knowledge accumulates: when the episode matched a known scene,
+  the new experience is the known facts updated by the episode's (the oldest facts the episode
+  did not see again dropped beyond ``max_facts``); the stored residual is then exactly the new
+  and the superseded facts -- the paper's "smallest update".
+
+Whitespace is collapsed everywhere and every text item is cut to ``max_chars`` (a room's contents
+to four times that) so that a noisy observation cannot blow up the memory.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
-from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Tree
+from deltamem.core.knowledge import scene_room, supersede
+from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Step, Tree
 from deltamem.extract.base import Extraction, ExtractRequest
 
 _WS = re.compile(r"\s+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-_UNINFORMATIVE = re.compile(
-    r"^(no known action matches|nothing happens|nothing happened|i don'?t understand|"
-    r"invalid action|unknown command|that'?s not a verb)",
+_REJECTED = re.compile(
+    r"^(no known action matches|i don'?t understand|invalid action|unknown command|"
+    r"that'?s not a verb|you can'?t do that)",
     re.IGNORECASE,
 )
+_NO_OP = re.compile(
+    r"^(nothing happens|nothing happened|(?:the|this|that|it) [\w -]*is already|"
+    r"you are already|you decide to wait)",
+    re.IGNORECASE,
+)
+_ERROR = re.compile(
+    r"\b(errors?|fail(?:s|ed|ure)?|fatal|forbidden|denied|refused|rejected|not allowed|"
+    r"not permitted|cannot|can'?t|could ?n[o']t|unable|invalid|no known action|not found|"
+    r"no such|exception|traceback|timed out|timeout|nothing happens|don'?t understand)\b",
+    re.IGNORECASE,
+)
+_MOVED = re.compile(r"^you (?:move|go|walk|arrive) (?:to|at|in) (?:the )?([^.]+)\.?$", re.I)
+_AGENT_ONLY = re.compile(
+    r"^you (?:focus on|decide to|wait|take|pick up|are carrying|have)\b|to the inventory\.?$|"
+    r"^in your inventory",
+    re.IGNORECASE,
+)
+_REVEALING = re.compile(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
+_MOVED_OBJECT = re.compile(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
+                           re.IGNORECASE)
+_ACTION_DIRECTION = re.compile(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
+# A TextWorld(Express) description: object sentences, then exits by compass direction.
+_TW_EXIT = re.compile(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
+                      r"you see (.+?)\.?$", re.IGNORECASE)
+_TW_LEAD = re.compile(
+    r"^(?:in (?:one|another) part of the room you see|there is also|you also see|"
+    r"you see|there is)\s+", re.IGNORECASE)
+_TW_STATE = re.compile(r",? that (?:is|has) (.+)$", re.IGNORECASE)
+# A ScienceWorld description: tab-indented items, doors as "A door to the X (that is open)".
+_SW_DOOR = re.compile(r"^a door to (?:the )?(.+?) \(that is (\w+)\)$", re.IGNORECASE)
 
 
 def clean(text: str, max_chars: int) -> str:
@@ -45,14 +99,32 @@ def first_sentence(text: str, max_chars: int) -> str:
     return clean(_SENTENCE_END.split(text, maxsplit=1)[0], max_chars)
 
 
-def statements(text: str, max_chars: int) -> list[str]:
-    """The lines of ``text``, each split into sentences, cleaned; empty ones dropped."""
-    out = []
-    for line in text.splitlines():
-        for sentence in _SENTENCE_END.split(_WS.sub(" ", line).strip()):
-            if sentence:
-                out.append(clean(sentence, max_chars))
-    return out
+def rejected(observation: str) -> bool:
+    """Whether an observation is an invalid-action reply (the step did not happen)."""
+    return bool(_REJECTED.match(_WS.sub(" ", observation).strip()))
+
+
+def says_nothing(observation: str) -> bool:
+    """Whether an observation carries no scene information (empty, rejected or a no-op)."""
+    text = _WS.sub(" ", observation).strip()
+    return not text or bool(_REJECTED.match(text) or _NO_OP.match(text))
+
+
+def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
+    """The steps (1-based index, step) left after dropping rejected steps and repeats."""
+    kept: list[tuple[int, Step]] = []
+    for i, step in enumerate(steps, 1):
+        if rejected(step.observation):
+            continue
+        if kept and _same(kept[-1][1], step):
+            continue
+        kept.append((i, step))
+    return kept
+
+
+def _same(a: Step, b: Step) -> bool:
+    return _WS.sub(" ", a.action).strip() == _WS.sub(" ", b.action).strip() and \
+        _WS.sub(" ", a.observation).strip() == _WS.sub(" ", b.observation).strip()
 
 
 class TraceExtractor:
@@ -72,7 +144,10 @@ class TraceExtractor:
             alone = self.knowledge(episode)
             merged = self.knowledge(episode, known) if known is not None else alone
             return Extraction(merged, standalone=alone)
-        return Extraction(self.skill(episode) if episode.success else self.lesson(episode))
+        if episode.success:
+            return Extraction(self.skill(episode))
+        matched = request.matched if isinstance(request.matched, Skill) else None
+        return Extraction(self.lesson(episode, matched))
 
     def compile(self, tree: Tree, composed: Skill | Knowledge | Lesson) -> Extraction:
         """The exact composition is already self-contained; nothing to generalise."""
@@ -82,45 +157,113 @@ class TraceExtractor:
         last = episode.steps[-1].observation if episode.steps else ""
         return Skill(
             activation=clean(episode.task, self.max_chars),
-            steps=tuple(clean(s.action, self.max_chars) for s in episode.steps),
+            steps=tuple(clean(s.action, self.max_chars) for _, s in useful_steps(episode.steps)),
             termination=clean(last, self.max_chars),
         )
 
-    def lesson(self, episode: Episode) -> Lesson:
-        return Lesson(
-            situation=clean(episode.task, self.max_chars),
-            failed=tuple(clean(s.action, self.max_chars) for s in episode.steps),
-        )
+    def lesson(self, episode: Episode, matched: Skill | None = None) -> Lesson:
+        """The failure record: failing steps with their error text, what worked, what not."""
+        steps = episode.steps
+        errors = [i for i, s in enumerate(steps, 1) if _ERROR.search(s.observation)]
+        if not errors and steps:
+            errors = [len(steps)]
+        failed = tuple(self._quote(i, steps[i - 1]) for i in errors)
+        worked_steps = [s for i, s in useful_steps(steps) if i not in errors]
+        worked = tuple(dict.fromkeys(clean(s.action, self.max_chars) for s in worked_steps))
+        played = {clean(s.action, self.max_chars) for s in steps}
+        untried = tuple(s for s in (matched.steps if matched else ()) if s not in played)
+        return Lesson(situation=clean(episode.task, self.max_chars), failed=failed,
+                      untried=tuple(dict.fromkeys(untried)), worked=worked)
+
+    def _quote(self, index: int, step: Step) -> str:
+        action = clean(step.action, 120)
+        observation = clean(step.observation, self.max_chars - len(action) - 16)
+        return f'{action} (step {index}) -> "{observation}"'
 
     def knowledge(self, episode: Episode, known: Knowledge | None = None) -> Knowledge:
-        """The episode's facts, after the ``known`` ones when it matched a known scene.
+        """The episode's facts, superseding the ``known`` ones when it matched a known scene.
 
         Over ``max_facts``, the oldest known facts this episode did not observe again go first."""
         own = self._facts(episode)
         trigger = first_sentence(episode.env, self.max_chars)
         if known is None:
             return Knowledge(trigger=trigger, facts=own)
-        known_set, own_set = set(known.facts), set(own)
-        merged = list(known.facts) + [f for f in own if f not in known_set]
-        # Over the cap, forget the oldest facts this episode did not see again.
+        merged = list(supersede(known.facts, own))
         overflow = len(merged) - self.max_facts
         if overflow > 0:
-            stale = [f for f in merged if f not in own_set][:overflow]
-            dropped = set(stale)
+            own_set = set(own)
+            dropped = set([f for f in merged if f not in own_set][:overflow])
             merged = [f for f in merged if f not in dropped]
         return Knowledge(trigger=trigger, facts=tuple(merged))
 
     def _facts(self, episode: Episode) -> tuple[str, ...]:
+        room = scene_room(episode.env)
         facts: list[str] = []
         seen: set[str] = set()
         for step in episode.steps:
-            observation = clean(step.observation, self.max_chars * 10)
-            if not observation or _UNINFORMATIVE.match(observation):
-                continue
-            action = clean(step.action, 80)
-            for statement in statements(step.observation, self.max_chars):
-                fact = f"{action}: {statement}"
-                if fact not in seen and len(facts) < self.max_facts:
-                    seen.add(fact)
-                    facts.append(fact)
-        return tuple(facts)
+            observation = step.observation.strip()
+            if says_nothing(observation) or observation in seen:
+                continue  # a repeated identical observation says nothing new
+            seen.add(observation)
+            moved = _MOVED.match(_WS.sub(" ", observation).strip())
+            named = scene_room(observation) or (moved.group(1).strip().lower() if moved else "")
+            if named:
+                room = named
+            if not moved:
+                facts += self._statements(step.action, observation, room, bool(named))
+        return supersede((), facts)[: self.max_facts]
+
+    def _statements(self, action: str, observation: str, room: str,
+                    describes_room: bool) -> Iterator[str]:
+        if describes_room:
+            yield from self._room_facts(observation, room)
+            return
+        text = _WS.sub(" ", observation).strip()
+        if _AGENT_ONLY.search(text):
+            return  # the agent's own state (focus, inventory, waiting) is no scene fact
+        revealing = _REVEALING.match(text)
+        direction = _ACTION_DIRECTION.search(action)
+        if revealing and direction and room:
+            door, beyond = revealing.groups()
+            yield self._fact(f"{direction.group(1).capitalize()} of the {room}",
+                             f"the {beyond} (through the {door})")
+            return
+        placed = _MOVED_OBJECT.match(text)
+        if placed:
+            yield self._fact(placed.group(1), f"in the {placed.group(2)}")
+            return
+        where = f" in the {room}" if room else ""
+        yield self._fact(f"{clean(action, 80)}{where}", text)
+
+    def _room_facts(self, observation: str, room: str) -> Iterator[str]:
+        contents: list[str] = []
+        exits: list[str] = []
+        if "\t" in observation:  # ScienceWorld: one item per tab-indented line
+            for line in observation.splitlines():
+                item = _WS.sub(" ", line).strip()
+                if not line.startswith("\t") or not item or item == "the agent":
+                    continue
+                door = _SW_DOOR.match(item)
+                if door:
+                    exits.append(self._fact(f"Door from the {room} to the {door.group(1)}",
+                                            door.group(2)))
+                else:
+                    contents.append(item.rstrip("."))
+        else:  # TextWorld(Express): sentences
+            for sentence in _SENTENCE_END.split(_WS.sub(" ", observation).strip()):
+                sentence = sentence.strip().rstrip(".")
+                exit_ = _TW_EXIT.match(sentence)
+                if exit_:
+                    through, direction, what = exit_.groups()
+                    what = f"{what} (through {through})" if through else what
+                    exits.append(self._fact(f"{direction.capitalize()} of the {room}", what))
+                elif sentence and scene_room(sentence + ".") != room:
+                    item = _TW_STATE.sub(r" (\1)", _TW_LEAD.sub("", sentence))
+                    contents.append(item)
+        if contents:
+            listing = clean("; ".join(contents), self.max_chars * 4)
+            yield f"In the {room}: {listing}"
+        yield from exits
+
+    def _fact(self, subject: str, statement: str) -> str:
+        return clean(f"{subject}: {statement}", self.max_chars)

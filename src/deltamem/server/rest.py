@@ -251,7 +251,8 @@ def _add_memory_routes(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/recall", tags=["memory"], **documented(api.RecallOut))
     def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
         """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
-        result = mem.recall(body.task, body.env, top_k=body.top_k)
+        result = mem.recall(body.task, body.env, top_k=body.top_k,
+                            budget_tokens=body.budget_tokens)
         data = result.to_dict()
         if body.explain:
             data["explain"] = result.explain()

@@ -1,0 +1,145 @@
+"""Scene-knowledge rules: fact subjects, supersession, contradictions and scene layouts.
+
+A fact is a short statement ``"<subject>: <statement>"`` -- "North of the kitchen: the
+corridor", "In the pantry: a shelf, a coin". The subject is what the fact is about; a body of
+knowledge holds at most one statement per subject. A fact without a ``": "`` separator (or with a
+separator too far in to be a subject) is its own subject, so it can only repeat, never contradict.
+
+* :func:`supersede` merges newer facts into older ones: a newer fact about a known subject
+  replaces the older statement *in place* (so the stored delta is a one-item replacement that
+  names what it replaces, and the older text stays in the chain's history); facts about new
+  subjects are appended.
+* :func:`contradictions` lists the pairs of different statements about one subject (the
+  invariant is that composed knowledge has none).
+* :func:`layout_signature` reduces a scene description to its layout -- the room it names and
+  the exits it lists. Knowledge learned in one layout is never recalled for, or merged into, a
+  scene with another (see ``DeltaMem.recall``): two TextWorldExpress maps both start "You are in
+  the kitchen" but differ in their exits, and their facts must not mix. A text that names no
+  room has the empty signature and matches any other such text (no layout to compare).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol, TypeVar
+
+SUBJECT_SEP = ": "
+MAX_SUBJECT_CHARS = 60
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+
+
+def fact_subject(fact: str) -> str:
+    """The subject a fact is about (case-folded), or the whole fact when it has none."""
+    head, sep, rest = fact.partition(SUBJECT_SEP)
+    head = head.strip()
+    if sep and rest.strip() and 0 < len(head) <= MAX_SUBJECT_CHARS \
+            and not _SENTENCE_END.search(head):
+        return " ".join(head.lower().split())
+    return " ".join(fact.lower().split())
+
+
+def supersede(known: Iterable[str], newer: Iterable[str]) -> tuple[str, ...]:
+    """``known`` facts updated by ``newer`` ones, one statement per subject.
+
+    A newer fact about a subject already present replaces it where it stands; a fact about a new
+    subject is appended. Duplicates within either input collapse the same way (the later wins),
+    so ``supersede((), facts)`` normalises a list.
+    """
+    out: list[str] = []
+    where: dict[str, int] = {}
+    for fact in (*known, *newer):
+        subject = fact_subject(fact)
+        if subject in where:
+            out[where[subject]] = fact
+        else:
+            where[subject] = len(out)
+            out.append(fact)
+    return tuple(out)
+
+
+def contradictions(facts: Iterable[str]) -> list[tuple[str, str]]:
+    """Pairs of different facts about the same subject, in order of appearance."""
+    seen: dict[str, list[str]] = {}
+    pairs: list[tuple[str, str]] = []
+    for fact in facts:
+        earlier = seen.setdefault(fact_subject(fact), [])
+        pairs += [(old, fact) for old in earlier if old != fact]
+        if fact not in earlier:
+            earlier.append(fact)
+    return pairs
+
+
+# -- scene layouts ---------------------------------------------------------------------------
+
+_ROOM = re.compile(
+    r"\b(?:you are in|this room is called|this outside location is called)\s+"
+    r"(?:the\s+|an?\s+)?([^.\n]+?)\s*(?:\.|\n|$)",
+    re.IGNORECASE,
+)
+# TextWorld(Express): "To the North you see a closed wood door." /
+# "Through an open patio door, to the North you see the kitchen."
+_DIRECTION_EXIT = re.compile(
+    r"\bto the (north|south|east|west|up|down)\b,? you see\s+([^.\n]+)", re.IGNORECASE
+)
+# ScienceWorld: "A door to the art studio (that is open)".
+_DOOR_EXIT = re.compile(r"\ba door to (?:the\s+)?([^(\n]+?)\s*\(", re.IGNORECASE)
+_STATE_WORDS = re.compile(r"\b(?:an?|the|open|opened|closed|locked)\b\s*", re.IGNORECASE)
+
+
+def scene_room(text: str) -> str:
+    """The room a scene description names ("kitchen"), or "" when it names none."""
+    match = _ROOM.search(text)
+    return " ".join(match.group(1).lower().split()) if match else ""
+
+
+def layout_signature(scene: str) -> str:
+    """The layout of a scene description: its room and its exits, normalised.
+
+    Door states and articles are dropped ("a closed wood door" and "an open wood door" are one
+    exit), so opening a door does not change the layout. "" when the text names no room.
+    """
+    room = scene_room(scene)
+    if not room:
+        return ""
+    exits = [f"{d.lower()}={_exit_name(what)}" for d, what in _DIRECTION_EXIT.findall(scene)]
+    exits += [f"door={_exit_name(what)}" for what in _DOOR_EXIT.findall(scene)]
+    return "|".join([room, *sorted(set(exits))])
+
+
+def _exit_name(text: str) -> str:
+    return " ".join(_STATE_WORDS.sub("", text).lower().split())
+
+
+def same_layout(a: str, b: str) -> bool:
+    """Whether two scene descriptions have the same layout (see :func:`layout_signature`)."""
+    return layout_signature(a) == layout_signature(b)
+
+
+class _Scored(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+S = TypeVar("S", bound=_Scored)
+
+
+def latest_first(ranked: Sequence[S], created: Mapping[str, float]) -> list[S]:
+    """``ranked`` (best score first) with each run of exactly tied scores newest first.
+
+    Knowledge of one scene is a snapshot that later episodes supersede, so among environment
+    nodes that tie (same scene text, same vector) the latest word wins.
+    """
+    out: list[S] = []
+    start = 0
+    while start < len(ranked):
+        end = start
+        while end < len(ranked) and ranked[end].score == ranked[start].score:
+            end += 1
+        out += sorted(ranked[start:end], key=lambda c: -created.get(c.id, 0.0))
+        start = end
+    return out

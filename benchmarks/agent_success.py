@@ -1,12 +1,20 @@
-"""Agent success with each memory: runs ``deltamem bench`` for one config, prints table + JSON.
+"""Does the memory make the agent better? The whole paired comparison in one resumable command.
 
-The JSON carries, per memory kind, the success rate with its 95% Wilson interval and the SR
-difference against the no-memory baseline measured in the same run (same episodes, same order).
+Each entry of a suite is one ``deltamem bench`` run (one environment, one protocol, every arm on
+the same episode stream) in its own directory under ``--out``; a rerun skips what is logged and
+continues, and a changed configuration is refused. At the end the script prints, per entry, each
+arm's progress and success and the paired difference against no memory (95% bootstrap interval,
+exact McNemar p), as a table and as JSON (``<out>/suite.json``).
+
+Suites:
+    full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
+             ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start, all
+             arms; DeltaMem ablations on ScienceWorld; an online run on ScienceWorld.
+    quick  - the subset that fits about an hour on a 2-core machine: ScienceWorld, four tasks.
 
 Usage:
-    .venv/bin/python benchmarks/agent_success.py --env twx-coin --episodes 10 \
-        --memory none,deltamem,synapse,awm,reasoningbank --protocol online --out runs/agent
-    (any other ``deltamem bench`` option can be given: see ``--help``)
+    .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
+    .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
 """
 
 from __future__ import annotations
@@ -18,49 +26,91 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from deltamem_bench.cli import run_bench_command
-from deltamem_bench.report import table
+
+ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
+SW_TASKS = ("find-living-thing,find-plant,find-animal,find-non-living-thing,"
+            "lifespan-longest-lived,lifespan-shortest-lived,identify-life-stages-1,"
+            "power-component,test-conductivity,chemistry-mix")
+SW_QUICK = "find-living-thing,find-plant,lifespan-longest-lived,power-component"
+
+SUITES: dict[str, list[dict[str, Any]]] = {
+    "full": [
+        {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
+         "memory": ARMS, "ablations": True, "episodes": 40, "train_episodes": 40,
+         "protocol": "warm", "max_steps": 15},
+        {"name": "scienceworld-online", "env": "scienceworld", "families": SW_TASKS,
+         "memory": "none,deltamem,synapse,long-context", "episodes": 40, "protocol": "online",
+         "max_steps": 15},
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": ARMS, "episodes": 40,
+         "train_episodes": 10, "protocol": "warm", "max_steps": 15,
+         "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
+        {"name": "twx-cookingworld-warm", "env": "twx-cookingworld", "memory": ARMS,
+         "episodes": 40, "train_episodes": 10, "protocol": "warm", "max_steps": 25,
+         "game_params": "numLocations=1,numIngredients=2,numDistractorItems=0"},
+        {"name": "alfworld-warm", "env": "alfworld-generated", "memory": ARMS, "episodes": 40,
+         "train_episodes": 24, "protocol": "warm", "max_steps": 20},
+    ],
+    "quick": [
+        {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_QUICK,
+         "memory": "none,deltamem,synapse,long-context,deltamem-flat", "episodes": 24,
+         "train_episodes": 16, "protocol": "warm", "max_steps": 12},
+    ],
+}
 
 
-def with_baseline(summary: dict[str, Any]) -> dict[str, Any]:
-    """Add each kind's SR difference against ``none`` (when it was run)."""
-    rows = {r["kind"]: r for r in summary["kinds"]}
-    base = rows.get("none")
-    for row in summary["kinds"]:
-        row["sr_minus_none"] = (round(row["success_rate"] - base["success_rate"], 4)
-                                if base else None)
-    return summary
+def run_suite(name: str, out: Path, console: Console) -> list[dict[str, Any]]:
+    """Run (or resume) every entry of suite ``name``; return one summary per entry."""
+    results = []
+    for entry in SUITES[name]:
+        options = {k: v for k, v in entry.items() if k != "name"}
+        started = time.perf_counter()
+        console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
+        summary = run_bench_command(llm="local", extractor="trace", out=out / entry["name"],
+                                    console=console, **options)
+        summary["name"] = entry["name"]
+        summary["wall_s"] = round(time.perf_counter() - started, 1)
+        results.append(summary)
+    return results
+
+
+def table(results: list[dict[str, Any]]) -> Table:
+    """One row per (entry, arm): progress, success, and the paired difference vs none."""
+    t = Table(title="Paired comparison against no memory (95% bootstrap CI, exact McNemar)")
+    for column in ("run", "memory", "episodes", "progress", "Δ progress vs none", "success",
+                   "McNemar p"):
+        t.add_column(column, justify="left" if column in ("run", "memory") else "right")
+    for summary in results:
+        vs_none = summary["paired"].get("vs_none", {})
+        for row in summary["kinds"]:
+            diff = vs_none.get(row["kind"])
+            delta = (f"{diff['progress']['mean']:+.3f} [{diff['progress']['low']:+.3f}, "
+                     f"{diff['progress']['high']:+.3f}]") if diff else "-"
+            p_value = f"{diff['mcnemar']['p_value']:.3f}" if diff else "-"
+            t.add_row(summary["name"], row["kind"], str(row["episodes"]),
+                      f"{row['mean_score']:.3f}", delta,
+                      f"{row['successes']}/{row['episodes']}", p_value)
+    return t
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description="agent success per memory kind")
-    p.add_argument("--env", default="twx-coin")
-    p.add_argument("--memory", default="none,deltamem,synapse,awm,reasoningbank")
-    p.add_argument("--ablations", action="store_true")
-    p.add_argument("--llm", default="local")
-    p.add_argument("--base-url")
-    p.add_argument("--model")
-    p.add_argument("--episodes", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--protocol", default="online", choices=("online", "warm"))
-    p.add_argument("--train-episodes", type=int, default=5)
-    p.add_argument("--extractor", default="llm", choices=("llm", "trace"))
-    p.add_argument("--max-steps", type=int)
-    p.add_argument("--game-params")
-    p.add_argument("--families")
-    p.add_argument("--out", type=Path, default=Path("runs/agent_success"))
-    a = p.parse_args()
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="quick")
+    parser.add_argument("--out", type=Path, default=Path("runs/suite"))
+    args = parser.parse_args()
+    console = Console(width=140)
     started = time.perf_counter()
-    summary = run_bench_command(
-        env=a.env, memory=a.memory, ablations=a.ablations, llm=a.llm, base_url=a.base_url,
-        model=a.model, episodes=a.episodes, seed=a.seed, protocol=a.protocol, out=a.out,
-        train_episodes=a.train_episodes, extractor=a.extractor, max_steps=a.max_steps,
-        game_params=a.game_params, families=a.families)
-    summary = with_baseline(summary)
-    summary["wall_s"] = round(time.perf_counter() - started, 1)
-    Console().print(table(summary))
-    print(json.dumps(summary, indent=2))
+    results = run_suite(args.suite, args.out, console)
+    console.print(table(results))
+    report = {"suite": args.suite, "wall_s": round(time.perf_counter() - started, 1),
+              "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],
+                        "paired": r["paired"], "wall_s": r["wall_s"]} for r in results]}
+    (args.out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    print(json.dumps({"suite": args.suite, "wall_s": report["wall_s"],
+                      "vs_none": {r["name"]: r["paired"].get("vs_none", {}) for r in results}},
+                     indent=2))
 
 
 if __name__ == "__main__":

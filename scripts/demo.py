@@ -1,60 +1,63 @@
 """DeltaMem demo: does experience memory help a tiny local agent? (the README's main job)
 
 Runs entirely on the embedded defaults - SQLite, the MiniLM embedder and SmolLM2-135M in-process
-via llama.cpp - in TextWorldExpress's Coin Collector (two rooms, no doors, no distractors), the
-fastest environment we have. Protocol: warm start. Each memory first learns a few GOLD
-trajectories of training games (replayed in the engine), then the agent plays held-out test
-games with that memory frozen. The same games, in the same order, are played with no memory,
-DeltaMem and the three baselines (Synapse, AWM, ReasoningBank), and the script prints the summary
-table and writes ``report.html`` (plots inline) to the run directory.
+via llama.cpp - with the choice agent (the model ranks the environment's valid actions). Protocol:
+warm start. Each memory first learns GOLD trajectories of training variations (replayed in the
+engine), then the agent plays held-out test variations of the same tasks with the memory frozen.
+No memory and DeltaMem play exactly the same episodes, so the difference is paired; the script
+prints live progress, then the measured difference of progress with its 95% bootstrap interval,
+and where to look (the report and ``deltamem view`` on the learned memory).
 
-DeltaMem uses the ``trace`` extractor here (experiences read off the trajectory, no model call):
-SmolLM2-135M is too small to write useful structured experiences, and it keeps the demo fast.
-Pass ``--extractor llm`` to use the model, as in the paper. Rerunning with the same ``--out``
-resumes (finished episodes are skipped); use a new directory for a fresh run.
+Rerunning with the same ``--out`` resumes (finished episodes are skipped); a changed
+configuration is refused, so use a new directory for other settings.
 
 Usage:
-    .venv/bin/python scripts/demo.py [--episodes 3] [--train 3] [--out runs/demo]
+    .venv/bin/python scripts/demo.py [--episodes 8] [--out runs/demo]
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
 from rich.console import Console
 
 from deltamem_bench.cli import run_bench_command
-from deltamem_bench.report import table
+from deltamem_bench.report import table, verdict
 
-GAME_PARAMS = "numLocations=2,includeDoors=0,numDistractorItems=0"
+ENV = "scienceworld"
+FAMILIES = "find-living-thing,find-plant,lifespan-longest-lived,power-component"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=3, help="test games per memory")
-    parser.add_argument("--train", type=int, default=3, help="gold training games")
-    parser.add_argument("--memory", default="none,deltamem,synapse,awm,reasoningbank")
-    parser.add_argument("--max-steps", type=int, default=6)
-    parser.add_argument("--extractor", default="trace", choices=("trace", "llm"))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=8, help="test episodes per memory")
+    parser.add_argument("--train", type=int, default=8, help="gold training episodes")
+    parser.add_argument("--memory", default="none,deltamem")
+    parser.add_argument("--max-steps", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/demo"))
     args = parser.parse_args()
 
-    console = Console(width=max(Console().width, 130))  # the table has 11 columns
-    console.print(f"[bold]DeltaMem demo[/bold]: twx-coin ({GAME_PARAMS}), warm start from "
-                  f"{args.train} gold games, {args.episodes} test games per memory, "
-                  "SmolLM2-135M on CPU")
+    # Progress lines go to stdout, line by line, whether or not it is a terminal.
+    console = Console(width=max(Console().width, 120), file=sys.stdout)
+    console.print(f"[bold]DeltaMem demo[/bold]: {ENV} ({FAMILIES}), warm start from "
+                  f"{args.train} gold episodes, {args.episodes} held-out episodes per memory, "
+                  "SmolLM2-135M on CPU (choice agent)")
     started = time.perf_counter()
     summary = run_bench_command(
-        env="twx-coin", memory=args.memory, llm="local", episodes=args.episodes,
-        seed=args.seed, protocol="warm", out=args.out, train_episodes=args.train,
-        extractor=args.extractor, max_steps=args.max_steps, game_params=GAME_PARAMS,
-        n_ctx=2048)
+        env=ENV, memory=args.memory, llm="local", episodes=args.episodes, seed=args.seed,
+        protocol="warm", out=args.out, train_episodes=args.train, extractor="trace",
+        max_steps=args.max_steps, families=FAMILIES, n_ctx=4096, console=console)
     elapsed = time.perf_counter() - started
     console.print(table(summary))
+    for line in verdict(summary):
+        console.print(line)
     console.print(f"report: {args.out / 'report.html'}   ({elapsed:.0f} s)")
+    console.print(f"the learned memory: deltamem view --db {args.out / 'deltamem' / 'memory.db'}"
+                  f" --out {args.out / 'tree.html'}")
 
 
 if __name__ == "__main__":

@@ -57,12 +57,14 @@ def test_choice_agent_plays_only_admissible_actions_and_wins() -> None:
 
 
 def test_prompt_is_append_only_between_steps() -> None:
-    """Each step's prompt extends the previous one (the KV cache keeps every earlier step)."""
+    """Each step's prompt extends the previous one up to its candidate list, the only part
+    that changes (the KV cache keeps every earlier step); only the latest turn lists them."""
     env = CoinRoomDouble()
     scorer = ScorerDouble(coin_rank)
     ChoiceAgent(scorer, env).run(env, SPEC, "MEMORY: move east, then take coin")
     first, second = scorer.prompts
-    assert second.startswith(first.removesuffix("<|im_start|>assistant\nAction:"))
+    assert second.startswith(first.rsplit("\nValid actions:", 1)[0])
+    assert first.count("Valid actions:") == second.count("Valid actions:") == 1
     assert "MEMORY: move east" in first and first.index("MEMORY") < first.index("Task:")
 
 
@@ -147,3 +149,24 @@ def test_plan_follows_the_memory_and_skips_warnings() -> None:
         "move east", "take coin"]
     alone = ChoiceAgent(ScorerDouble(indifferent), env, ChoiceConfig(plan_bonus=0.0))
     assert alone.run(env, SPEC, memory).episode.steps[0].action == "look around"
+
+
+def test_long_episodes_drop_old_steps_in_one_go() -> None:
+    """Past the budget, old steps are dropped until the prompt takes 60% of it, and the drop
+    point then stays put for the next steps (the cache is not rebuilt every step)."""
+    env = CoinRoomDouble(max_steps=40)
+
+    def looker(prompt: str, candidate: str) -> float:
+        return 1.0 if candidate in ("look around", "inventory") else 0.0
+
+    scorer = ScorerDouble(looker)
+    agent = ChoiceAgent(scorer, env, ChoiceConfig(context_tokens=300, repeat_penalty=0.0,
+                                                  revisit_penalty=0.0))
+    result = agent.run(env, SPEC)
+    assert len(result.episode.steps) == 40
+    sizes = [scorer.count(p) for p in scorer.prompts]
+    assert max(sizes) <= 300
+    rebuilds = sum(1 for a, b in zip(scorer.prompts, scorer.prompts[1:], strict=False)
+                   if not b.startswith(a.rsplit("\nValid actions:", 1)[0]))
+    assert 1 <= rebuilds <= 10  # far fewer than the 39 steps
+    assert "(Earlier actions: " in scorer.prompts[-1] and "Task:" in scorer.prompts[-1]

@@ -9,16 +9,19 @@ never plays an action the engine did not list. The candidate set always contains
 2. every admissible action the injected memory block mentions (for DeltaMem: the recalled
    skill's steps; for a baseline: whatever its text names), in the order the block gives them,
 3. the admissible actions nearest to the proposal, the task and the latest observation
-   (word overlap), until ``max_candidates``.
+   (word overlap), at most ``max_candidates // 6`` (at least 2) per verb so that one kind of
+   action cannot crowd out the others, until ``max_candidates``.
 
 Engines that list few actions (TextWorldExpress, ALFWorld) usually have all of them scored;
 ScienceWorld lists thousands of action/object combinations, which is why the set is bounded.
 
-Prompt layout (append-only, so the KV cache keeps every earlier step): the system turn holds the
-environment's instruction, the first user turn the memory block, the task and the first
-observation, then one assistant turn ``Action: ...`` and one user turn ``Observation: ...`` per
-step, each user turn ending with the candidates as "Valid actions". When the prompt would outgrow
-``context_tokens`` the oldest steps are dropped (one cache rebuild).
+Prompt layout (append-only but for its last turn, so the KV cache keeps every earlier step): the
+system turn holds the environment's instruction, the first user turn the memory block, the task
+and the first observation, then one assistant turn ``Action: ...`` and one user turn
+``Observation: ...`` per step; only the latest user turn lists the candidates as "Valid actions"
+(listing them in every turn would fill a small context with old lists). When the prompt would
+outgrow ``context_tokens``, old steps are dropped in one go until it takes 60% of the budget, so
+the cache is rebuilt once every several steps.
 
 The memory's plan. The instructing lines of the memory block (warning lines, such as a failure
 lesson or a FAILURE note, are left out) name actions in an order; the agent keeps a cursor in
@@ -71,7 +74,7 @@ class ChoiceConfig:
         max_steps: Overrides the environment's ``max_steps`` when set.
     """
 
-    max_candidates: int = 20
+    max_candidates: int = 15
     propose: bool = True
     repeat_penalty: float = 2.0
     revisit_penalty: float = 1.0
@@ -171,6 +174,19 @@ def candidate_set(admissible: Sequence[str], *, proposal: str = "", memory: str 
     context_words = _words(context)
     nearest = sorted(unique, key=lambda a: -(_overlap(proposal_words, _words(a))
                                              + _overlap(context_words, _words(a))))
+    # Why: ScienceWorld lists thousands of "move X to Y" pairs; without a cap per verb they
+    # crowd out every other kind of action.
+    per_verb = max(2, bound // 6)
+    verbs: dict[str, int] = {}
+    for action in chosen:
+        verbs[action.split(" ", 1)[0]] = verbs.get(action.split(" ", 1)[0], 0) + 1
+    for action in nearest:
+        verb = action.split(" ", 1)[0]
+        if len(chosen) >= bound:
+            break
+        if action not in chosen and verbs.get(verb, 0) < per_verb:
+            chosen.append(action)
+            verbs[verb] = verbs.get(verb, 0) + 1
     add(nearest, bound)
     return chosen
 
@@ -209,52 +225,65 @@ class ChoiceAgent:
         listed = f"\nValid actions: {', '.join(candidates)}" if candidates else ""
         return f"<|im_start|>user\n{text}{listed}<|im_end|>\n"
 
-    def prompt(self, history: Sequence[tuple[str, list[str], str]], current: str,
-               candidates: Sequence[str] | None) -> str:
+    def prompt(self, history: Sequence[tuple[str, str]], current: str,
+               candidates: Sequence[str] | None, drop: int = 0) -> str:
         """The prompt for the next choice.
 
-        ``history`` holds one ``(user text, candidates shown, action chosen)`` per played step
-        (the first user text is the opening); ``current`` is the latest user text. Beyond
-        ``context_tokens`` the oldest steps after the opening are dropped and named in one line.
+        ``history`` holds one ``(user text, action chosen)`` per played step (the first user
+        text is the opening); ``current`` is the latest user text, the only one that lists the
+        candidates. ``drop`` steps after the opening are left out and named in one line.
         """
-        for drop in range(len(history)):
-            kept = list(history[:1]) + list(history[1 + drop:]) if history else []
-            text = self._system()
-            for i, (user, shown, action) in enumerate(kept):
-                if i == 1 and drop:
-                    skipped = "; ".join(h[2] for h in history[1:1 + drop])
-                    user = f"(Earlier actions: {skipped})\n{user}"
-                text += self._user(user, shown)
-                text += f"<|im_start|>assistant\nAction: {action}<|im_end|>\n"
-            text += self._user(current, candidates) + "<|im_start|>assistant\nAction:"
-            if self.scorer.count(text) <= self.config.context_tokens:
-                return text
-        return text if history else (self._system() + self._user(current, candidates)
-                                     + "<|im_start|>assistant\nAction:")
+        text = self._system()
+        for i, (user, action) in enumerate([*history[:1], *history[1 + drop:]]):
+            if i == 1 and drop:
+                # The last few dropped actions are named; the line stays short however many.
+                names = [h[1] for h in history[1:1 + drop]]
+                more = f"{len(names) - 8} more, then " if len(names) > 8 else ""
+                user = f"(Earlier actions: {more}{'; '.join(names[-8:])})\n{user}"
+            text += self._user(user, None)
+            text += f"<|im_start|>assistant\nAction: {action}<|im_end|>\n"
+        return text + self._user(current, candidates) + "<|im_start|>assistant\nAction:"
 
-    def choose(self, history: Sequence[tuple[str, list[str], str]], current: str,
+    def fit(self, history: Sequence[tuple[str, str]], current: str,
+            candidates: Sequence[str], drop: int) -> int:
+        """The number of old steps to leave out so that the prompt fits ``context_tokens``.
+
+        Never less than ``drop``; when it must grow, it grows until the prompt takes at most
+        60% of the budget, so the KV cache is rebuilt once every several steps, not every step.
+        """
+        budget = self.config.context_tokens
+        if self.scorer.count(self.prompt(history, current, candidates, drop)) <= budget:
+            return drop
+        while drop < len(history) - 1 and self.scorer.count(
+                self.prompt(history, current, candidates, drop)) > 0.6 * budget:
+            drop += 1
+        return drop
+
+    def choose(self, history: Sequence[tuple[str, str]], current: str,
                options: Sequence[str], memory: str, context: str,
                tried: dict[tuple[str, str], bool], state: str,
-               planned: str | None = None) -> tuple[str, list[str], str]:
-        """``(action, candidates, proposal)`` for the current state.
+               planned: str | None = None, drop: int = 0) -> tuple[str, list[str], str, int]:
+        """``(action, candidates, proposal, drop)`` for the current state.
 
         ``planned`` is the memory plan's next step (it is always a candidate and gets
-        ``plan_bonus``).
+        ``plan_bonus``); ``drop`` is the number of old steps left out of the prompt so far.
         """
         proposal = ""
         if self.config.propose and len(options) > self.config.max_candidates:
-            proposal = clean_action(self.scorer.propose(self.prompt(history, current, None)))
+            draft = self.prompt(history, current, None, drop)
+            proposal = clean_action(self.scorer.propose(draft))
         candidates = candidate_set(options, proposal=proposal, memory=memory, context=context,
                                    bound=self.config.max_candidates)
         if planned is not None and planned not in candidates:
             candidates[-1] = planned
-        scores = self.scorer.score(self.prompt(history, current, candidates),
+        drop = self.fit(history, current, candidates, drop)
+        scores = self.scorer.score(self.prompt(history, current, candidates, drop),
                                    [" " + c for c in candidates])
         adjusted = [s - self._penalty(tried.get((state, c)))
                     + (self.config.plan_bonus if c == planned else 0.0)
                     for s, c in zip(scores, candidates, strict=True)]
-        return candidates[max(range(len(candidates)), key=adjusted.__getitem__)], candidates, \
-            proposal
+        best = max(range(len(candidates)), key=adjusted.__getitem__)
+        return candidates[best], candidates, proposal, drop
 
     def _penalty(self, changed_nothing: bool | None) -> float:
         if changed_nothing is None:
@@ -273,7 +302,8 @@ class ChoiceAgent:
         current = self._opening(reset, block)
         limit = self.config.max_steps or env.max_steps
         steps: list[Step] = []
-        history: list[tuple[str, list[str], str]] = []
+        history: list[tuple[str, str]] = []
+        drop = 0
         raw: list[str] = []
         tried: dict[tuple[str, str], bool] = {}  # (state, action) -> it changed nothing
         admissible = reset.admissible if reset.admissible is not None else env.admissible()
@@ -286,12 +316,12 @@ class ChoiceAgent:
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             step = next_plan_step(plan, cursor, options) if plan.strip() else None
-            action, candidates, proposal = self.choose(
+            action, candidates, proposal, drop = self.choose(
                 history, current, options, block, f"{reset.task} {state}", tried, state,
-                step[1] if step else None)
+                step[1] if step else None, drop)
             at = plan.find(_normal(action), cursor + 1)
             cursor = at if at >= 0 else cursor
-            first_prompt = first_prompt or self.prompt(history, current, candidates)
+            first_prompt = first_prompt or self.prompt(history, current, candidates, drop)
             raw.append(f"proposal={proposal!r} chose={action!r} of {len(candidates)}")
             transition = env.step(action)
             reply = transition.observation.strip()
@@ -299,7 +329,7 @@ class ChoiceAgent:
             invalid += int(bad)
             tried[(state, action)] = bad or reply == state
             steps.append(Step(action=action, observation=reply))
-            history.append((current, candidates, action))
+            history.append((current, action))
             current = f"Observation: {_cut(reply, self.config.observation_chars)}"
             state = reply
             score = max(score, transition.score)

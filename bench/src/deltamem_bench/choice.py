@@ -72,6 +72,9 @@ class ChoiceConfig:
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
         max_steps: Overrides the environment's ``max_steps`` when set.
+        memory_in_prompt: Show the memory block to the model. Off, the memory acts only
+            through the plan and the candidate set (a small model's choice degrades with long
+            prompts, so this separates "the memory's content" from "a longer prompt").
     """
 
     max_candidates: int = 15
@@ -83,6 +86,7 @@ class ChoiceConfig:
     memory_chars: int = 2400
     context_tokens: int = 3000
     max_steps: int | None = None
+    memory_in_prompt: bool = True
 
 
 def _words(text: str) -> set[str]:
@@ -214,7 +218,7 @@ class ChoiceAgent:
 
     def _opening(self, reset: Reset, memory: str) -> str:
         parts = []
-        if memory.strip():
+        if memory.strip() and self.config.memory_in_prompt:
             parts.append(_cut(memory, self.config.memory_chars))
         parts.append(f"Task: {reset.task.strip()}")
         parts.append(f"Observation: {_cut(reset.observation, self.config.observation_chars)}")

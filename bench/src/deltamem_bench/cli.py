@@ -75,6 +75,13 @@ def bench(
                                                "prompt.")] = 4,
     snap: Annotated[bool, typer.Option("--snap/--no-snap", help="Snap actions to the closest "
                                        "admissible one.")] = True,
+    plan_bonus: Annotated[float, typer.Option("--plan-bonus", help="Choice agent: bonus for "
+                                              "the memory plan's next step (0: the model "
+                                              "alone).")] = 1.0,
+    memory_in_prompt: Annotated[bool, typer.Option("--memory-in-prompt/--memory-as-plan-only",
+                                                   help="Choice agent: show the memory block "
+                                                   "to the model, or use it only as a plan and "
+                                                   "candidates.")] = True,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
                                        "model.")] = 4096,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
@@ -86,7 +93,7 @@ def bench(
         eval_split=eval_split, train_episodes=train_episodes, learn_during_eval=learn_during_eval,
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
-        n_ctx=n_ctx)
+        plan_bonus=plan_bonus, memory_in_prompt=memory_in_prompt, n_ctx=n_ctx)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -106,6 +113,7 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
                       extractor: str = "llm", max_steps: int | None = None,
                       game_params: str | None = None, families: str | None = None,
                       embedder: str | None = None, history_turns: int = 4, snap: bool = True,
+                      plan_bonus: float = 1.0, memory_in_prompt: bool = True,
                       n_ctx: int = 4096, memory_chars: int = 2400,
                       console: Console | None = None) -> dict[str, Any]:
     """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
@@ -134,7 +142,9 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         else None,
         env_options=env_options, extractor=extractor, settings=settings, agent_kind=agent,
         agent=AgentConfig(history_turns=history_turns, snap=snap, memory_chars=memory_chars),
-        choice=ChoiceConfig(memory_chars=memory_chars), memory_chars=memory_chars)
+        choice=ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
+                            memory_in_prompt=memory_in_prompt),
+        memory_chars=memory_chars)
     model_obj = build_llm(llm, base_url, model, n_ctx)
     scorer = None
     if agent == "choice":

@@ -70,7 +70,7 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | No
             raise ConfigError(f"unknown memory kind {kind!r}")
         return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
                               llm=llm if extractor == "llm" else None, settings=base,
-                              mode=mode, name=kind)
+                              mode=mode, name=kind, budget_chars=budget_chars)
     if kind == "synapse":
         return SynapseMemory(embedder, directory / "memory.json")
     if kind == "long-context":

@@ -101,11 +101,12 @@ class DeltaMemMemory:
         settings: Thresholds and ablation switches.
         mode: ``both``, ``task`` (inject only the skill chain) or ``env`` (only the scene chain).
         name: Label in reports.
+        budget_chars: The harness's context budget (``both`` mode renders within it).
     """
 
     def __init__(self, db: str | Path, embedder: Embedder, *, extractor: str = "llm",
                  llm: LLM | None = None, settings: Settings | None = None, mode: str = "both",
-                 name: str = "deltamem") -> None:
+                 name: str = "deltamem", budget_chars: int | None = None) -> None:
         from deltamem.memory import DeltaMem
 
         if mode not in MODES:
@@ -114,6 +115,9 @@ class DeltaMemMemory:
             raise ConfigError("the llm extractor needs an LLM")
         self.mode = mode
         self.name = name
+        # The harness budgets every memory in characters; DeltaMem renders to a token budget
+        # (about 4 characters a token), keeping its most useful parts first.
+        self.budget_tokens = None if budget_chars is None else budget_chars // 4
         self.mem = DeltaMem.open(db, embedder=embedder, extractor=extractor, llm=llm,
                                  settings=settings or Settings())
 
@@ -131,7 +135,7 @@ class DeltaMemMemory:
 
     def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
         """Recall both trees; inject per ``mode``."""
-        recall = self.mem.recall(task, scene)
+        recall = self.mem.recall(task, scene, budget_tokens=self.budget_tokens)
         info: dict[str, Any] = {"_recall": recall}
         for label, tree in (("task", recall.task), ("env", recall.env)):
             best = tree.best

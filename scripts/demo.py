@@ -4,7 +4,7 @@ Runs entirely on the embedded defaults - SQLite, the MiniLM embedder and SmolLM2
 via llama.cpp - with the choice agent (the model ranks the environment's valid actions). Protocol:
 warm start. Each memory first learns GOLD trajectories of training variations (replayed in the
 engine), then the agent plays held-out test variations of the same tasks with the memory frozen.
-No memory and DeltaMem play exactly the same episodes, so the difference is paired; the script
+No memory, DeltaMem and DeltaMem's environment tree alone play exactly the same episodes, so the difference is paired; the script
 prints live progress, then the measured difference of progress with its 95% bootstrap interval,
 and where to look (the report and ``deltamem view`` on the learned memory).
 
@@ -27,30 +27,30 @@ from rich.console import Console
 from deltamem_bench.cli import run_bench_command
 from deltamem_bench.report import table, verdict
 
-ENV = "scienceworld"
-FAMILIES = "find-living-thing,find-plant,lifespan-longest-lived,power-component"
+ENV = "twx-twc"  # TextWorld Commonsense: put each object where it belongs
+GAME_PARAMS = "numLocations=1,numItemsToPutAway=2,includeDoors=0"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=8, help="test episodes per memory")
-    parser.add_argument("--train", type=int, default=8, help="gold training episodes")
-    parser.add_argument("--memory", default="none,deltamem")
-    parser.add_argument("--max-steps", type=int, default=12)
+    parser.add_argument("--episodes", type=int, default=12, help="test episodes per memory")
+    parser.add_argument("--train", type=int, default=10, help="gold training episodes")
+    parser.add_argument("--memory", default="none,deltamem,deltamem-env")
+    parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/demo"))
     args = parser.parse_args()
 
     # Progress lines go to stdout, line by line, whether or not it is a terminal.
     console = Console(width=max(Console().width, 120), file=sys.stdout)
-    console.print(f"[bold]DeltaMem demo[/bold]: {ENV} ({FAMILIES}), warm start from "
+    console.print(f"[bold]DeltaMem demo[/bold]: {ENV} ({GAME_PARAMS}), warm start from "
                   f"{args.train} gold episodes, {args.episodes} held-out episodes per memory, "
                   "SmolLM2-135M on CPU (choice agent)")
     started = time.perf_counter()
     summary = run_bench_command(
         env=ENV, memory=args.memory, llm="local", episodes=args.episodes, seed=args.seed,
         protocol="warm", out=args.out, train_episodes=args.train, extractor="trace",
-        max_steps=args.max_steps, families=FAMILIES, n_ctx=4096, console=console)
+        max_steps=args.max_steps, game_params=GAME_PARAMS, n_ctx=4096, console=console)
     elapsed = time.perf_counter() - started
     console.print(table(summary))
     for line in verdict(summary):

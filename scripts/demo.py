@@ -4,9 +4,10 @@ Runs entirely on the embedded defaults - SQLite, the MiniLM embedder and SmolLM2
 via llama.cpp - with the choice agent (the model ranks the environment's valid actions). Protocol:
 warm start. Each memory first learns GOLD trajectories of training variations (replayed in the
 engine), then the agent plays held-out test variations of the same tasks with the memory frozen.
-No memory, DeltaMem and DeltaMem's environment tree alone play exactly the same episodes, so the difference is paired; the script
-prints live progress, then the measured difference of progress with its 95% bootstrap interval,
-and where to look (the report and ``deltamem view`` on the learned memory).
+No memory, DeltaMem and DeltaMem's environment tree alone play exactly the same episodes, so
+the differences are paired; the script prints live progress, then the measured difference of
+progress with its 95% bootstrap interval, and where to look (the report, and ``deltamem view``
+on the learned memory).
 
 Rerunning with the same ``--out`` resumes (finished episodes are skipped); a changed
 configuration is refused, so use a new directory for other settings.

@@ -12,6 +12,10 @@ warnings, not skills, so they stay in the memory.
 :func:`import_skills` reads ``SKILL.md`` files (ours or hand-written ones) and adds each as a
 task-tree root, all in one transaction; an identical root already in the memory is skipped, so
 importing the same folder twice changes nothing.
+
+The second layout, :func:`export_memory_md` (``--layout memory-md``), is the ``MEMORY.md`` index
+plus one file per composed chain that memory-file readers load on demand; there every node is
+exported, a delta as its full composition. :func:`import_layout` reads either layout back.
 """
 
 from __future__ import annotations

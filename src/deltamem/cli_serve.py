@@ -354,6 +354,8 @@ def hook(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
+    budget_tokens: Annotated[int | None, typer.Option(
+        help="Cap the context a hook adds at about this many tokens.")] = None,
 ) -> None:
     """Run a Claude Code / Codex hook: read its JSON on stdin, print the JSON it reads back.
 
@@ -373,7 +375,7 @@ def hook(
             local.parent.mkdir(parents=True, exist_ok=True)
             db = str(local)
         with open_memory(db, space, embedder) as mem:
-            out = run_hook(mem, event, payload)
+            out = run_hook(mem, event, payload, budget_tokens=budget_tokens)
     except Exception as exc:  # a hook must not break the agent's session; say why, exit 1
         typer.echo(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from exc

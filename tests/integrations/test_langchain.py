@@ -97,7 +97,8 @@ def test_default_judge_and_a_failed_run_become_a_failure_lesson(mem):
     assert middleware.learned is not None
     node = mem.get(middleware.learned.task.node or "")
     assert node.tree is Tree.TASK and node.outcome.value == "failure"
-    assert "open_fridge()" in mem.show(node.id)["experience"]["failed"]
+    [failed] = mem.show(node.id)["experience"]["failed"]
+    assert failed.startswith("open_fridge()") and "the fridge is locked" in failed
 
 
 def test_memory_tools_recall_and_learn_through_a_tool_calling_agent(mem):

@@ -96,3 +96,12 @@ def test_a_run_judged_failed_is_learned_as_a_failure_lesson(mem):
     assert model.requests[0][0] == "Help."  # nothing recalled: instructions unchanged
     learned = memory.learn(result, success=False)
     assert mem.get(learned.task.node or "").outcome.value == "failure"
+
+
+def test_budget_caps_the_recalled_context(mem):
+    from deltamem.core.render import estimate_tokens
+
+    mem.learn(make_episode())
+    full = DeltaMemAgents(mem, env=ENV).loop.context("heat the apple")
+    capped = DeltaMemAgents(mem, env=ENV, budget_tokens=120).loop.context("heat the apple")
+    assert 0 < estimate_tokens(capped) <= 120 < estimate_tokens(full)

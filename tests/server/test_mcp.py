@@ -82,6 +82,8 @@ async def scenario(session: ClientSession, export_dir: Path) -> dict[str, Any]:
                                                 "env": "python web app repository"})
     out["recalled"] = await c.ok("recall", {"task": "heat the apple", "env": "a kitchen",
                                             "explain": True})
+    out["budget"] = await c.ok("recall", {"task": "heat the apple", "env": "a kitchen",
+                                          "budget_tokens": 80})
     out["outcome"] = await c.ok("record_outcome", {"success": True})
     node = out["learned"][0]["task"]["node"]
     out["shown"] = await c.ok("show", {"node_id": node})
@@ -122,6 +124,8 @@ def check(out: dict[str, Any], export_dir: Path) -> None:
     # The context block comes first; the text is far shorter than the structured JSON.
     assert text.startswith(data["context"]) and "1. go to kitchen" in text
     assert text.endswith("]") and "skill: t-" in text
+    budgeted, _ = out["budget"]
+    assert 0 < budgeted["context_tokens"] <= 80 < out["recalled"][0]["context_tokens"]
     data, text = out["outcome"]
     assert data["nodes"] == [out["recalled"][0]["task"]["node"], out["recalled"][0]["env"]["node"]]
     assert text.startswith("counted a success on t-")

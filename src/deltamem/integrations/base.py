@@ -15,17 +15,19 @@ class RecallLoop:
 
     ``env`` describes the agent's environment (the scene key of the environment tree), e.g.
     ``"python web service repository"``; it is the same for every run of one agent.
+    ``budget_tokens`` caps the recalled context (see :meth:`DeltaMem.recall`).
     """
 
-    def __init__(self, mem: DeltaMem, *, env: str = "") -> None:
+    def __init__(self, mem: DeltaMem, *, env: str = "", budget_tokens: int | None = None) -> None:
         self.mem = mem
         self.env = env
+        self.budget_tokens = budget_tokens
         self.last: Recall | None = None
 
     def recall(self, task: str) -> Recall:
         """Recall for ``task`` (cached: the same task recalls once)."""
         if self.last is None or self.last.task.key != task or self.last.env.key != self.env:
-            self.last = self.mem.recall(task, self.env)
+            self.last = self.mem.recall(task, self.env, budget_tokens=self.budget_tokens)
         return self.last
 
     def context(self, task: str) -> str:

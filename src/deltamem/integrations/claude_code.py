@@ -221,8 +221,10 @@ def context_output(event: str, context: str) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}}
 
 
-def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any]) -> dict[str, Any]:
-    """Handle one hook call; return the JSON to print ({} for nothing).
+def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
+             budget_tokens: int | None = None) -> dict[str, Any]:
+    """Handle one hook call; return the JSON to print ({} for nothing). ``budget_tokens`` caps
+    the context a hook adds.
 
     Raises:
         EpisodeError: an unknown event, or a transcript that cannot be read.
@@ -231,10 +233,12 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any]) -> dict[str,
         raise EpisodeError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
     cwd = str(payload.get("cwd") or "")
     if event == "session-start":
-        return context_output(EVENTS[event], mem.recall("", scene(cwd)).context)
+        recalled = mem.recall("", scene(cwd), budget_tokens=budget_tokens)
+        return context_output(EVENTS[event], recalled.context)
     if event == "user-prompt":
         prompt = str(payload.get("prompt") or "")
-        return context_output(EVENTS[event], mem.recall(prompt, "").context if prompt else "")
+        skill = mem.recall(prompt, "", budget_tokens=budget_tokens).context if prompt else ""
+        return context_output(EVENTS[event], skill)
     path = payload.get("transcript_path")
     if path:
         learn_turn(mem, read_transcript(str(path)), cwd=cwd)

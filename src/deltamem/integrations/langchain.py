@@ -66,6 +66,13 @@ def request_text(messages: Sequence[AnyMessage]) -> str:
     return turn[0].text if turn else ""
 
 
+def _marked_errors(messages: Sequence[AnyMessage]) -> list[AnyMessage]:
+    """Failed tool results get an ``error: `` prefix (the chat format has no status field), so
+    the failure shows in the learned episode as it does for the other adapters."""
+    return [m.model_copy(update={"content": f"error: {m.text}"})
+            if isinstance(m, ToolMessage) and m.status == "error" else m for m in messages]
+
+
 class DeltaMemMiddleware(AgentMiddleware):
     """Recall into every model call of a run; learn the run when it ends.
 
@@ -74,12 +81,13 @@ class DeltaMemMiddleware(AgentMiddleware):
         env: the agent's environment description (the scene key).
         success: judges a finished run from its messages (default :func:`finished_cleanly`).
         learn: set False to only recall.
+        budget_tokens: cap on the recalled context.
     """
 
     def __init__(self, mem: DeltaMem, *, env: str = "", success: Judge = finished_cleanly,
-                 learn: bool = True) -> None:
+                 learn: bool = True, budget_tokens: int | None = None) -> None:
         super().__init__()
-        self.loop = RecallLoop(mem, env=env)
+        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens)
         self.success = success
         self.learns = learn
         self.learned: LearnResult | None = None
@@ -103,7 +111,7 @@ class DeltaMemMiddleware(AgentMiddleware):
     def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         turn = current_turn(state["messages"])
         if self.learns and turn:
-            self.learned = self.loop.learn(convert_to_openai_messages(list(turn)),
+            self.learned = self.loop.learn(convert_to_openai_messages(_marked_errors(turn)),
                                            success=self.success(turn))
         return None
 

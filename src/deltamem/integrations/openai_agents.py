@@ -50,8 +50,8 @@ def request_text(items: list[Any]) -> str:
 class DeltaMemAgents:
     """The memory for Agents SDK runs: an input filter to recall, ``learn`` for the outcome."""
 
-    def __init__(self, mem: DeltaMem, *, env: str = "") -> None:
-        self.loop = RecallLoop(mem, env=env)
+    def __init__(self, mem: DeltaMem, *, env: str = "", budget_tokens: int | None = None) -> None:
+        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens)
 
     def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: the instructions gain the recalled context."""

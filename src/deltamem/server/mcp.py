@@ -95,6 +95,7 @@ class TreeRecallOut(_Out):
 
 class RecallOut(_Out):
     context: str = Field(description="Text to read before planning (empty: nothing matched).")
+    context_tokens: int = Field(description="Estimated tokens of the context.")
     task: TreeRecallOut
     env: TreeRecallOut
     usage: dict[str, Any]
@@ -287,11 +288,14 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         env: Annotated[str, Field(max_length=MAX_TEXT, description=(
             "A short description of the scene, e.g. 'python repo with pytest'."))] = "",
         top_k: Annotated[int, Field(ge=1, le=50, description="Candidates scored per tree.")] = 1,
+        budget_tokens: Annotated[int | None, Field(ge=1, le=100_000, description=(
+            "Keep the context within about this many tokens; the most useful parts come "
+            "first."))] = None,
         explain: Annotated[bool, Field(description=(
             "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, RecallOut]:
-        result = mem.recall(task, env, top_k=top_k)
+        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
         remember(ctx, result)
         data = result.to_dict()
         if explain:

@@ -198,3 +198,22 @@ def test_trace_lesson_type_round_trips(mem):
     node = mem.learn(DEPLOY).task.node
     stored = mem.experience(node)
     assert isinstance(stored, Lesson) and stored.worked == ("build docker image",)
+
+
+def test_a_task_learned_in_this_scene_wins_a_tie(mem):
+    """Variations sharing one task text tie; the skill learned where the agent starts wins."""
+    hallway = ("This room is called the hallway. You also see:\n"
+               "\tA door to the kitchen (that is open)")
+    studio = ("This room is called the art studio. You also see:\n"
+              "\tA door to the hallway (that is open)")
+    task = "Your task is to find the animal with the longest life span."
+    from_hall = Episode(task=task, env=hallway, success=True, steps=(
+        Step("go to outside", "You move to the outside."), Step("focus on tortoise", "ok")))
+    from_studio = Episode(task=task, env=studio, success=True, steps=(
+        Step("go to hallway", "You move to the hallway."),
+        Step("go to outside", "You move to the outside."), Step("focus on tortoise", "ok")))
+    mem.learn(from_hall)
+    mem.learn(from_studio)
+    for episode in (from_hall, from_studio):
+        skill = mem.recall(task, episode.env).task.experience
+        assert skill.steps == tuple(s.action for s in episode.steps)

@@ -19,7 +19,7 @@ import numpy as np
 
 from deltamem import reports, transfer
 from deltamem.config import Settings
-from deltamem.core.knowledge import latest_first, layout_signature
+from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -145,7 +145,7 @@ class DeltaMem:
         usage = Usage()
         q_task, q_env = self._embed([task, env], usage)
         recalls = {
-            tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k)
+            tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k, scene=env)
             for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
         }
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
@@ -161,14 +161,17 @@ class DeltaMem:
         usage.embed_texts += len(texts)
         return [vectors[i] for i in range(len(texts))]
 
-    def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int) -> TreeRecall:
+    def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int, *,
+                     scene: str = "") -> TreeRecall:
         threshold = self.settings.threshold(tree.value)
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         if not key.strip():
             return result
         found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
-                                k=max(k, 1) if tree is Tree.TASK else max(k, POOL))
-        result.candidates = self._same_scene(tree, key, found)[: max(k, 1)]
+                                k=max(k, POOL))
+        ranked = self._same_scene(tree, key, found) if tree is Tree.ENV else \
+            self._started_here(found, layout_signature(scene))
+        result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
         if result.best is None or result.best.score < threshold:
             return result
@@ -177,6 +180,20 @@ class DeltaMem:
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
         return result
+
+    def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:
+        """Task-tree candidates with the best score's exact ties learned in a scene of
+        ``layout`` first (``core.knowledge.same_layout_first``): variations of a task often share
+        one task text, and the skill that started where the agent stands has the right route."""
+        if not layout or len(found) < 2 or found[1].score != found[0].score:
+            return found
+        layouts = {}
+        for candidate in found:
+            if candidate.score != found[0].score:
+                break
+            node = self.store.get_node(self.space, candidate.id)
+            layouts[candidate.id] = str(node.meta.get("layout", "")) if node else ""
+        return same_layout_first(found, layouts, layout)
 
     def _same_scene(self, tree: Tree, key: str, found: list[Candidate]) -> list[Candidate]:
         """``found`` for the environment tree: only nodes learned in a scene of the same layout,
@@ -322,7 +339,8 @@ class DeltaMem:
             content=experience if is_root else None,
             patch=None if is_root else placement.patch,
             episode_id=episode_id, created_at=time.time(),
-            meta={"trace": trace_signature(episode, tree), **_user_meta(episode)},
+            meta={"trace": trace_signature(episode, tree), **_layout_meta(tree, episode.env),
+                  **_user_meta(episode)},
         )
 
     def _zero(self) -> Vector:
@@ -392,7 +410,8 @@ class DeltaMem:
             id=new_node_id(node.tree), tree=node.tree, kind=NodeKind.ROOT,
             outcome=Outcome.SUCCESS, key=node.key, content=compiled.experience,
             lineage=tuple(n.id for n in chain), created_at=time.time(),
-            meta={"consolidated_from": node.id, "note": compiled.note},
+            meta={"consolidated_from": node.id, "note": compiled.note,
+                  **{k: v for k, v in node.meta.items() if k == "layout"}},
         )
         with self.store.write(self.space):
             fresh = self.store.get_node(self.space, node.id)
@@ -521,6 +540,12 @@ def trace_signature(episode: Episode, tree: Tree) -> str:
         if tree is Tree.ENV:
             h.update(b"\x02" + step.observation.encode())
     return h.hexdigest()
+
+
+def _layout_meta(tree: Tree, env: str) -> dict[str, Any]:
+    """A skill remembers the layout of the scene it was learned in (see ``_started_here``)."""
+    layout = layout_signature(env) if tree is Tree.TASK else ""
+    return {"layout": layout} if layout else {}
 
 
 def _user_meta(episode: Episode) -> dict[str, Any]:

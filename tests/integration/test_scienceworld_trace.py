@@ -62,11 +62,12 @@ def test_every_node_composes_to_its_episode(learned):
 def test_storage_is_below_flat(learned):
     """Residual storage is smaller than a one-record-per-episode memory.
 
-    On this fixture (6 tasks x 4 train variations) it is about 0.87: cross-task deltas and
-    newly explored rooms are genuinely new content. See README "Results" for the breakdown.
+    On this fixture (6 tasks x 4 train variations) it is about 0.79 (0.87 before cost-aware
+    placement and scene facts): newly explored rooms are genuinely new content. See
+    docs/results.md for the breakdown and the larger fixture.
     """
     stats = learned[0].stats()
-    assert stats["stored_chars"] / stats["flat_chars"] < 0.9
+    assert stats["stored_chars"] / stats["flat_chars"] < 0.82
 
 
 def test_held_out_variation_recalls_its_own_task(learned, episodes):

@@ -143,3 +143,17 @@ def latest_first(ranked: Sequence[S], created: Mapping[str, float]) -> list[S]:
         out += sorted(ranked[start:end], key=lambda c: -created.get(c.id, 0.0))
         start = end
     return out
+
+
+def same_layout_first(ranked: Sequence[S], layouts: Mapping[str, str], layout: str) -> list[S]:
+    """``ranked`` (best score first) with each run of exactly tied scores reordered so that the
+    candidates whose ``layouts`` entry equals ``layout`` come first (otherwise in order)."""
+    out: list[S] = []
+    start = 0
+    while start < len(ranked):
+        end = start
+        while end < len(ranked) and ranked[end].score == ranked[start].score:
+            end += 1
+        out += sorted(ranked[start:end], key=lambda c: layouts.get(c.id) != layout)
+        start = end
+    return out

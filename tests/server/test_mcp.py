@@ -232,3 +232,20 @@ def test_each_http_session_scores_its_own_last_recall(http_server: str) -> None:
 
     other, own_failed = anyio.run(run)
     assert "call recall first" in other and not own_failed
+
+
+def test_server_tools_called_in_process(mem) -> None:
+    """build_server's tools also work when called directly, outside a client request."""
+    from deltamem.server.mcp import build_server
+    from helpers import make_episode
+
+    mem.learn(make_episode())
+    server = build_server(mem)
+
+    async def run() -> tuple[Any, Any]:
+        recalled = await server.call_tool("recall", {"task": "heat the apple"})
+        return recalled, await server.call_tool("record_outcome", {"success": True})
+
+    recalled, outcome = anyio.run(run)
+    assert recalled.content[0].text.startswith("# Skill memory")
+    assert outcome.structured_content["nodes"] == [recalled.structured_content["task"]["node"]]

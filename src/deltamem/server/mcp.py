@@ -216,7 +216,10 @@ MAX_SESSIONS = 1_000  # last recalls kept, one per client session (oldest droppe
 
 def _client_key(ctx: Context | None) -> str:
     """Which client a call comes from: its MCP session id over HTTP; stdio has one client."""
-    headers = ctx.headers if ctx is not None else None
+    try:
+        headers = ctx.headers if ctx is not None else None
+    except ValueError:  # called directly, outside a client request
+        headers = None
     return str(headers.get("mcp-session-id", "")) if headers else ""
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+
 import pytest
 
 from deltamem.episodes import episode_from_dict, episode_to_dict, read_episodes
 from deltamem.errors import EpisodeError
+from helpers import make_episode
 
 GOOD = {"task": "t", "env": "e", "success": True, "score": 1,
         "steps": [{"action": "a", "observation": "o", "thought": "why"}], "meta": {"k": 1}}
@@ -48,3 +52,15 @@ def test_read_episodes_yields_errors_per_line(tmp_path):
     assert [line for line, _ in got] == [1, 3, 4]
     assert not isinstance(got[0][1], EpisodeError)
     assert "UTF-8" in str(got[1][1]) and "JSON object" in str(got[2][1])
+
+
+def test_gzip_episode_files_are_read_and_a_cut_one_is_one_clear_error(tmp_path):
+    """A .jsonl.gz file reads like the plain file; a truncated one raises EpisodeError."""
+    data = (json.dumps(episode_to_dict(make_episode())) + "\n").encode() * 3
+    good = tmp_path / "e.jsonl.gz"
+    good.write_bytes(gzip.compress(data))
+    assert [e.task for _, e in read_episodes(good)] == ["heat the apple"] * 3
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(data)[:-12])
+    with pytest.raises(EpisodeError, match="cannot read episodes"):
+        list(read_episodes(cut))

@@ -10,8 +10,10 @@ Suites:
     full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
              ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start, all
              arms; DeltaMem ablations on ScienceWorld; an online run on ScienceWorld.
-    quick  - the subset that fits about an hour on a 2-core machine: TextWorld Commonsense (all
-             arms and the DeltaMem ablations), Coin Collector, and four ScienceWorld tasks.
+    quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
+             (no memory, DeltaMem, Synapse, long context, and DeltaMem env-only, task-only and
+             flat), Coin Collector and four ScienceWorld tasks (no memory, DeltaMem, Synapse,
+             long context). AWM and ReasoningBank, which call the model to write, only in full.
 
 Usage:
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
@@ -55,14 +57,15 @@ SUITES: dict[str, list[dict[str, Any]]] = {
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},
     ],
     "quick": [
-        {"name": "twx-twc-warm", "env": "twx-twc", "memory": ARMS, "ablations": True,
-         "episodes": 24, "train_episodes": 10, "protocol": "warm", "max_steps": 10,
+        {"name": "twx-twc-warm", "env": "twx-twc",
+         "memory": "none,deltamem,synapse,long-context,deltamem-env,deltamem-task,deltamem-flat",
+         "episodes": 16, "train_episodes": 10, "protocol": "warm", "max_steps": 10,
          "game_params": "numLocations=1,numItemsToPutAway=2,includeDoors=0"},
-        {"name": "twx-coin-warm", "env": "twx-coin", "memory": ARMS + ",deltamem-flat",
-         "episodes": 24, "train_episodes": 4, "protocol": "warm", "max_steps": 8,
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": "none,deltamem,synapse,long-context",
+         "episodes": 16, "train_episodes": 4, "protocol": "warm", "max_steps": 8,
          "game_params": "numLocations=2,includeDoors=0,numDistractorItems=0"},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_QUICK,
-         "memory": "none,deltamem,synapse,long-context", "episodes": 16,
+         "memory": "none,deltamem,synapse,long-context", "episodes": 12,
          "train_episodes": 16, "protocol": "warm", "max_steps": 12},
     ],
 }

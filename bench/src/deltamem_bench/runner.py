@@ -213,6 +213,9 @@ class KindRun:
             "recall": _public(info), "memory_chars": len(text), "memory_text": text,
             "written": written,
             "usage": {"agent": result.usage.to_dict(), "memory": memory_usage},
+            "agent_stats": {k: episode.meta[k] for k in
+                            ("tokens_evaluated", "tokens_cached", "tokens_per_s")
+                            if k in episode.meta},
             "memory_size": self.memory.size(),
             "wall_s": round(time.perf_counter() - started, 3),
         })

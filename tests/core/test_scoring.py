@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltamem.core.scoring import top_k
+from deltamem.core.scoring import similarities, top_k
 
 
 def unit(*xs):
@@ -57,6 +57,24 @@ def test_top_k_matches_brute_force(n, k, seed, penalty):
     d = rng.integers(1, 6, size=n).astype(np.int32)
     q = m[rng.integers(0, n)]
     got = [s.position for s in top_k(m, f, d, q, penalty=penalty, k=k)]
-    scores = m @ q - np.float32(penalty) * f.astype(np.float32)
+    scores = similarities(m, q) - np.float32(penalty) * f.astype(np.float32)
     expected = sorted(range(n), key=lambda i: (-scores[i], d[i], -i))[:k]
     assert got == expected
+
+
+def test_identical_rows_tie_wherever_they_sit():
+    """Two nodes with the same vector tie exactly at any positions, so the tie rule decides.
+
+    A BLAS matrix-vector product gave such rows different last bits on OpenBLAS's Haswell kernel.
+    """
+    rng = np.random.default_rng(7)
+    for n in (6, 37, 131, 515):
+        m = rng.normal(size=(n, 384)).astype(np.float32)
+        m /= np.linalg.norm(m, axis=1, keepdims=True)
+        f, d = np.zeros(n, bool), np.ones(n, np.int32)
+        for j in range(0, n - 1, max(1, n // 9)):
+            m[n - 1] = m[j]
+            q = (m[j] + 0.01 * rng.normal(size=384)).astype(np.float32)
+            first, second = top_k(m, f, d, q, penalty=0.0, k=2)
+            assert (first.position, second.position) == (n - 1, j)
+            assert first.score == second.score

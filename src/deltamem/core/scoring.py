@@ -9,6 +9,13 @@ The best node is accepted when ``score >= threshold``. The scan is global and fl
 the same vector) go to the shallower node, then to the *newer* one: a consolidated root therefore
 wins over the deep node it was compiled from and over an older root with the same key.
 
+Similarities are float32 dot products taken one row at a time (:func:`similarities`), so a node's
+similarity is a function of its vector and the query alone. A BLAS matrix-vector product is not:
+its kernels sum blocks of rows and the leftover rows in different orders, so the same row scored
+at another position (or in a subset) can differ in the last bits -- measured on OpenBLAS's Haswell
+kernel, two identical rows of one matrix got different scores and so did not tie. Indexes that
+re-score a subset of rows (``store.index``) rely on this to return exactly the reference answer.
+
 This module is the reference every store's ``scan`` must agree with (the conformance suite checks).
 """
 
@@ -32,6 +39,16 @@ class Scored:
     score: float
 
 
+def similarities(matrix: F32, query: F32) -> F32:
+    """``cos(query, row)`` of every row (rows and query L2-normalised), in float32.
+
+    One dot product per row (``np.vecdot``): the result for a row does not depend on the other
+    rows of ``matrix``, its position among them, or the memory alignment of the copy.
+    """
+    sims: F32 = np.vecdot(matrix, query.astype(np.float32, copy=False))
+    return sims
+
+
 def top_k(
     matrix: F32,
     failures: npt.NDArray[np.bool_],
@@ -46,12 +63,16 @@ def top_k(
     ``matrix`` holds one L2-normalised row per node in insertion order; ``failures`` and ``depths``
     are aligned with it. Returns at most ``k`` entries, best first, with the tie rule above.
 
+    The answer depends only on the rows' own values: scanning any subset that holds every row
+    scoring at least the ``k``-th best score gives the same result (positions of the subset,
+    which keep the rows' relative order). ``store.index`` uses this to re-score candidates.
+
     Complexity: O(n*d) for the similarities plus O(n) selection (O(n + k log k) for k > 1).
     """
     n = matrix.shape[0]
     if n == 0 or k <= 0:
         return []
-    sims = matrix @ query.astype(np.float32, copy=False)
+    sims = similarities(matrix, query)
     scores = sims - np.float32(penalty) * failures.astype(np.float32)
     if k == 1:
         best = float(scores.max())

@@ -33,6 +33,8 @@ class Settings:
         style: prompt rendering, ``composed`` or ``patches``.
         flat: store every episode as a root (no deltas, no dedup): the "flat memory" ablation
             that shows what the residual trees add.
+        embed_cache: embeddings of recent texts kept per memory, so a repeated task or scene is
+            not embedded again (0 turns the cache off).
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -45,6 +47,7 @@ class Settings:
     embedder: str = "minilm"
     style: str = "composed"
     flat: bool = False
+    embed_cache: int = 4096
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):
@@ -53,6 +56,8 @@ class Settings:
                 raise ConfigError(f"{name} must be a cosine threshold in [-1, 1], got {value}")
         if self.penalty < 0:
             raise ConfigError(f"penalty must be >= 0, got {self.penalty}")
+        if self.embed_cache < 0:
+            raise ConfigError(f"embed_cache must be >= 0, got {self.embed_cache}")
         if self.k_cons < 1 or self.max_depth < 2 or self.top_k < 1:
             raise ConfigError("k_cons and top_k must be >= 1 and max_depth >= 2")
         if self.style not in ("composed", "patches"):

@@ -39,6 +39,7 @@ from deltamem.core.tree import (
     growth_chain,
 )
 from deltamem.embed.base import Embedder
+from deltamem.embed.cache import EmbeddingCache
 from deltamem.episodes import episode_to_dict
 from deltamem.errors import ConfigError, NodeNotFound, StoreError
 from deltamem.extract import make_extractor
@@ -78,6 +79,7 @@ class DeltaMem:
         self.extractor = extractor
         self.space = space
         self.settings = settings or Settings()
+        self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         store.ensure_space(space, embedder.name, embedder.dim)
 
     @classmethod
@@ -156,9 +158,11 @@ class DeltaMem:
                       context_tokens=estimate_tokens(context))
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
-        vectors = self.embedder.embed(texts)
-        usage.embed_calls += 1
-        usage.embed_texts += len(texts)
+        """One embedder call for the texts not in the cache (``usage`` counts only those)."""
+        vectors, computed = self.embed_cache.embed(self.embedder, texts)
+        if computed:
+            usage.embed_calls += 1
+            usage.embed_texts += computed
         return [vectors[i] for i in range(len(texts))]
 
     def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int, *,

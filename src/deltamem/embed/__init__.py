@@ -5,7 +5,9 @@ Choose one with :func:`make_embedder`:
 ========================  ==================================================================
 spec                      embedder
 ========================  ==================================================================
-``minilm`` (default)      all-MiniLM-L6-v2 in numpy (:class:`MiniLMEmbedder`), no torch
+``minilm`` (default)      all-MiniLM-L6-v2 (:class:`MiniLMEmbedder`), no torch; runs on
+                          ONNX Runtime when installed, else numpy (``minilm:onnx``,
+                          ``minilm:numpy`` pick one)
 ``static``                MiniLM distilled to static token vectors (:class:`StaticEmbedder`)
 ``st:<model>``            any sentence-transformers model (needs the ``st`` extra)
 ``hashing[:<dim>]``       feature hashing - TEST DOUBLE ONLY (:class:`HashingEmbedder`)
@@ -22,7 +24,7 @@ from deltamem.embed.static import StaticEmbedder
 from deltamem.errors import ConfigError
 
 DEFAULT_EMBEDDER = "minilm"
-CHOICES = ("minilm", "static", "static-minilm", "st:<model>", "hashing[:<dim>]")
+CHOICES = ("minilm[:onnx|:numpy]", "static", "static-minilm", "st:<model>", "hashing[:<dim>]")
 
 __all__ = [
     "CHOICES",
@@ -42,7 +44,8 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     """Build the embedder named by ``spec``.
 
     Args:
-        spec: ``"minilm"`` (default), ``"static"`` / ``"static-minilm"``, ``"st:<model>"`` (a
+        spec: ``"minilm"`` (default; ``"minilm:onnx"`` / ``"minilm:numpy"`` choose the runtime),
+            ``"static"`` / ``"static-minilm"``, ``"st:<model>"`` (a
             sentence-transformers model name or path), or ``"hashing"`` / ``"hashing:<dim>"``.
             ``hashing`` is a deterministic test double with no notion of meaning: use it in
             tests only, never for a real memory.
@@ -56,8 +59,8 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     text = spec.strip()
     kind, _, arg = text.partition(":")
     kind = kind.lower()
-    if kind == "minilm" and not arg:
-        return MiniLMEmbedder()
+    if kind == "minilm" and arg.strip().lower() in ("", "onnx", "numpy"):
+        return MiniLMEmbedder(runtime=arg.strip().lower() or "auto")
     if kind in ("static", "static-minilm") and not arg:
         return StaticEmbedder()
     if kind == "st" and arg.strip():

@@ -21,13 +21,15 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
+from deltamem import extras
 from deltamem.embed.base import Vectors
 from deltamem.errors import ConfigError
 
@@ -38,6 +40,8 @@ MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "sentence_b
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
+Forward = Callable[[I64, F32], F32]
+RUNTIMES = ("auto", "onnx", "numpy")
 
 
 def find_model_dir() -> Path:
@@ -220,8 +224,13 @@ class MiniLMModel:
         summed /= np.maximum(mask.sum(axis=1, keepdims=True), 1.0)
         return summed
 
-    def embed_ids(self, token_ids: Sequence[Sequence[int]], batch_size: int) -> F32:
-        """Pooled vectors for pre-tokenised inputs, batched by similar length; input order kept."""
+    def embed_ids(self, token_ids: Sequence[Sequence[int]], batch_size: int,
+                  forward: Forward | None = None) -> F32:
+        """Pooled vectors for pre-tokenised inputs, batched by similar length; input order kept.
+
+        ``forward`` runs one padded batch (default: :meth:`forward`, numpy; see ``runtime``).
+        """
+        forward = forward or self.forward
         out = np.zeros((len(token_ids), self.hidden), dtype=np.float32)
         order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
         for start in range(0, len(order), batch_size):
@@ -233,7 +242,7 @@ class MiniLMModel:
                 n = len(token_ids[i])
                 ids[row, :n] = token_ids[i]
                 mask[row, :n] = 1.0
-            out[idx] = self.forward(ids, mask)
+            out[idx] = forward(ids, mask)
         return out
 
 
@@ -265,25 +274,58 @@ def load_model(model_dir: Path | None = None) -> MiniLMModel:
         return model
 
 
+_ONNX: weakref.WeakKeyDictionary[MiniLMModel, Forward] = weakref.WeakKeyDictionary()
+
+
+def onnx_forward(model: MiniLMModel) -> Forward:
+    """The process-wide ONNX Runtime forward pass for ``model`` (built once per model)."""
+    with _LOCK:
+        forward = _ONNX.get(model)
+        if forward is None:
+            from deltamem.embed.minilm_onnx import OnnxForward
+
+            forward = _ONNX[model] = OnnxForward(model)
+        return forward
+
+
+def onnx_available() -> bool:
+    """Whether ONNX Runtime and onnx (the ``onnx`` extra) are installed."""
+    return not extras.missing("onnx")
+
+
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 sentence embeddings (384-d), computed with numpy only.
+    """all-MiniLM-L6-v2 sentence embeddings (384-d), without torch.
 
     Weights load lazily on the first :meth:`embed` and are shared across instances. Empty or
     whitespace-only texts embed to the zero vector (the model would otherwise embed
     ``[CLS][SEP]`` to a non-zero vector and make blank keys look similar to each other).
 
+    The forward pass runs on ONNX Runtime when the ``onnx`` extra is installed (faster, see
+    ``docs/results.md``), else in numpy; both compute the same network from the same weights and
+    agree to ~1e-7 (tested under 1e-5), so they share the name ``minilm`` and one memory can be
+    read and written with either.
+
     Args:
         model_dir: a folder with the model files; default is the bundled model.
         batch_size: texts per forward pass.
+        runtime: ``"auto"`` (ONNX Runtime when installed, else numpy), ``"onnx"`` or ``"numpy"``.
     """
 
     name = "minilm"
     dim = 384
 
-    def __init__(self, model_dir: Path | str | None = None, batch_size: int = 32):
+    def __init__(self, model_dir: Path | str | None = None, batch_size: int = 32,
+                 runtime: str = "auto"):
         """Check that the weights exist now (clear error early) but load them on first use."""
+        if runtime not in RUNTIMES:
+            raise ConfigError(f"unknown MiniLM runtime {runtime!r}; choose one of "
+                              f"{', '.join(RUNTIMES)}")
+        if runtime == "onnx":
+            extras.require("onnx", "the MiniLM onnx runtime")
         self._model_dir = Path(model_dir) if model_dir is not None else find_model_dir()
         self.batch_size = batch_size
+        self.runtime = runtime if runtime != "auto" else (
+            "onnx" if onnx_available() else "numpy")
 
     @property
     def model(self) -> MiniLMModel:
@@ -298,7 +340,8 @@ class MiniLMEmbedder:
             return out
         model = self.model
         ids = model.tokenize([texts[i] for i in keep])
-        pooled = model.embed_ids(ids, self.batch_size)
+        forward = onnx_forward(model) if self.runtime == "onnx" else model.forward
+        pooled = model.embed_ids(ids, self.batch_size, forward)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out[keep] = pooled / np.maximum(norms, 1e-12)
         return out

@@ -1,0 +1,152 @@
+"""all-MiniLM-L6-v2's forward pass on ONNX Runtime, built from the weights numpy loaded.
+
+The graph is written here, op by op, from the same :class:`~deltamem.embed.minilm.MiniLMModel`
+the numpy forward uses: no torch, no export step, no second copy of the weights (they are handed
+to ONNX Runtime as external initializers that point at the numpy arrays). It computes what
+:meth:`MiniLMModel.forward` computes -- embeddings + LayerNorm, six encoder layers, mean pooling
+over the mask -- and returns the same un-normalised pooled vectors; after normalisation they
+agree with the numpy forward to ~1e-7 (tested to stay under 1e-5, the tolerance the calibrated
+thresholds allow).
+
+ONNX Runtime fuses the attention and GELU subgraphs and runs them with its own kernels, which is
+what makes it faster than numpy on short inputs such as recall keys (benchmarks/embed.py).
+Needs the ``onnx`` extra: ``pip install 'deltamem[onnx]'``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from deltamem.embed.minilm import MiniLMModel
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+OPSET = 20
+
+
+class _Graph:
+    """Accumulates nodes and weight references while the encoder is written out."""
+
+    def __init__(self) -> None:
+        from onnx import TensorProto, helper
+
+        self.helper, self.proto = helper, TensorProto
+        self.nodes: list[Any] = []
+        self.initializers: list[Any] = []
+        self.external: dict[str, F32] = {}  # weights handed over as numpy arrays
+        self._count = 0
+
+    def _name(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def weight(self, array: F32) -> str:
+        """A model weight: declared in the graph, its data supplied from ``array`` at load."""
+        name = self._name("w")
+        tensor = self.proto()
+        tensor.name = name
+        tensor.data_type = self.proto.FLOAT
+        tensor.dims.extend(array.shape)
+        tensor.data_location = self.proto.EXTERNAL
+        entry = tensor.external_data.add()
+        entry.key, entry.value = "location", name
+        self.initializers.append(tensor)
+        self.external[name] = np.ascontiguousarray(array, dtype=np.float32)
+        return name
+
+    def const(self, value: Any, dtype: type = np.int64) -> str:
+        """A small constant (shapes, axes, scalars), stored in the graph itself."""
+        from onnx import numpy_helper
+
+        name = self._name("c")
+        self.initializers.append(numpy_helper.from_array(np.array(value, dtype=dtype), name))
+        return name
+
+    def op(self, kind: str, *inputs: str, **attrs: Any) -> str:
+        out = self._name("t")
+        self.nodes.append(self.helper.make_node(kind, list(inputs), [out], name=out, **attrs))
+        return out
+
+
+def build_graph(model: MiniLMModel) -> tuple[bytes, dict[str, F32]]:
+    """The serialized ONNX model (weights external) and the arrays its weights come from.
+
+    Inputs: ``ids`` (B, T) int64 and ``mask`` (B, T) float32; output ``pooled`` (B, hidden).
+    """
+    g = _Graph()
+    hidden, heads, eps = model.hidden, model.heads, model.eps
+    dh = hidden // heads
+    f32 = np.float32
+
+    def layer_norm(x: str, gain: F32, bias: F32) -> str:
+        return g.op("LayerNormalization", x, g.weight(gain), g.weight(bias), axis=-1, epsilon=eps)
+
+    def linear(x: str, w: F32, b: F32) -> str:
+        return g.op("Add", g.op("MatMul", x, g.weight(w)), g.weight(b))
+
+    seq = g.op("Shape", "ids", start=1, end=2)
+    positions = g.op("Slice", g.weight(model.pos_emb), g.const([0]), seq, g.const([0]))
+    x = g.op("Add", g.op("Gather", g.weight(model.word_emb), "ids"), positions)
+    x = layer_norm(g.op("Add", x, g.weight(model.type_emb[0])), model.emb_ln_g, model.emb_ln_b)
+    # Additive attention bias: padding keys get a large negative score (exp underflows to 0).
+    bias = g.op("Mul", g.op("Sub", "mask", g.const(1.0, f32)), g.const(1e9, f32))
+    bias = g.op("Unsqueeze", bias, g.const([1, 2]))  # (B, 1, 1, T)
+    scale = g.const(1.0 / math.sqrt(dh), f32)
+    for layer in model.layers:
+        qkv = g.op("Reshape", linear(x, layer.qkv_w, layer.qkv_b), g.const([0, 0, 3, heads, dh]))
+        qkv = g.op("Transpose", qkv, perm=[2, 0, 3, 1, 4])  # (3, B, heads, T, dh)
+        q, k, v = (g.op("Gather", qkv, g.const(i), axis=0) for i in range(3))
+        scores = g.op("MatMul", g.op("Mul", q, scale), g.op("Transpose", k, perm=[0, 1, 3, 2]))
+        attn = g.op("Softmax", g.op("Add", scores, bias), axis=-1)
+        ctx = g.op("Transpose", g.op("MatMul", attn, v), perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", ctx, g.const([0, 0, hidden]))
+        x = layer_norm(g.op("Add", linear(ctx, layer.out_w, layer.out_b), x),
+                       layer.ln1_g, layer.ln1_b)
+        h = g.op("Gelu", linear(x, layer.up_w, layer.up_b))  # exact (erf) GELU, as BERT
+        x = layer_norm(g.op("Add", linear(h, layer.down_w, layer.down_b), x),
+                       layer.ln2_g, layer.ln2_b)
+    summed = g.op("Squeeze", g.op("MatMul", g.op("Unsqueeze", "mask", g.const([1])), x),
+                  g.const([1]))
+    count = g.op("Max", g.op("ReduceSum", "mask", g.const([1]), keepdims=1), g.const(1.0, f32))
+    g.nodes.append(g.helper.make_node("Div", [summed, count], ["pooled"], name="pooled"))
+    tensor = g.helper.make_tensor_value_info
+    graph = g.helper.make_graph(
+        g.nodes, "all-MiniLM-L6-v2",
+        [tensor("ids", g.proto.INT64, ["B", "T"]), tensor("mask", g.proto.FLOAT, ["B", "T"])],
+        [tensor("pooled", g.proto.FLOAT, ["B", hidden])], g.initializers)
+    onnx_model = g.helper.make_model(graph, opset_imports=[g.helper.make_opsetid("", OPSET)])
+    onnx_model.ir_version = 10
+    return onnx_model.SerializeToString(), g.external
+
+
+class OnnxForward:
+    """A callable with :meth:`MiniLMModel.forward`'s signature, run by ONNX Runtime.
+
+    Args:
+        model: the loaded weights (kept alive: ONNX Runtime reads them in place).
+        threads: intra-op threads; 0 lets ONNX Runtime use every core. Threads sleep between
+            calls instead of spinning, so an idle embedder costs no CPU on a shared machine.
+    """
+
+    def __init__(self, model: MiniLMModel, threads: int = 0):
+        import onnxruntime as ort
+
+        blob, weights = build_graph(model)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._weights = weights  # the OrtValues below point into these arrays
+        options.add_external_initializers(
+            list(weights), [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()])
+        self._session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, ids: I64, mask: F32) -> F32:
+        out: F32 = self._session.run(["pooled"], {"ids": ids, "mask": mask})[0]
+        return out

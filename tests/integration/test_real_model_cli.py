@@ -90,7 +90,8 @@ def test_bench_over_an_openai_compatible_server(llama_server, tmp_path):
     """`deltamem bench --llm openai --base-url ...` drives a real HTTP model server."""
     out_dir = tmp_path / "run"
     proc = cli("bench", "--env", "twx-coin", "--memory", "none,deltamem", "--agent", "react",
-               "--llm", "openai", "--base-url", llama_server, "--model", "smollm2", "--episodes", "1",
+               "--llm", "openai", "--base-url", llama_server, "--model", "smollm2",
+               "--episodes", "1",
                "--protocol", "online", "--extractor", "trace", "--max-steps", "3",
                "--game-params", "numLocations=2,includeDoors=0,numDistractorItems=0",
                "--out", out_dir, "--json")

@@ -38,6 +38,7 @@ from rich.text import Text
 
 from deltamem.cli_options import (
     DEFAULT_DB,
+    CreateOpt,
     DbOpt,
     EmbedOpt,
     JsonOpt,
@@ -56,7 +57,9 @@ from deltamem.errors import (
     EpisodeError,
     ExtractionError,
     NodeNotFound,
+    PatchError,
     ProviderError,
+    SpaceNotFound,
     StoreError,
 )
 from deltamem.results import node_listing
@@ -86,8 +89,8 @@ def _options(
 
 # Library exceptions -> exit codes, in one place.
 EXIT_CODES: dict[type[DeltaMemError], int] = {
-    EpisodeError: 2, ConfigError: 3, NodeNotFound: 4, StoreError: 5, ProviderError: 6,
-    ExtractionError: 7,
+    EpisodeError: 2, ConfigError: 3, NodeNotFound: 4, SpaceNotFound: 4, StoreError: 5,
+    PatchError: 5, ProviderError: 6, ExtractionError: 7,
 }
 EXIT_USAGE = 2  # unknown command or option, missing or invalid argument
 EXIT_FILE = 8  # a file could not be read or written
@@ -111,6 +114,7 @@ def learn(
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
     penalty: Penalty = None,
+    create: CreateOpt = True,
     as_json: JsonOpt = False,
     *,
     models: ModelOptions,
@@ -128,8 +132,9 @@ def learn(
     if strict and bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
     results: list[dict[str, Any]] = []
-    with open_memory(db, space, embedder, extractor=models.build(), tau_task=tau_task,
-                     tau_env=tau_env, penalty=penalty) as mem:
+    with open_memory(db, space, embedder, create=create,
+                     extractor=models.build(), tau_task=tau_task, tau_env=tau_env,
+                     penalty=penalty) as mem:
         total = Usage()
         good = [(i, line, e) for i, (line, e) in enumerate(parsed)
                 if not isinstance(e, EpisodeError)]
@@ -299,10 +304,15 @@ def import_(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
+    create: CreateOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an export into the space, in one transaction (all or nothing)."""
-    with open_memory(db, space, embedder) as mem:
+    """Import an export into the space, in one transaction (all or nothing).
+
+    The whole file is verified first (fields, parents, depths, chains, vectors); a bad file is
+    refused naming its first bad record, and nothing is written.
+    """
+    with open_memory(db, space, embedder, create=create) as mem:
         counts = mem.import_(file)
     emit(counts, as_json, lambda: out.print(f"imported {counts}"))
 

@@ -19,7 +19,7 @@ import typer
 
 from deltamem.config import Settings
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem
+from deltamem.memory import DeltaMem, check_space
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,9 +108,18 @@ def emit(data: Any, as_json: bool, human: Callable[[], None]) -> None:
         human()
 
 
-def open_memory(db: str, space: str, embedder: str | None, *,
+CreateOpt = Annotated[bool, typer.Option(
+    "--create/--no-create", help="Create the database and space if missing (--no-create: they "
+                                 "must exist, so a mistyped --space is an error).")]
+
+
+def open_memory(db: str, space: str, embedder: str | None, *, create: bool = False,
                 extractor: str | Extractor = "trace", llm: Any = None,
                 **settings: Any) -> DeltaMem:
-    """Open the memory a command works on; ``settings`` override ``DELTAMEM_*`` (None: keep)."""
-    return DeltaMem.open(db, space=space, embedder=embedder, extractor=extractor, llm=llm,
-                         settings=Settings.from_env().with_(**settings))
+    """Open the memory a command works on; ``settings`` override ``DELTAMEM_*`` (None: keep).
+
+    Readers leave ``create`` False: a missing database or space is then ``SpaceNotFound``, and
+    nothing (not even a directory) is created. Writers pass True.
+    """
+    return DeltaMem.open(db, space=check_space(space), embedder=embedder, extractor=extractor,
+                         llm=llm, settings=Settings.from_env().with_(**settings), create=create)

@@ -112,7 +112,7 @@ def mcp(
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
-    with open_memory(db, space, embedder, extractor=models.build(),
+    with open_memory(db, space, embedder, create=True, extractor=models.build(),
                      auto_consolidate=False if defer else None) as mem:
         run_server(mem, transport="stdio" if transport == "stdio" else "http", host=host,
                    port=port)
@@ -343,7 +343,7 @@ def skills_import(
     """Import skill files as roots, in one transaction (identical roots skipped)."""
     from deltamem.skills import import_layout
 
-    with open_memory(db, space, embedder) as mem:
+    with open_memory(db, space, embedder, create=True) as mem:
         done = import_layout(mem, src)
     emit(done, as_json, lambda: typer.echo(
         f"imported {len(done['imported'])} root(s), skipped {len(done['skipped'])} duplicate(s)"))

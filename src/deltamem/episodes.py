@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
+from deltamem import jsonsafe
 from deltamem.core.model import Episode, Step
 from deltamem.errors import EpisodeError
 
@@ -35,18 +36,55 @@ def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
     if not isinstance(success, bool):
         raise EpisodeError(f"field 'success' must be true or false, got {_kind(success)}",
                            where=where, field="success")
-    score = data.get("score")
-    if score is not None and (
-        isinstance(score, bool) or not isinstance(score, int | float) or not math.isfinite(score)
-    ):
-        raise EpisodeError(f"field 'score' must be a finite number or null, got {_kind(score)}",
-                           where=where, field="score")
+    score = _score(data.get("score"), where)
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise EpisodeError(f"field 'meta' must be an object, got {_kind(meta)}",
                            where=where, field="meta")
-    return Episode(task=task, env=env, steps=_steps(data.get("steps", []), where),
-                   success=success, score=None if score is None else float(score), meta=meta)
+    episode = Episode(task=task, env=env, steps=_steps(data.get("steps", []), where),
+                      success=success, score=score, meta=meta)
+    check_episode(episode, where=where)
+    return episode
+
+
+def check_episode(episode: Episode, *, where: str | None = None) -> None:
+    """Refuse an episode that a store could not hold exactly (the same rule on every backend).
+
+    Every text must be Unicode without NUL characters, the score finite, and ``meta`` plain JSON
+    (finite numbers, at most ``jsonsafe.MAX_NESTING`` levels deep).
+
+    Raises:
+        EpisodeError: naming the offending field.
+    """
+    texts = [("task", episode.task), ("env", episode.env)]
+    for i, step in enumerate(episode.steps):
+        texts += [(f"steps[{i}].action", step.action), (f"steps[{i}].observation",
+                                                        step.observation)]
+        if step.thought is not None:
+            texts.append((f"steps[{i}].thought", step.thought))
+    for name, text in texts:
+        problem = jsonsafe.text_problem(text) if isinstance(text, str) else "is not a string"
+        if problem:
+            raise EpisodeError(f"field '{name}' {problem}", where=where, field=name)
+    if episode.score is not None and not math.isfinite(episode.score):
+        raise EpisodeError("field 'score' must be a finite number", where=where, field="score")
+    problem = jsonsafe.value_problem(episode.meta, "meta")
+    if problem:
+        raise EpisodeError(f"field {problem}", where=where, field="meta")
+
+
+def _score(score: Any, where: str | None) -> float | None:
+    if score is None:
+        return None
+    try:
+        value = float(score) if isinstance(score, int | float) and not isinstance(score, bool) \
+            else math.nan
+    except OverflowError:  # an integer too large for a float
+        value = math.inf
+    if not math.isfinite(value):
+        raise EpisodeError(f"field 'score' must be a finite number or null, got {_kind(score)}",
+                           where=where, field="score")
+    return value
 
 
 def _steps(raw: Any, where: str | None) -> tuple[Step, ...]:
@@ -150,10 +188,13 @@ def _parse_lines(p: Path, lines: Iterator[bytes]) -> Iterator[tuple[int, Episode
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
             yield lineno, EpisodeError(f"invalid JSON ({exc.msg} at column {exc.colno})",
                                        where=where)
+            continue
+        except ValueError as exc:  # NaN, Infinity, nesting
+            yield lineno, EpisodeError(f"invalid JSON ({exc})", where=where)
             continue
         try:
             yield lineno, episode_from_dict(data, where=where)

@@ -6,6 +6,8 @@
     ├── ConfigError (ValueError)        bad settings, unknown provider, missing optional extra
     ├── EpisodeError (ValueError)       a malformed episode; names the source, line and field
     ├── NodeNotFound (KeyError)         no node with that id in this space
+    ├── SpaceNotFound (KeyError)        no such space (or database) to read; writers create it
+    ├── PatchError (ValueError)         a patch does not fit the experience it is applied to
     ├── StoreError                      the database refused or is inconsistent
     │   ├── SchemaError                 the database was written by an unknown (newer) version
     │   └── EmbedderMismatch            the space was built with another embedder
@@ -51,6 +53,17 @@ class NodeNotFound(DeltaMemError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class SpaceNotFound(DeltaMemError, KeyError):
+    """A read of a space (or a whole database) that does not exist; only writers create one."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+class PatchError(DeltaMemError, ValueError):
+    """A patch does not fit the experience it is applied to (a damaged or foreign chain)."""
 
 
 class StoreError(DeltaMemError):

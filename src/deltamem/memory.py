@@ -7,7 +7,7 @@ It computes nothing itself: scoring, placement, composition and rendering live i
 from __future__ import annotations
 
 import hashlib
-import json
+import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from deltamem import reports, transfer
+from deltamem import jsonsafe, reports, transfer
 from deltamem.config import Settings
 from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
 from deltamem.core.model import (
@@ -40,8 +40,16 @@ from deltamem.core.tree import (
 )
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
-from deltamem.episodes import episode_to_dict
-from deltamem.errors import ConfigError, NodeNotFound, StoreError
+from deltamem.episodes import check_episode, episode_to_dict
+from deltamem.errors import (
+    ConfigError,
+    EpisodeError,
+    NodeNotFound,
+    PatchError,
+    ProviderError,
+    SpaceNotFound,
+    StoreError,
+)
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import (
@@ -57,10 +65,13 @@ from deltamem.results import (
 )
 from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
+from deltamem.store.integrity import space_info, space_problems, vector_problem
 from deltamem.telemetry import memory_span
 from deltamem.usage import Usage
 
 TREES = (Tree.TASK, Tree.ENV)
+# Space names appear in URLs, logs and file names: keep them to a safe alphabet.
+SPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 # How many candidates a writer compares (see DeltaMem._placement), and how many exact ties
 # the dedup-before-the-model check looks through.
 POOL = 32
@@ -70,17 +81,24 @@ class DeltaMem:
     """An experience memory of two residual trees in one space of a store.
 
     Open one with :meth:`open`; use it as a context manager to close the store.
+
+    With ``create=False`` the space must exist already (``SpaceNotFound`` otherwise): readers
+    open that way, so that a typo never creates an empty space.
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
-                 space: str = "default", settings: Settings | None = None):
+                 space: str = "default", settings: Settings | None = None, create: bool = True):
         self.store = store
         self.embedder = embedder
         self.extractor = extractor
         self.space = space
         self.settings = settings or Settings()
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
-        store.ensure_space(space, embedder.name, embedder.dim)
+        if create or space_info(store, space) is not None:
+            store.ensure_space(space, embedder.name, embedder.dim)  # checks the embedder
+        else:
+            raise SpaceNotFound(f"no space {space!r} in {store.url}; learn or import into it "
+                                "first (writers create spaces)")
 
     @classmethod
     def open(
@@ -92,8 +110,9 @@ class DeltaMem:
         extractor: str | Extractor = "trace",
         llm: Any = None,
         settings: Settings | None = None,
+        create: bool = True,
     ) -> DeltaMem:
-        """Open (creating if needed) the memory at ``db``.
+        """Open the memory at ``db``, creating the database and the space unless ``create=False``.
 
         Args:
             db: a SQLite file path, ``sqlite:PATH``, ``:memory:`` or ``postgresql://...``.
@@ -102,6 +121,10 @@ class DeltaMem:
             extractor: ``"trace"`` (no model), ``"llm"`` (needs ``llm``) or an Extractor.
             llm: an LLM object or spec (``"local"``, ``"openai"``) for the ``llm`` extractor.
             settings: thresholds and constants; defaults come from ``Settings.from_env()``.
+            create: create a missing database or space; with False, they must exist.
+
+        Raises:
+            SpaceNotFound: ``create=False`` and the database or the space does not exist.
         """
         from deltamem.embed import make_embedder  # resolved here: specs may name optional extras
 
@@ -110,9 +133,9 @@ class DeltaMem:
             embedder = make_embedder(embedder or settings.embedder)
         if isinstance(extractor, str):
             extractor = make_extractor(extractor, llm=llm)
-        store = open_store(str(db))
+        store = open_store(str(db), create=create)
         try:
-            return cls(store, embedder, extractor, space=space, settings=settings)
+            return cls(store, embedder, extractor, space=space, settings=settings, create=create)
         except BaseException:
             store.close()
             raise
@@ -145,11 +168,16 @@ class DeltaMem:
             raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")
         started = time.perf_counter()
         usage = Usage()
+        for name, text in (("task", task), ("env", env)):
+            problem = jsonsafe.text_problem(text)
+            if problem:
+                raise EpisodeError(f"field '{name}' {problem}", field=name)
         q_task, q_env = self._embed([task, env], usage)
-        recalls = {
-            tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k, scene=env)
-            for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
-        }
+        with self._intact():
+            recalls = {
+                tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k, scene=env)
+                for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
+            }
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
                                  Style(self.settings.style), budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
@@ -163,7 +191,22 @@ class DeltaMem:
         if computed:
             usage.embed_calls += 1
             usage.embed_texts += computed
-        return [vectors[i] for i in range(len(texts))]
+        out = [vectors[i] for i in range(len(texts))]
+        for text, vector in zip(texts, out, strict=True):
+            problem = vector_problem(vector, self.embedder.dim)
+            if problem:
+                raise ProviderError(f"embedder {self.embedder.name!r} returned a bad vector for "
+                                    f"{text[:60]!r}: {problem}")
+        return out
+
+    @contextmanager
+    def _intact(self) -> Iterator[None]:
+        """Turn a stored chain that does not compose into a StoreError naming the space."""
+        try:
+            yield
+        except PatchError as exc:
+            raise StoreError(f"space {self.space!r} holds a chain that does not compose ({exc}); "
+                             "run `deltamem check`") from exc
 
     def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int, *,
                      scene: str = "") -> TreeRecall:
@@ -180,6 +223,9 @@ class DeltaMem:
         if result.best is None or result.best.score < threshold:
             return result
         result.chain = self.store.chain(self.space, result.best.id)
+        if not result.chain:  # deleted by another writer since the scan: nothing matched
+            result.best = None
+            return result
         result.experience = compose_chain(result.chain)
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
@@ -234,6 +280,12 @@ class DeltaMem:
         """
         started = time.perf_counter()
         usage = Usage()
+        check_episode(episode)
+        with self._intact():
+            return self._learn(episode, recall, usage, started)
+
+    def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
+               started: float) -> LearnResult:
         if recall is None or recall.task.key != episode.task or recall.env.key != episode.env:
             recall = self.recall(episode.task, episode.env)
             usage.add(recall.usage)  # a recall the caller made was already reported to it
@@ -369,8 +421,9 @@ class DeltaMem:
                     for n in self.due()]
         usage = Usage()
         done: list[Consolidation] = []
-        for node in self.due():
-            done += self._consolidate_if_due(node.id, usage)
+        with self._intact():
+            for node in self.due():
+                done += self._consolidate_if_due(node.id, usage)
         return done
 
     def record_outcome(self, nodes: Recall | Sequence[str], success: bool) -> OutcomeRecord:
@@ -440,7 +493,8 @@ class DeltaMem:
 
     def experience(self, node_id: str) -> Experience:
         """The full composed experience of a node."""
-        return compose_chain(self.chain(node_id))
+        with self._intact():
+            return compose_chain(self.chain(node_id))
 
     def nodes(self, tree: Tree | None = None) -> Iterator[Node]:
         return self.store.nodes(self.space, tree)
@@ -473,34 +527,55 @@ class DeltaMem:
 
     def show(self, node_id: str) -> dict[str, Any]:
         """A node's chain, composed experience, patch and counters."""
-        shown = reports.show(self.store, self.space, node_id)
+        with self._intact():
+            shown = reports.show(self.store, self.space, node_id)
         if shown is None:
             raise NodeNotFound(node_id, self.space)
         return shown
 
     def check(self) -> list[str]:
-        """Integrity problems of both trees (empty list when the memory is sound)."""
-        return reports.check(self.store, self.space, self.settings.max_depth)
+        """Integrity problems of both trees and their vectors (empty list when sound).
+
+        Finds missing or foreign parents, wrong depths and cycles, roots without content, chains
+        that do not compose, and vectors that are not finite, of unit norm and the space's width.
+        """
+        return space_problems(self.store, self.space, max_depth=self.settings.max_depth)
+
+    def iter_export(self) -> Iterator[str]:
+        """This space as JSON Lines, one line per record (header, nodes, episodes)."""
+        return transfer.export_lines(self.store, self.space)
 
     def export(self, path: str | Path) -> int:
         """Write this space as JSON Lines to ``path``; return the number of records."""
-        count = 0
+        lines = self.iter_export()
+        first = next(lines)  # a missing space fails before the file is touched
+        count = 1
         with Path(path).open("w", encoding="utf-8") as handle:
-            for record in transfer.export_records(self.store, self.space):
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.write(first)
+            for line in lines:
+                handle.write(line)
                 count += 1
         return count
 
-    def import_(self, path: str | Path) -> dict[str, int]:
-        """Load an export into this space in one transaction (all or nothing).
+    def import_records(self, records: Iterable[dict[str, Any]]) -> dict[str, int]:
+        """Verify exported records as a whole and load them in one transaction (all or nothing).
 
         Raises:
-            StoreError: a line is not a JSON object (named by file and line), or the records
-                are malformed or collide with nodes already in the space.
+            StoreError: naming the first bad record; nothing was written.
+        """
+        return transfer.import_records(self.store, self.space, records,
+                                       max_depth=self.settings.max_depth)
+
+    def import_(self, path: str | Path) -> dict[str, int]:
+        """Load an export file into this space (see :meth:`import_records`).
+
+        Raises:
+            StoreError: a line is not a JSON object (named by file and line), or a record is
+                malformed or would damage the trees; nothing was written.
             OSError: the file cannot be opened.
         """
         with Path(path).open(encoding="utf-8") as handle:
-            return transfer.import_records(self.store, self.space, _json_lines(handle, path))
+            return self.import_records(transfer.parse_lines(handle, str(path)))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
@@ -509,19 +584,14 @@ class DeltaMem:
             yield
 
 
-def _json_lines(lines: Iterable[str], source: str | Path) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSON Lines file; a bad line is a StoreError naming it."""
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StoreError(f"{source}:{lineno}: not JSON ({exc.msg} at column {exc.colno}); "
-                             "expected a file written by export") from exc
-        if not isinstance(record, dict):
-            raise StoreError(f"{source}:{lineno}: expected a JSON object")
-        yield record
+def check_space(space: str) -> str:
+    """Return ``space`` if it is a valid name (the whole string), else raise ConfigError."""
+    if not isinstance(space, str) or not SPACE_NAME.fullmatch(space):
+        raise ConfigError(
+            f"invalid space name {space!r}: use 1-64 letters, digits, '_', '.' or '-', "
+            "starting with a letter or digit"
+        )
+    return space
 
 
 def new_node_id(tree: Tree) -> str:

@@ -6,7 +6,7 @@ from typing import Any
 
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
-from deltamem.core.tree import check_forest, compose_chain
+from deltamem.core.tree import compose_chain
 from deltamem.results import node_summary, patch_json
 from deltamem.store.base import Store
 
@@ -71,7 +71,3 @@ def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
         "meta": node.meta,
     }
 
-
-def check(store: Store, space: str, max_depth: int) -> list[str]:
-    """Integrity problems of both trees of a space (empty when sound)."""
-    return check_forest(store.nodes(space), max_depth=max_depth)

@@ -108,7 +108,10 @@ def test_export_import_consolidate_check(learned, tmp_path):
     run("export", tmp_path / "x.jsonl", "--db", db)
     copy = tmp_path / "copy.db"
     counts = json.loads(run("import", tmp_path / "x.jsonl", "--db", copy, "--json").stdout)
-    assert counts == {"nodes": 5, "episodes": 3} or counts["episodes"] == 3
+    records = [json.loads(line) for line in (tmp_path / "x.jsonl").read_text().splitlines()]
+    nodes = sum(r.get("record") == "node" for r in records)
+    assert nodes == 4  # per tree a root and one delta (the repeated episode deduplicated)
+    assert counts == {"nodes": nodes, "episodes": 3}
     assert json.loads(run("consolidate", "--db", db, "--json").stdout) == {"consolidated": []}
     assert json.loads(run("check", "--db", copy, "--json").stdout) == {"ok": True,
                                                                         "problems": []}
@@ -138,8 +141,41 @@ def test_strict_learns_nothing_on_bad_input(tmp_path):
     eps.write_text(json.dumps(episode_to_dict(make_episode())) + "\n[]\n")
     proc = run("learn", eps, "--db", tmp_path / "m.db", "--strict", check=False)
     assert proc.returncode == 2 and "must be a JSON object" in proc.stderr
-    stats = json.loads(run("stats", "--db", tmp_path / "m.db", "--json").stdout)
-    assert stats["episodes"] == 0
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_strict_writes_nothing_when_a_line_fails_while_learning(tmp_path):
+    """--strict is all or nothing, also for a line that parses but cannot be stored."""
+    eps = tmp_path / "bad.jsonl"
+    good = json.dumps(episode_to_dict(make_episode()))
+    eps.write_text(good + "\n" + good.replace("heat the apple", "heat \\ud800 apple") + "\n")
+    proc = run("learn", eps, "--db", tmp_path / "m.db", "--strict", check=False)
+    assert proc.returncode == 2 and "surrogate" in proc.stderr
+    assert not (tmp_path / "m.db").exists()
+
+
+def test_reads_never_create_and_writers_can_refuse_to(tmp_path):
+    """A read of a missing database or space is exit 4 and creates nothing (not even a folder);
+    `learn --no-create` refuses a space that does not exist."""
+    for args in (("stats",), ("recall", "--task", "x"), ("show", "t-1"), ("check",),
+                 ("export", tmp_path / "x.jsonl")):
+        proc = run(*args, "--db", tmp_path / "nodir" / "m.db", check=False)
+        assert proc.returncode == 4 and "no database" in proc.stderr, args
+    assert not (tmp_path / "nodir").exists() and not (tmp_path / "x.jsonl").exists()
+    eps = write_jsonl(tmp_path / "e.jsonl", [make_episode()])
+    run("learn", eps, "--db", tmp_path / "m.db")
+    proc = run("stats", "--db", tmp_path / "m.db", "--space", "typo", check=False)
+    assert proc.returncode == 4 and "no space 'typo'" in proc.stderr
+    proc = run("learn", eps, "--db", tmp_path / "m.db", "--space", "typo", "--no-create",
+               check=False)
+    assert proc.returncode == 4
+    spaces = json.loads(run("stats", "--db", tmp_path / "m.db", "--json").stdout)
+    assert spaces["episodes"] == 1
+    proc = run("stats", "--db", "mysql://x/y", check=False)
+    assert proc.returncode == 3 and "unknown database URL scheme 'mysql'" in proc.stderr
+    assert not os.path.exists("mysql:")
+    proc = run("stats", "--db", tmp_path / "m.db", "--space", "A\n", check=False)
+    assert proc.returncode == 3 and "invalid space name" in proc.stderr
 
 
 def test_unreadable_file_and_missing_node(tmp_path):
@@ -147,6 +183,7 @@ def test_unreadable_file_and_missing_node(tmp_path):
     proc = run("learn", tmp_path / "nope.jsonl", "--db", tmp_path / "m.db", check=False)
     assert proc.returncode == 2 and "nope.jsonl" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+    run("learn", write_jsonl(tmp_path / "e.jsonl", [make_episode()]), "--db", tmp_path / "m.db")
     proc = run("show", "t-missing", "--db", tmp_path / "m.db", check=False)
     assert proc.returncode == 4 and "no node 't-missing'" in proc.stderr
 

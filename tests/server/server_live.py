@@ -17,7 +17,11 @@ from typing import Any
 import httpx
 import uvicorn
 
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
 from deltamem.server.keys import SCOPES, open_keys
+from deltamem.store.sqlite import SQLiteStore
 
 
 @dataclass
@@ -190,3 +194,9 @@ class SlowModel:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def make_spaces(db: Path | str, *spaces: str) -> None:
+    """Create empty spaces (with the hashing test embedder): reads of a missing space are 404."""
+    for space in spaces:
+        DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space).close()

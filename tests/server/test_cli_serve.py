@@ -25,9 +25,10 @@ TASKS = [("heat the apple", ("go to kitchen", "take apple", "heat apple")),
 def app(monkeypatch: pytest.MonkeyPatch) -> typer.Typer:
     """A Typer app with the serving commands, opening memories with the hashing test embedder."""
 
-    def open_memory(db: str, space: str, embedder: str | None) -> DeltaMem:
-        return DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space,
-                        settings=TEST_SETTINGS)
+    def open_memory(db: str, space: str, embedder: str | None, *,
+                    create: bool = False) -> DeltaMem:
+        return DeltaMem(SQLiteStore(db, create=create), HashingEmbedder(), TraceExtractor(),
+                        space=space, settings=TEST_SETTINGS, create=create)
 
     monkeypatch.setattr(cli_serve, "open_memory", open_memory)
     main = typer.Typer()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from server_live import LiveServer, ServerThread, make_keys
+from server_live import LiveServer, ServerThread, make_keys, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.server.keys import open_keys
@@ -293,6 +293,7 @@ def test_per_key_rate_limit_is_429_with_retry_after(tmp_path: Path,
         roomy = keys.create(["a"])[1]
     finally:
         keys.close()
+    make_spaces(db, "a")
     app = create_app(db, embedder=HashingEmbedder(), settings=TEST_SETTINGS, rate_limit=100)
     with ServerThread(app) as running, caplog.at_level(logging.INFO, logger="deltamem.server"):
         base = f"http://127.0.0.1:{running.port}"

@@ -12,17 +12,14 @@ class TestSQLiteFile(StoreConformance):
     """SQLite on a file (WAL mode): the embedded default."""
 
     @pytest.fixture
-    def store(self, tmp_path):
-        s = SQLiteStore(tmp_path / "mem.db")
-        yield s
-        s.close()
+    def store_factory(self, tmp_path):
+        return lambda: SQLiteStore(tmp_path / "mem.db")
 
 
 class TestSQLiteMemory(StoreConformance):
-    """SQLite in memory, as used by quick experiments."""
+    """SQLite in memory, as used by quick experiments (one handle is the whole database)."""
 
     @pytest.fixture
-    def store(self):
-        s = SQLiteStore(":memory:")
-        yield s
-        s.close()
+    def store_factory(self):
+        handle = SQLiteStore(":memory:")
+        return lambda: handle

@@ -31,6 +31,7 @@ from difflib import SequenceMatcher
 from typing import Any, TypeAlias, cast
 
 from deltamem.core.model import Experience, experience_from_dict, experience_to_dict
+from deltamem.errors import PatchError as PatchError  # raised here, re-exported
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +74,6 @@ class Put:
 
 Op: TypeAlias = SetText | Edit | Splice | Put
 Patch: TypeAlias = tuple[Op, ...]
-
-
-class PatchError(ValueError):
-    """A patch does not fit the experience it is applied to."""
 
 
 def diff(old: Experience, new: Experience) -> Patch:

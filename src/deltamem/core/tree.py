@@ -136,23 +136,37 @@ def due_for_consolidation(node: Node, threshold: int) -> bool:
 
 
 def check_forest(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[str]:
-    """Integrity problems of a forest (empty list when sound).
+    """Integrity problems of a forest as ``"<id>: <problem>"`` lines (empty list when sound).
 
-    Checks: every parent exists and lives in the same tree, depths agree with parents, roots hold
-    content and deltas a patch, depth never exceeds ``max_depth``, env nodes are successes, and
-    every chain composes.
+    See :func:`forest_problems` for what is checked.
     """
-    by_id = {n.id: n for n in nodes}
-    problems: list[str] = []
+    return [f"{node_id}: {problem}" for node_id, problem in forest_problems(nodes,
+                                                                            max_depth=max_depth)]
+
+
+def forest_problems(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[tuple[str, str]]:
+    """Integrity problems of a forest as ``(node id, problem)`` pairs (empty list when sound).
+
+    Checks: ids are unique, every parent exists and lives in the same tree, depths agree with
+    parents (so no parent cycle can exist), roots hold content and deltas a patch, depth never
+    exceeds ``max_depth``, env nodes are successes, and every chain composes.
+    """
+    by_id: dict[str, Node] = {}
+    problems: list[tuple[str, str]] = []
+    for node in nodes:
+        if node.id in by_id:
+            problems.append((node.id, "duplicate id"))
+        by_id[node.id] = node
     for node in by_id.values():
-        problems.extend(_node_problems(node, by_id, max_depth))
+        problems.extend((node.id, p) for p in _node_problems(node, by_id, max_depth))
     if problems:
         return problems
+    # Depths now strictly increase from a root along every parent link, so every walk ends.
     for node in by_id.values():
         try:
             compose_chain(_chain_of(node, by_id))
         except PatchError as exc:
-            problems.append(f"{node.id}: chain does not compose: {exc}")
+            problems.append((node.id, f"chain does not compose: {exc}"))
     return problems
 
 
@@ -160,24 +174,27 @@ def _node_problems(node: Node, by_id: dict[str, Node], max_depth: int) -> list[s
     out: list[str] = []
     if node.is_root:
         if node.parent_id is not None or node.depth != 1 or node.content is None:
-            out.append(f"{node.id}: root must have no parent, depth 1 and content")
+            out.append("root must have no parent, depth 1 and content")
     else:
         parent = by_id.get(node.parent_id or "")
         if parent is None:
-            out.append(f"{node.id}: parent {node.parent_id!r} is missing")
-        elif parent.tree is not node.tree or node.depth != parent.depth + 1:
-            out.append(f"{node.id}: tree or depth disagrees with parent {parent.id}")
+            out.append(f"parent {node.parent_id!r} is missing")
+        elif parent.tree is not node.tree:
+            out.append(f"parent {parent.id} is in the other tree")
+        elif node.depth != parent.depth + 1:
+            out.append(f"depth {node.depth} disagrees with parent {parent.id} "
+                       f"(depth {parent.depth}; a cycle, or a broken link)")
         if node.patch is None:
-            out.append(f"{node.id}: delta without a patch")
+            out.append("delta without a patch")
     if node.depth > max_depth:
-        out.append(f"{node.id}: depth {node.depth} exceeds {max_depth}")
+        out.append(f"depth {node.depth} exceeds {max_depth}")
     if node.tree == "env" and node.outcome is not Outcome.SUCCESS:
-        out.append(f"{node.id}: environment nodes are always successes")
+        out.append("environment nodes are always successes")
     return out
 
 
 def _chain_of(node: Node, by_id: dict[str, Node]) -> list[Node]:
     chain = [node]
-    while chain[-1].parent_id is not None and len(chain) <= MAX_DEPTH * 4:
+    while chain[-1].parent_id is not None:
         chain.append(by_id[chain[-1].parent_id])
     return chain[::-1]

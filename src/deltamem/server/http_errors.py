@@ -16,8 +16,10 @@ from deltamem.errors import (
     EpisodeError,
     ExtractionError,
     NodeNotFound,
+    PatchError,
     ProviderError,
     SchemaError,
+    SpaceNotFound,
     StoreError,
 )
 
@@ -27,6 +29,8 @@ STATUS: dict[type[DeltaMemError], int] = {
     ExtractionError: 422,
     ConfigError: 400,
     NodeNotFound: 404,
+    SpaceNotFound: 404,
+    PatchError: 409,
     EmbedderMismatch: 409,
     SchemaError: 500,
     StoreError: 409,

@@ -29,7 +29,7 @@ from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem
+from deltamem.memory import DeltaMem, check_space
 from deltamem.results import node_listing
 from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
@@ -41,7 +41,7 @@ from deltamem.server.http_errors import (
 from deltamem.server.keys import ApiKey, KeyStore
 from deltamem.server.limits import RateLimiter
 from deltamem.server.middleware import AccessLog, BodyLimit
-from deltamem.server.spaces import SpacePool, check_space
+from deltamem.server.spaces import SpacePool
 from deltamem.server.viewer import render_viewer
 from deltamem.usage import Usage
 from deltamem.worker import BackgroundWorker, Worker
@@ -152,7 +152,17 @@ def create_app(
 
 
 def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
-    """Dependency: authorise the caller for ``space`` and return the space's memory."""
+    """Dependency: authorise the caller for ``space`` and return its memory (404 if missing)."""
+    return _memory(request, space, credentials, create=False)
+
+
+def writable_memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
+    """Dependency: as :func:`memory`, but creates the space (only writers do)."""
+    return _memory(request, space, credentials, create=True)
+
+
+def _memory(request: Request, space: str, credentials: HTTPAuthorizationCredentials | None, *,
+            create: bool) -> DeltaMem:
     check_space(space)
     keys: KeyStore | None = request.app.state.keys
     if keys is not None:
@@ -160,10 +170,11 @@ def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
         scope = ROUTE_SCOPES.get(getattr(route, "name", ""), "admin")
         _limit(request, _authorise(request, keys, credentials, space, scope))
     pool: SpacePool = request.app.state.pool
-    return pool.get(space)
+    return pool.get(space, create=create)
 
 
 Mem = Annotated[DeltaMem, Depends(memory)]
+WriteMem = Annotated[DeltaMem, Depends(writable_memory)]
 
 
 def _authorise(request: Request, keys: KeyStore,
@@ -265,7 +276,7 @@ def _add_memory_routes(app: FastAPI) -> None:
               **documented(api.LearnOut | api.BatchOut),  # a BatchOut for a batch
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": body_schema}}}})
-    def learn(mem: Mem, payload: Annotated[dict[str, Any], Body(
+    def learn(mem: WriteMem, payload: Annotated[dict[str, Any], Body(
         description="One episode, or {\"episodes\": [...]} (validated all before any is "
                     "learned; one transaction per episode).",
         examples=[EXAMPLE_EPISODE, {"episodes": [EXAMPLE_EPISODE]}],
@@ -346,7 +357,7 @@ def _add_admin_routes(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/import", tags=["admin"], **documented(api.ImportOut),
               openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
                                              "required": True}})
-    async def import_(mem: Mem, request: Request) -> dict[str, int]:
+    async def import_(mem: WriteMem, request: Request) -> dict[str, int]:
         """Load an export (JSON Lines body) into the space in one transaction, all or nothing."""
         records = _parse_export(await request.body())
         return await run_in_threadpool(transfer.import_records, mem.store, mem.space, records)

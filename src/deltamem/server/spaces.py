@@ -1,36 +1,24 @@
 """One :class:`DeltaMem` per space, opened lazily and sharing one store and one embedder.
 
-The SQLite store serialises its own connection with a lock, so every space of a server can share
-it; sharing also shares the per-process vector indexes and the (possibly large) embedding model.
+Every space of a server shares the store (its read connections, write lock and bounded index
+cache) and the (possibly large) embedding model. Only writers create a space: a read of a space
+that does not exist is ``SpaceNotFound`` and leaves nothing behind. At most ``max_spaces``
+memories are kept; the least recently used are dropped (they are cheap to reopen).
 """
 
 from __future__ import annotations
 
-import re
 import threading
+from collections import OrderedDict
 from pathlib import Path
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
-from deltamem.errors import ConfigError
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem
+from deltamem.memory import DeltaMem, check_space
 from deltamem.store import open_store
 from deltamem.store.base import Store
-
-# Space names appear in URLs, logs and file names: keep them to a safe alphabet.
-SPACE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
-
-
-def check_space(space: str) -> str:
-    """Return ``space`` if it is a valid name, else raise ConfigError saying what is allowed."""
-    if not SPACE_NAME.match(space):
-        raise ConfigError(
-            f"invalid space name {space!r}: use 1-64 letters, digits, '_', '.' or '-', "
-            "starting with a letter or digit"
-        )
-    return space
 
 
 class SpacePool:
@@ -41,10 +29,12 @@ class SpacePool:
         embedder: an Embedder, a spec (``"minilm"``), or None for ``settings.embedder``.
         extractor: ``"trace"``, ``"llm"`` or an Extractor.
         settings: memory settings shared by every space.
+        max_spaces: most memories kept open at once.
     """
 
     def __init__(self, db: str | Path, *, embedder: Embedder | str | None = None,
-                 extractor: Extractor | str = "trace", settings: Settings | None = None):
+                 extractor: Extractor | str = "trace", settings: Settings | None = None,
+                 max_spaces: int = 64):
         self.db = str(db)
         self.settings = settings or Settings.from_env()
         self._embedder_spec = embedder
@@ -52,7 +42,8 @@ class SpacePool:
         self._embedder: Embedder | None = None
         self._extractor: Extractor | None = None
         self._store: Store | None = None
-        self._spaces: dict[str, DeltaMem] = {}
+        self._spaces: OrderedDict[str, DeltaMem] = OrderedDict()
+        self.max_spaces = max_spaces
         self._lock = threading.Lock()
 
     @property
@@ -80,16 +71,24 @@ class SpacePool:
             self._extractor = make_extractor(spec_x) if isinstance(spec_x, str) else spec_x
         return self._embedder, self._extractor
 
-    def get(self, space: str) -> DeltaMem:
-        """The memory of ``space`` (validated; opened and cached on first use)."""
+    def get(self, space: str, *, create: bool = False) -> DeltaMem:
+        """The memory of ``space`` (validated; opened and cached on first use).
+
+        Raises:
+            ConfigError: an invalid space name.
+            SpaceNotFound: the space does not exist and ``create`` is False.
+        """
         check_space(space)
         with self._lock:
             mem = self._spaces.get(space)
             if mem is None:
                 embedder, extractor = self._resolve()
                 mem = DeltaMem(self._open_store(), embedder, extractor, space=space,
-                               settings=self.settings)
+                               settings=self.settings, create=create)
                 self._spaces[space] = mem
+                while len(self._spaces) > self.max_spaces:
+                    self._spaces.popitem(last=False)
+            self._spaces.move_to_end(space)
             return mem
 
     def close(self) -> None:

@@ -6,15 +6,26 @@ default), ``:memory:``, or ``postgresql://...`` (needs the ``postgres`` extra).
 
 from __future__ import annotations
 
+import re
+
 from deltamem.errors import ConfigError
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Store
 from deltamem.store.sqlite import SQLiteStore
 
-__all__ = ["Candidate", "EpisodeRecord", "SQLiteStore", "SpaceInfo", "Store", "open_store"]
+__all__ = ["Candidate", "EpisodeRecord", "SQLiteStore", "SpaceInfo", "Store", "open_store",
+           "sqlite_path"]
 
 
-def open_store(url: str) -> Store:
-    """Open the store a URL or path names."""
+def open_store(url: str, *, create: bool = True) -> Store:
+    """Open the store a URL or path names.
+
+    Args:
+        url: a path, ``sqlite:PATH``, ``:memory:`` or ``postgresql://...``.
+        create: create a missing SQLite file; with False it must exist (``SpaceNotFound``).
+
+    Raises:
+        ConfigError: an unknown URL scheme (``mysql://...``) or an empty path.
+    """
     if url.startswith(("postgresql://", "postgres://")):
         try:
             from deltamem.store.postgres import PostgresStore
@@ -23,8 +34,16 @@ def open_store(url: str) -> Store:
                 "PostgreSQL support needs the postgres extra: pip install 'deltamem[postgres]'"
             ) from exc
         return PostgresStore(url)
-    if url.startswith("sqlite:"):
-        url = url.removeprefix("sqlite:").removeprefix("//")
-    if not url:
+    scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*)://", url)
+    if scheme and scheme.group(1) != "sqlite":
+        raise ConfigError(f"unknown database URL scheme {scheme.group(1)!r}; pass a file path, "
+                          "sqlite:PATH or postgresql://...")
+    path = sqlite_path(url)
+    if not path:
         raise ConfigError("empty database path; pass a file path, sqlite:PATH or postgresql://...")
-    return SQLiteStore(url)
+    return SQLiteStore(path, create=create)
+
+
+def sqlite_path(url: str) -> str:
+    """The file path of a SQLite URL (``sqlite:PATH``, ``sqlite://PATH``) or plain path."""
+    return url.removeprefix("sqlite:").removeprefix("//") if url.startswith("sqlite:") else url

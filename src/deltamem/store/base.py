@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deltamem.core.model import Node, Tree
+from deltamem.errors import StoreError
 
 Vector = npt.NDArray[np.float32]
 
@@ -64,6 +65,16 @@ class SpaceInfo:
     space: str
     embedder: str
     dim: int
+
+
+def check_vector(space: str, node_id: str, vector: Vector, dim: int) -> None:
+    """Refuse a vector of the wrong width or with NaN/infinite values (every backend does)."""
+    shape = np.shape(vector)
+    if shape != (dim,):
+        raise StoreError(f"node {node_id!r} has a vector of shape {shape}; space {space!r} is "
+                         f"{dim}-d")
+    if not np.isfinite(vector).all():
+        raise StoreError(f"node {node_id!r} has a vector with NaN or infinite values")
 
 
 @runtime_checkable
@@ -126,5 +137,10 @@ class Store(Protocol):
     def episodes(self, space: str) -> Iterator[EpisodeRecord]: ...
 
     def count_episodes(self, space: str) -> int: ...
+
+    # -- audit ----------------------------------------------------------------------------
+    def audit_log(self, space: str) -> list[dict[str, Any]]:
+        """The space's deletions, oldest first: ``{"action", "detail", "at"}`` dicts."""
+        ...
 
     def close(self) -> None: ...

@@ -42,6 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deltamem.core.scoring import Scored, top_k
+from deltamem.errors import StoreError
 from deltamem.store.base import Candidate, Vector
 
 A = TypeVar("A", bound=np.ndarray[Any, Any])
@@ -192,5 +193,5 @@ def to_blob(vector: Vector) -> bytes:
 def from_blob(blob: bytes, dim: int) -> Vector:
     vector = np.frombuffer(blob, dtype="<f4")
     if vector.shape[0] != dim:
-        raise ValueError(f"stored vector has {vector.shape[0]} dimensions, expected {dim}")
+        raise StoreError(f"stored vector has {vector.shape[0]} dimensions, expected {dim}")
     return vector.astype(np.float32)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -92,41 +91,42 @@ def row_from(values: Sequence[Any]) -> KeyRow:
 
 
 class SQLiteKeyTable:
-    """``api_keys`` through a SQLite store's connection, under the store's lock."""
+    """``api_keys`` through a SQLite store: lookups on the calling thread's read connection (so
+    authorising a request never waits for a writer), changes on the write connection under the
+    store's write lock."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.RLock):
-        self._db = db
-        self._lock = lock
+    def __init__(self, read: Callable[[], AbstractContextManager[sqlite3.Connection]],
+                 write: Callable[[], AbstractContextManager[sqlite3.Connection]]):
+        self._read = read
+        self._write = write
 
-    def _run(self, sql: str, args: tuple[Any, ...] = ()) -> sqlite3.Cursor:
-        with self._lock:
+    def _run(self, sql: str, args: tuple[Any, ...] = (), *, change: bool = False) -> list[Any]:
+        with self._write() if change else self._read() as db:
             try:
-                return self._db.execute(sql, args)
+                cursor = db.execute(sql, args)
+                return [cursor.rowcount] if change else cursor.fetchall()
             except sqlite3.Error as exc:
                 raise StoreError(f"API key table: {exc}") from exc
 
     def insert_key(self, row: KeyRow) -> None:
         self._run(f"INSERT INTO api_keys ({', '.join(_COLUMNS)}) "
-                  f"VALUES ({', '.join('?' * len(_COLUMNS))})", row.values())
+                  f"VALUES ({', '.join('?' * len(_COLUMNS))})", row.values(), change=True)
 
     def key_rows(self) -> list[KeyRow]:
-        with self._lock:
-            rows = self._run(f"{_SELECT} ORDER BY created_at, id").fetchall()
-        return [row_from(r) for r in rows]
+        return [row_from(r) for r in self._run(f"{_SELECT} ORDER BY created_at, id")]
 
     def find_key(self, key_id: str) -> KeyRow | None:
-        with self._lock:
-            row = self._run(f"{_SELECT} WHERE id = ?", (key_id,)).fetchone()
-        return None if row is None else row_from(row)
+        rows = self._run(f"{_SELECT} WHERE id = ?", (key_id,))
+        return row_from(rows[0]) if rows else None
 
     def revoke_key(self, key_id: str, at: float) -> bool:
-        cursor = self._run("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                           (at, key_id))
-        return cursor.rowcount == 1
+        changed = self._run("UPDATE api_keys SET revoked_at = ? WHERE id = ? "
+                            "AND revoked_at IS NULL", (at, key_id), change=True)
+        return bool(changed[0] == 1)
 
     def touch_key(self, key_id: str, at: float) -> None:
         self._run("UPDATE api_keys SET last_used_at = ? WHERE id = ? "
-                  "AND (last_used_at IS NULL OR last_used_at < ?)", (at, key_id, at))
+                  "AND (last_used_at IS NULL OR last_used_at < ?)", (at, key_id, at), change=True)
 
 
 class PostgresKeyTable:

@@ -34,16 +34,17 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from deltamem.core.model import Node, Tree
-from deltamem.errors import EmbedderMismatch, SchemaError, StoreError
+from deltamem.errors import EmbedderMismatch, StoreError
+from deltamem.jsonsafe import dumps
 from deltamem.store import _pg_sql as q
+from deltamem.store import migrations
 from deltamem.store._pg_vector import register_vector_adapters
-from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector
-from deltamem.store.index import VectorIndex
+from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
+from deltamem.store.cache import IndexCache, TreeIndex, merge
 from deltamem.store.keys import PostgresKeyTable
 from deltamem.store.rows import (
     EPISODE_COLUMNS,
     NODE_COLUMNS,
-    dumps,
     episode_from_row,
     episode_to_row,
     node_from_row,
@@ -68,15 +69,6 @@ class _Block:
     pending: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-class _TreeIndex(VectorIndex):
-    """Committed rows of one (space, tree) up to revision ``rev`` of generation ``generation``."""
-
-    def __init__(self, dim: int, generation: int):
-        super().__init__(dim)
-        self.generation = generation
-        self.rev = 0
-
-
 class PostgresStore:
     """The PostgreSQL + pgvector store (see the module docstring).
 
@@ -94,7 +86,7 @@ class PostgresStore:
         self.url = url
         self._block: ContextVar[_Block | None] = ContextVar(f"pg-block-{id(self)}", default=None)
         self._index_lock = threading.Lock()
-        self._indexes: dict[tuple[str, str], _TreeIndex] = {}
+        self._indexes = IndexCache()
         try:
             with psycopg.connect(url, autocommit=True,
                                  connect_timeout=max(1, int(connect_timeout))) as conn:
@@ -117,16 +109,10 @@ class PostgresStore:
         with conn.transaction():
             conn.execute(q.MIGRATE_LOCK)
             conn.execute(q.CREATE_VERSION_TABLE)
-            version = int(_one(conn.execute(q.READ_VERSION).fetchone()))
-            if version > q.SCHEMA_VERSION:
-                raise SchemaError(
-                    f"{_safe(self.url)} has schema version {version}, newer than this deltamem "
-                    f"({q.SCHEMA_VERSION}); upgrade deltamem to open it"
-                )
-            for v in range(version, q.SCHEMA_VERSION):
-                for statement in q.MIGRATIONS[v]:
-                    conn.execute(statement.encode())
-                conn.execute(q.WRITE_VERSION, (v + 1,))
+            migrations.migrate(
+                int(_one(conn.execute(q.READ_VERSION).fetchone())), q.MIGRATIONS, _safe(self.url),
+                execute=lambda statement: conn.execute(statement.encode()),
+                record=lambda v: conn.execute(q.WRITE_VERSION, (v,)))
             return str(_one(conn.execute("SELECT current_schema()").fetchone()))
 
     def schema_version(self) -> int:
@@ -219,9 +205,7 @@ class PostgresStore:
         with self._mutation(space) as block:
             rev = self._revision(block)
             vec = np.array(vector, dtype=np.float32)  # a copy: it may be sent later
-            if vec.shape != (block.dim,):
-                raise StoreError(f"node {node.id!r} has a vector of shape {vec.shape}; space "
-                                 f"{space!r} is {block.dim}-d")
+            check_vector(space, node.id, vec, block.dim)
             block.pending.append((space, *(row[c] for c in NODE_COLUMNS), rev, vec))
             if len(block.pending) >= _BATCH:
                 self._flush(block)
@@ -357,16 +341,16 @@ class PostgresStore:
             if block.deleted:  # the shared index still holds what this block deleted
                 state = conn.execute(q.SPACE_STATE, (space,)).fetchone()
                 assert state is not None
-                private = _TreeIndex(int(state[2]), 0)
+                private = TreeIndex(int(state[2]))
                 self._catch_up(conn, private, space, tree, rev=int(state[1]))
                 return private.scan(query, penalty=penalty, k=k)
             assert block.rev is not None
             committed = self._scan_shared(conn, space, tree, query, penalty, k,
                                           upto=block.rev - 1)
-            own = _TreeIndex(block.dim, 0)
+            own = TreeIndex(block.dim)
             own.rev = block.rev - 1
             self._catch_up(conn, own, space, tree, rev=block.rev)
-            return _merge(own.scan(query, penalty=penalty, k=k), committed, k)
+            return merge(own.scan(query, penalty=penalty, k=k), committed, k)
 
     def _scan_shared(self, conn: Conn, space: str, tree: Tree, query: Vector, penalty: float,
                      k: int, upto: int | None) -> list[Candidate]:
@@ -377,9 +361,10 @@ class PostgresStore:
         if upto is not None:
             revision = min(revision, upto)
         with self._index_lock:
-            index = self._indexes.get((space, tree.value))
+            key = (space, tree.value)
+            index = self._indexes.get(key)
             if index is None or index.generation < generation:
-                index = self._indexes[(space, tree.value)] = _TreeIndex(dim, generation)
+                index = self._indexes.put(key, TreeIndex(dim, generation))
             # A reader whose snapshot is older than the index (generation or revision) just
             # scans what the index holds: it is at least as fresh as what the reader could see.
             if index.generation == generation and revision > index.rev:
@@ -387,7 +372,7 @@ class PostgresStore:
             return index.scan(query, penalty=penalty, k=k)
 
     @staticmethod
-    def _catch_up(conn: Conn, index: _TreeIndex, space: str, tree: Tree, *, rev: int) -> None:
+    def _catch_up(conn: Conn, index: TreeIndex, space: str, tree: Tree, *, rev: int) -> None:
         """Append the rows with ``index.rev < rev' <= rev`` in commit order."""
         rows = conn.execute(q.INDEX_ROWS, (space, tree.value, index.rev, rev), binary=True)
         index.extend((0, r[0], bool(r[1]), int(r[2]), r[3]) for r in rows)
@@ -421,17 +406,6 @@ class PostgresStore:
 
     def close(self) -> None:
         self._pool.close()
-
-
-def _merge(own: list[Candidate], committed: list[Candidate], k: int) -> list[Candidate]:
-    """Best ``k`` of both lists under the scan order (score, then shallower, then newer).
-
-    Each list is already in that order, and every node of ``own`` is newer than every committed
-    node, so a stable sort that puts ``own`` first among exact (score, depth) ties is exact.
-    """
-    both = [(c, 0) for c in own] + [(c, 1) for c in committed]
-    both.sort(key=lambda item: (-item[0].score, item[0].depth, item[1]))
-    return [c for c, _ in both[:k]]
 
 
 def _one(row: tuple[Any, ...] | None) -> Any:

@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from deltamem import jsonsafe
 from deltamem.core.delta import patch_from_json, patch_to_json
 from deltamem.core.model import (
     Node,
@@ -15,6 +16,8 @@ from deltamem.core.model import (
     experience_from_dict,
     experience_to_dict,
 )
+from deltamem.errors import StoreError
+from deltamem.jsonsafe import dumps
 from deltamem.store.base import EpisodeRecord
 
 NODE_COLUMNS = (
@@ -26,12 +29,8 @@ EPISODE_COLUMNS = (
 )
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def node_to_row(node: Node) -> dict[str, Any]:
-    return {
+    return _storable(f"node {node.id!r}", {
         "id": node.id,
         "tree": node.tree.value,
         "kind": node.kind.value,
@@ -49,7 +48,7 @@ def node_to_row(node: Node) -> dict[str, Any]:
         "episode_id": node.episode_id,
         "created_at": node.created_at,
         "meta": dumps(node.meta),
-    }
+    })
 
 
 def node_from_row(row: Mapping[str, Any]) -> Node:
@@ -77,7 +76,7 @@ def node_from_row(row: Mapping[str, Any]) -> Node:
 
 
 def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:
-    return {
+    return _storable(f"episode {record.id!r}", {
         "id": record.id,
         "task": record.task,
         "env": record.env,
@@ -88,7 +87,17 @@ def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:
         "result": dumps(record.result),
         "flat_chars": record.flat_chars,
         "created_at": record.created_at,
-    }
+    })
+
+
+def _storable(what: str, row: dict[str, Any]) -> dict[str, Any]:
+    """Refuse text no backend can hold the same way (NUL, lone surrogates): SQLite would keep a
+    NUL that PostgreSQL refuses, and neither can encode a surrogate."""
+    for column, value in row.items():
+        problem = jsonsafe.text_problem(value) if isinstance(value, str) else None
+        if problem:
+            raise StoreError(f"{what}: column {column!r} {problem}")
+    return row
 
 
 def episode_from_row(row: Mapping[str, Any]) -> EpisodeRecord:

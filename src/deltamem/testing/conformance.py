@@ -1,22 +1,25 @@
 """The store conformance suite: every backend must pass these tests unchanged.
 
-Use it by subclassing :class:`StoreConformance` in a pytest module and providing a ``store``
-fixture that yields a fresh, empty store::
+Use it by subclassing :class:`StoreConformance` in a pytest module and providing a
+``store_factory`` fixture: a callable that opens a new handle on one fresh, empty database (each
+call another handle on the same database; the suite closes what it opens)::
 
     class TestMyStore(StoreConformance):
         @pytest.fixture
-        def store(self, tmp_path):
-            s = MyStore(...)
-            yield s
-            s.close()
+        def store_factory(self, tmp_path):
+            return lambda: MyStore(tmp_path / "db")
 
 The tests talk to the store only through the :class:`~deltamem.store.base.Store` protocol and
-compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`.
+compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`. Every behaviour
+in which two backends once differed is pinned here: vector widths and values, text a backend
+could not hold, writes to another space inside a block, nested blocks, parent cycles in damaged
+data, several handles on one database, and the audit log.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -55,8 +58,14 @@ class StoreConformance:
     """Contract tests for :class:`~deltamem.store.base.Store` implementations."""
 
     @pytest.fixture
-    def store(self) -> Store:  # pragma: no cover - overridden by every backend's test module
+    def store_factory(self) -> Callable[[], Store]:  # pragma: no cover - every backend's own
         raise NotImplementedError
+
+    @pytest.fixture
+    def store(self, store_factory: Callable[[], Store]) -> Iterator[Store]:
+        s = store_factory()
+        yield s
+        s.close()
 
     @pytest.fixture
     def space(self, store: Store) -> str:
@@ -166,7 +175,7 @@ class StoreConformance:
                 assert c.score == pytest.approx(w.score, abs=1e-5)
                 assert c.failure == w.failure and c.depth == depths[w.position]
 
-    def test_scan_sees_writes_from_another_handle(self, store: Store, space: str) -> None:
+    def test_scan_sees_later_writes(self, store: Store, space: str) -> None:
         """A scan picks up nodes written after the index was first built."""
         with store.write(space):
             store.add_node(space, make_root("a"), vec(1))
@@ -174,6 +183,119 @@ class StoreConformance:
         with store.write(space):
             store.add_node(space, make_root("b"), vec(2))
         assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "b"
+
+    def test_second_handle_catches_up_and_rebuilds_after_deletes(
+            self, store: Store, space: str, store_factory: Callable[[], Store]) -> None:
+        """Another handle on the same database sees new nodes, and stops seeing deleted ones."""
+        other = store_factory()
+        try:
+            with store.write(space):
+                store.add_node(space, make_root("r1"), vec(1))
+            assert other.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "r1"
+            with store.write(space):
+                store.add_node(space, make_root("r2"), vec(2))
+            assert other.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "r2"
+            with store.write(space):
+                assert store.delete_subtree(space, "r2") == ["r2"]
+            assert [c.id for c in other.scan(space, Tree.TASK, vec(2), penalty=0.0, k=5)] == \
+                ["r1"]
+            assert [e["action"] for e in other.audit_log(space)] == ["delete_subtree"]
+        finally:
+            if other is not store:
+                other.close()
+
+    def test_scan_inside_a_block_sees_own_nodes_and_deletions(self, store: Store,
+                                                              space: str) -> None:
+        """In a block, scans see the block's own new nodes and not the ones it deleted."""
+        with store.write(space):
+            store.add_node(space, make_root("old"), vec(1))
+        with store.write(space):
+            store.add_node(space, make_root("new"), vec(1))  # an exact tie: the newer wins
+            assert [c.id for c in store.scan(space, Tree.TASK, vec(1), penalty=0.0, k=2)] == \
+                ["new", "old"]
+        with store.write(space):
+            store.delete_subtree(space, "new")
+            assert [c.id for c in store.scan(space, Tree.TASK, vec(1), penalty=0.0, k=2)] == \
+                ["old"]
+
+    def test_wrong_vectors_are_refused(self, store: Store, space: str) -> None:
+        """A vector of another width, or with NaN/infinite values, is refused; nothing is kept."""
+        bad = [np.ones(DIM + 1, dtype=np.float32) / np.sqrt(DIM + 1),
+               np.full(DIM, np.nan, dtype=np.float32),
+               np.full(DIM, np.inf, dtype=np.float32)]
+        for i, v in enumerate(bad):
+            with pytest.raises(StoreError), store.write(space):
+                store.add_node(space, make_root(f"bad{i}"), v)
+        assert list(store.nodes(space)) == []
+        assert store.scan(space, Tree.TASK, vec(1), penalty=0.0) == []
+
+    @pytest.mark.parametrize("text", ["nul\x00inside", "lone \ud800 surrogate"])
+    def test_text_no_backend_can_hold_is_refused(self, store: Store, space: str,
+                                                 text: str) -> None:
+        """NUL characters and lone surrogates are refused the same way by every backend."""
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, Node("r", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, text,
+                                       content=Skill("s")), vec(1))
+        with pytest.raises(StoreError), store.write(space):
+            store.add_episode(space, EpisodeRecord("e", text, "", True, None, [], {}, {}, 0, 0.0))
+        assert list(store.nodes(space)) == [] and store.count_episodes(space) == 0
+
+    def test_json_columns_keep_nul_and_refuse_surrogates(self, store: Store, space: str) -> None:
+        """Inside JSON (content, patches, meta) a NUL is escaped and kept; a surrogate is not."""
+        with store.write(space):
+            store.add_node(space, make_root("r", Skill("a\x00b")), vec(1))
+        assert store.get_node(space, "r").content == Skill("a\x00b")  # type: ignore[union-attr]
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, make_root("s", Skill("\udfff")), vec(2))
+        assert store.get_node(space, "s") is None
+
+    def test_writing_another_space_inside_a_block_is_refused(self, store: Store,
+                                                             space: str) -> None:
+        """A block is scoped to its space: touching another one fails and rolls back."""
+        store.ensure_space("other", "test-embedder", DIM)
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, make_root("mine"), vec(1))
+            store.add_node("other", make_root("theirs"), vec(2))
+        assert store.get_node(space, "mine") is None
+        assert store.get_node("other", "theirs") is None
+        assert store.scan("other", Tree.TASK, vec(2), penalty=0.0) == []
+
+    def test_write_blocks_do_not_nest(self, store: Store, space: str) -> None:
+        """Opening a block inside a block fails; the outer block rolls back."""
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, make_root("outer"), vec(1))
+            with store.write(space):
+                pass  # pragma: no cover - never reached
+        assert store.get_node(space, "outer") is None
+
+    def test_parent_cycles_end(self, store: Store, space: str) -> None:
+        """Damaged data with a parent cycle never hangs chain or delete_subtree."""
+        loop = Node("loop", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="loop",
+                    depth=2, patch=())
+        a = Node("a", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="b", depth=2,
+                 patch=())
+        b = Node("b", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="a", depth=3,
+                 patch=())
+        with store.write(space):
+            for i, node in enumerate((loop, a, b)):
+                store.add_node(space, node, vec(i))
+        assert [n.id for n in store.chain(space, "loop")] == ["loop"]
+        assert [n.id for n in store.chain(space, "b")] == ["a", "b"]
+        with store.write(space):
+            assert store.delete_subtree(space, "loop") == ["loop"]
+            assert sorted(store.delete_subtree(space, "a")) == ["a", "b"]
+
+    def test_audit_log_records_deletions(self, store: Store, space: str) -> None:
+        """Subtree deletions and forgetting a space are logged, oldest first."""
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+            store.add_node(space, make_root("s"), vec(2))
+        with store.write(space):
+            store.delete_subtree(space, "r")
+        assert store.forget_space(space) == 1
+        log = store.audit_log(space)
+        assert [(e["action"], e["detail"]) for e in log] == [
+            ("delete_subtree", {"root": "r", "deleted": ["r"]}), ("forget_space", {"nodes": 1})]
 
     def test_spaces_are_isolated(self, store: Store, space: str) -> None:
         """Nodes and episodes of one space are invisible from another."""

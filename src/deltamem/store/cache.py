@@ -1,0 +1,61 @@
+"""What both SQL backends share around their exact per-process indexes.
+
+Each process keeps one :class:`TreeIndex` per (space, tree), caught up with committed rows
+before every scan. :class:`IndexCache` bounds how many it keeps (least recently scanned go
+first; they are rebuilt from the database when scanned again), so a server that touches many
+spaces does not grow without bound.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+from deltamem.store.base import Candidate
+from deltamem.store.index import VectorIndex
+
+MAX_INDEXES = 256  # (space, tree) indexes kept per store
+
+
+class TreeIndex(VectorIndex):
+    """Committed rows of one (space, tree) as of ``generation`` (bumped by every deletion)."""
+
+    def __init__(self, dim: int, generation: int = 0):
+        super().__init__(dim)
+        self.generation = generation
+        self.rev = 0
+
+
+class IndexCache:
+    """At most ``size`` indexes, least recently used evicted first (not thread-safe)."""
+
+    def __init__(self, size: int = MAX_INDEXES):
+        self.size = size
+        self._items: OrderedDict[tuple[str, str], TreeIndex] = OrderedDict()
+
+    def get(self, key: tuple[str, str]) -> TreeIndex | None:
+        index = self._items.get(key)
+        if index is not None:
+            self._items.move_to_end(key)
+        return index
+
+    def put(self, key: tuple[str, str], index: TreeIndex) -> TreeIndex:
+        self._items[key] = index
+        self._items.move_to_end(key)
+        while len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return index
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def merge(own: list[Candidate], committed: list[Candidate], k: int) -> list[Candidate]:
+    """Best ``k`` of both lists under the scan order (score, then shallower, then newer).
+
+    Each list is already in that order, and every node of ``own`` (a write block's uncommitted
+    nodes) is newer than every committed node, so a stable sort that puts ``own`` first among
+    exact (score, depth) ties is exact.
+    """
+    both = [(c, 0) for c in own] + [(c, 1) for c in committed]
+    both.sort(key=lambda item: (-item[0].score, item[0].depth, item[1]))
+    return [c for c, _ in both[:k]]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 TreeName = Literal["task", "env"]
 KindName = Literal["root", "delta"]
@@ -48,8 +48,9 @@ class RecallRequest(BaseModel):
 
     task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
     env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
-    top_k: int | None = Field(None, ge=1, le=100, description="Candidates reported per tree.")
-    explain: bool = Field(False, description="Add every scoring term per candidate.")
+    top_k: StrictInt | None = Field(None, ge=1, le=100,
+                                    description="Candidates reported per tree.")
+    explain: StrictBool = Field(False, description="Add every scoring term per candidate.")
     budget_tokens: int | None = Field(
         None, ge=0, le=1_000_000,
         description="Cap the context at this many tokens (most useful parts first).")

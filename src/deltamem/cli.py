@@ -49,7 +49,7 @@ from deltamem.cli_options import (
     open_memory,
 )
 from deltamem.config import Settings
-from deltamem.core.model import NodeKind, Outcome, Tree
+from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
     ConfigError,
@@ -119,11 +119,12 @@ def learn(
     *,
     models: ModelOptions,
 ) -> None:
-    """Learn episodes from FILE, one transaction per episode.
+    """Learn episodes from FILE, one transaction per episode (--strict: one for the file).
 
-    A bad line (invalid JSON, missing or mistyped field) is reported on stderr with its line and
-    field, and nothing is written for it. Without --strict the other lines are still learned and
-    the exit code is 2; with --strict nothing is learned when any line is bad.
+    A bad line (invalid JSON, missing or mistyped field, text no store can hold) is reported on
+    stderr with its line and field, and nothing is written for it. Without --strict the other
+    lines are still learned and the exit code is 2; with --strict the whole file is learned in
+    one transaction, so nothing is learned when any line is bad or any episode fails.
     """
     parsed = list(read_episodes(file))
     bad = [(line, e) for line, e in parsed if isinstance(e, EpisodeError)]
@@ -131,21 +132,22 @@ def learn(
         _error(error)
     if strict and bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
-    results: list[dict[str, Any]] = []
-    with open_memory(db, space, embedder, create=create,
-                     extractor=models.build(), tau_task=tau_task, tau_env=tau_env,
-                     penalty=penalty) as mem:
-        total = Usage()
-        good = [(i, line, e) for i, (line, e) in enumerate(parsed)
-                if not isinstance(e, EpisodeError)]
-        with Progress(console=err, disable=as_json or len(good) < 20, transient=True) as bar:
-            task = bar.add_task("learning", total=len(good))
-            for index, line, episode in good:
-                assert not isinstance(episode, EpisodeError)
-                result = mem.learn(episode)
-                total.add(result.usage)
-                results.append({"index": index, "line": line, **result.to_dict()})
-                bar.advance(task)
+    good = [(i, line, e) for i, (line, e) in enumerate(parsed) if isinstance(e, Episode)]
+    with open_memory(db, space, embedder, create=create, extractor=models.build(),
+                     tau_task=tau_task, tau_env=tau_env, penalty=penalty) as mem:
+        if strict:
+            batch = mem.learn_many([e for _, _, e in good])
+            learned, total = batch.results, batch.usage
+        else:
+            learned, total = [], Usage()
+            with Progress(console=err, disable=as_json or len(good) < 20, transient=True) as bar:
+                task = bar.add_task("learning", total=len(good))
+                for _, _, episode in good:
+                    learned.append(mem.learn(episode))
+                    total.add(learned[-1].usage)
+                    bar.advance(task)
+    results = [{"index": index, "line": line, **result.to_dict()}
+               for (index, line, _), result in zip(good, learned, strict=True)]
     summary = {"episodes": len(results), "results": results,
                "errors": [{"line": line, "field": e.field, "error": str(e)} for line, e in bad],
                "usage": total.to_dict()}

@@ -35,6 +35,9 @@ class Settings:
             that shows what the residual trees add.
         embed_cache: embeddings of recent texts kept per memory, so a repeated task or scene is
             not embedded again (0 turns the cache off).
+        embed_threads: BLAS threads one embedding call may use (0: the BLAS library's default).
+            One is fastest for the small batches memory operations embed, and keeps concurrent
+            writers from oversubscribing the cores.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -48,6 +51,7 @@ class Settings:
     style: str = "composed"
     flat: bool = False
     embed_cache: int = 4096
+    embed_threads: int = 1
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):
@@ -60,6 +64,8 @@ class Settings:
             raise ConfigError(f"embed_cache must be >= 0, got {self.embed_cache}")
         if self.k_cons < 1 or self.max_depth < 2 or self.top_k < 1:
             raise ConfigError("k_cons and top_k must be >= 1 and max_depth >= 2")
+        if self.embed_threads < 0:
+            raise ConfigError(f"embed_threads must be >= 0, got {self.embed_threads}")
         if self.style not in ("composed", "patches"):
             raise ConfigError(f"style must be 'composed' or 'patches', got {self.style!r}")
 

@@ -10,6 +10,7 @@
     ├── PatchError (ValueError)         a patch does not fit the experience it is applied to
     ├── StoreError                      the database refused or is inconsistent
     │   ├── SchemaError                 the database was written by an unknown (newer) version
+    │   ├── InvalidExport               an import file is malformed or would damage the trees
     │   └── EmbedderMismatch            the space was built with another embedder
     ├── ProviderError                   an LLM or embedding backend failed
     │   └── BudgetExceeded              a token budget would be overspent; nothing was sent
@@ -72,6 +73,10 @@ class StoreError(DeltaMemError):
 
 class SchemaError(StoreError):
     """The database schema is from a newer deltamem, or could not be migrated."""
+
+
+class InvalidExport(StoreError):
+    """An import is malformed or would damage the trees; it was refused whole, nothing written."""
 
 
 class EmbedderMismatch(StoreError):

@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 MAX_NESTING = 32
+MAX_INT = 2**63 - 1  # what every backend and JSON reader holds exactly
 
 
 def loads(text: str | bytes) -> Any:
@@ -46,7 +47,7 @@ def text_problem(text: str) -> str | None:
 def value_problem(value: Any, where: str, *, max_nesting: int = MAX_NESTING) -> str | None:
     """The first reason a decoded JSON value cannot be stored, as ``"<path>: <why>"``.
 
-    Allowed: null, booleans, integers, finite floats, storable strings, and lists and objects
+    Allowed: null, booleans, 64-bit integers, finite floats, storable strings, lists and objects
     (with storable string keys) nested at most ``max_nesting`` deep.
     """
     stack: list[tuple[str, Any, int]] = [(where, value, 0)]
@@ -54,20 +55,27 @@ def value_problem(value: Any, where: str, *, max_nesting: int = MAX_NESTING) -> 
         path, item, depth = stack.pop()
         if depth > max_nesting:
             return f"{path}: nested deeper than {max_nesting} levels"
-        if isinstance(item, str):
-            problem = text_problem(item)
-            if problem:
-                return f"{path}: {problem}"
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                return f"{path}: {item} is not a finite number"
-        elif isinstance(item, list | tuple):
+        if isinstance(item, list | tuple):
             stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in enumerate(item))
         elif isinstance(item, dict):
             for key, v in item.items():
                 if not isinstance(key, str) or text_problem(key):
                     return f"{path}: key {key!r} is not storable text"
                 stack.append((f"{path}.{key}", v, depth + 1))
-        elif item is not None and not isinstance(item, bool | int):
-            return f"{path}: {type(item).__name__} is not a JSON value"
+        else:
+            problem = _scalar_problem(item)
+            if problem:
+                return f"{path}: {problem}"
     return None
+
+
+def _scalar_problem(item: Any) -> str | None:
+    if isinstance(item, str):
+        return text_problem(item)
+    if isinstance(item, bool) or item is None:
+        return None
+    if isinstance(item, int):
+        return None if -MAX_INT <= item <= MAX_INT else "integer out of the 64-bit range"
+    if isinstance(item, float):
+        return None if math.isfinite(item) else f"{item} is not a finite number"
+    return f"{type(item).__name__} is not a JSON value"

@@ -12,6 +12,7 @@ import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from deltamem.errors import (
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import (
+    BatchResult,
     ChainLink,
     Consolidation,
     LearnResult,
@@ -67,6 +69,7 @@ from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
 from deltamem.telemetry import memory_span
+from deltamem.threads import blas_threads
 from deltamem.usage import Usage
 
 TREES = (Tree.TASK, Tree.ENV)
@@ -82,8 +85,10 @@ class DeltaMem:
 
     Open one with :meth:`open`; use it as a context manager to close the store.
 
-    With ``create=False`` the space must exist already (``SpaceNotFound`` otherwise): readers
-    open that way, so that a typo never creates an empty space.
+    Only writers create a space: with ``create=True`` a missing space is created by the first
+    write (in that write's transaction), and reads before it see an empty memory; with
+    ``create=False`` it must exist already (``SpaceNotFound`` otherwise), so that a reader's typo
+    never creates anything.
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
@@ -94,11 +99,23 @@ class DeltaMem:
         self.space = space
         self.settings = settings or Settings()
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
-        if create or space_info(store, space) is not None:
+        self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
+        self._exists = space_info(store, space) is not None
+        if self._exists:
             store.ensure_space(space, embedder.name, embedder.dim)  # checks the embedder
-        else:
-            raise SpaceNotFound(f"no space {space!r} in {store.url}; learn or import into it "
-                                "first (writers create spaces)")
+        elif not create:
+            raise self._not_found()
+
+    @property
+    def exists(self) -> bool:
+        """Whether the space exists in the store yet (a new one appears with its first write)."""
+        if not self._exists:
+            self._exists = space_info(self.store, self.space) is not None
+        return self._exists
+
+    def _not_found(self) -> SpaceNotFound:
+        return SpaceNotFound(f"no space {self.space!r} in {self.store.url}; learn or import into "
+                             "it first (writers create spaces)")
 
     @classmethod
     def open(
@@ -187,7 +204,8 @@ class DeltaMem:
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
         """One embedder call for the texts not in the cache (``usage`` counts only those)."""
-        vectors, computed = self.embed_cache.embed(self.embedder, texts)
+        with blas_threads(self.settings.embed_threads):
+            vectors, computed = self.embed_cache.embed(self.embedder, texts)
         if computed:
             usage.embed_calls += 1
             usage.embed_texts += computed
@@ -198,6 +216,18 @@ class DeltaMem:
                 raise ProviderError(f"embedder {self.embedder.name!r} returned a bad vector for "
                                     f"{text[:60]!r}: {problem}")
         return out
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """A write block on this space, or nothing inside :meth:`learn_many`'s own block."""
+        if self._batch.get():
+            yield
+            return
+        with self.store.write(self.space):
+            if not self._exists:
+                self.store.ensure_space(self.space, self.embedder.name, self.embedder.dim)
+            yield
+        self._exists = True
 
     @contextmanager
     def _intact(self) -> Iterator[None]:
@@ -284,6 +314,30 @@ class DeltaMem:
         with self._intact():
             return self._learn(episode, recall, usage, started)
 
+    def learn_many(self, episodes: Sequence[Episode]) -> BatchResult:
+        """Learn episodes in order, all in one transaction: every one is stored, or none is.
+
+        Each episode sees the ones before it, exactly as with one :meth:`learn` per episode. The
+        space's write lock is held for the whole batch (model calls included), so keep LLM
+        batches small.
+
+        Raises:
+            EpisodeError: an episode cannot be stored (checked for all before any is learned).
+        """
+        for i, episode in enumerate(episodes):
+            check_episode(episode, where=f"episodes[{i}]")
+        batch = BatchResult([])
+        with self._intact(), self._writing():
+            token = self._batch.set(True)
+            try:
+                for episode in episodes:
+                    result = self._learn(episode, None, Usage(), time.perf_counter())
+                    batch.usage.add(result.usage)
+                    batch.results.append(result)
+            finally:
+                self._batch.reset(token)
+        return batch
+
     def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
                started: float) -> LearnResult:
         if recall is None or recall.task.key != episode.task or recall.env.key != episode.env:
@@ -296,7 +350,7 @@ class DeltaMem:
         episode_id = "ep-" + secrets.token_hex(8)
         queries = {Tree.TASK: recall.task.query, Tree.ENV: recall.env.query}
         keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
-        with self.store.write(self.space):
+        with self._writing():
             writes = {
                 tree: self._write_tree(tree, keys[tree], queries[tree], extractions[tree],
                                        episode, episode_id)
@@ -441,7 +495,7 @@ class DeltaMem:
             ids = [t.node.id for t in (nodes.task, nodes.env) if t.node is not None]
         else:
             ids = list(dict.fromkeys(nodes))
-        with self.store.write(self.space):
+        with self._writing():
             for node_id in ids:
                 self.get(node_id)
             for node_id in ids:
@@ -470,7 +524,7 @@ class DeltaMem:
             meta={"consolidated_from": node.id, "note": compiled.note,
                   **{k: v for k, v in node.meta.items() if k == "layout"}},
         )
-        with self.store.write(self.space):
+        with self._writing():
             fresh = self.store.get_node(self.space, node.id)
             if fresh is None or fresh.consolidated:  # another writer got there first
                 return []
@@ -513,12 +567,12 @@ class DeltaMem:
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its whole subtree in one transaction; return the deleted ids."""
         self.get(node_id)
-        with self.store.write(self.space):
+        with self._writing():
             return self.store.delete_subtree(self.space, node_id)
 
     def forget(self) -> int:
         """Delete everything in this space; return the number of nodes removed."""
-        with self.store.write(self.space):
+        with self._writing():
             return self.store.forget_space(self.space)
 
     def stats(self) -> dict[str, Any]:
@@ -563,8 +617,10 @@ class DeltaMem:
         Raises:
             StoreError: naming the first bad record; nothing was written.
         """
-        return transfer.import_records(self.store, self.space, records,
-                                       max_depth=self.settings.max_depth)
+        counts = transfer.import_records(self.store, self.space, records,
+                                         max_depth=self.settings.max_depth)
+        self._exists = True
+        return counts
 
     def import_(self, path: str | Path) -> dict[str, int]:
         """Load an export file into this space (see :meth:`import_records`).
@@ -580,7 +636,7 @@ class DeltaMem:
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A write block on this space, for callers composing several store operations."""
-        with self.store.write(self.space):
+        with self._writing():
             yield
 
 

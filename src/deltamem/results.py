@@ -155,6 +155,19 @@ class LearnResult:
 
 
 @dataclass(slots=True)
+class BatchResult:
+    """Outcome of :meth:`DeltaMem.learn_many`: one result per episode, in order, and the total."""
+
+    results: list[LearnResult]
+    usage: Usage = field(default_factory=Usage)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"episodes": len(self.results),
+                "results": [{"index": i, **r.to_dict()} for i, r in enumerate(self.results)],
+                "errors": [], "usage": self.usage.to_dict()}
+
+
+@dataclass(slots=True)
 class OutcomeRecord:
     """What :meth:`DeltaMem.record_outcome` counted: the nodes bumped and any consolidation."""
 

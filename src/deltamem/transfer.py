@@ -27,7 +27,7 @@ from deltamem import jsonsafe
 from deltamem.config import Settings
 from deltamem.core.model import Node
 from deltamem.core.tree import forest_problems
-from deltamem.errors import SpaceNotFound, StoreError
+from deltamem.errors import InvalidExport, SpaceNotFound, StoreError
 from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, vector_problem
 from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
@@ -105,12 +105,12 @@ def parse_lines(lines: Iterable[str | bytes], source: str = "line") -> Iterator[
         try:
             record = jsonsafe.loads(line)
         except json.JSONDecodeError as exc:
-            raise StoreError(f"{source}:{lineno}: not JSON ({exc.msg} at column {exc.colno}); "
+            raise InvalidExport(f"{source}:{lineno}: not JSON ({exc.msg} at column {exc.colno}); "
                              "expected a file written by export") from exc
         except ValueError as exc:  # NaN, Infinity, nesting
-            raise StoreError(f"{source}:{lineno}: not strict JSON ({exc})") from exc
+            raise InvalidExport(f"{source}:{lineno}: not strict JSON ({exc})") from exc
         if not isinstance(record, dict):
-            raise StoreError(f"{source}:{lineno}: expected a JSON object")
+            raise InvalidExport(f"{source}:{lineno}: expected a JSON object")
         yield record
 
 
@@ -129,8 +129,8 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
 
     Raises:
         EmbedderMismatch: the export was made with another embedder than the space uses.
-        StoreError: a record is malformed or would damage the trees (the message names it), or
-            a node or episode id already exists.
+        InvalidExport: a record is malformed or would damage the trees (the message names it).
+        StoreError: a node or episode id already exists in the space.
     """
     depth_limit = Settings().max_depth if max_depth is None else max_depth
     it = iter(records)
@@ -142,8 +142,8 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
     for line, record in enumerate(it, 2):
         try:
             _parse_one(record, dim, parsed, line)
-        except (KeyError, TypeError, ValueError, binascii.Error) as exc:
-            raise StoreError(f"record {line}{_naming(record)}: {exc}; nothing was imported") \
+        except (KeyError, TypeError, ValueError, OverflowError, binascii.Error) as exc:
+            raise InvalidExport(f"record {line}{_naming(record)}: {exc}; nothing was imported") \
                 from exc
     _verify(store, space, info is not None, parsed, depth_limit)
     with store.write(space):
@@ -158,12 +158,12 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
 def _header(header: Any) -> tuple[str, int]:
     if not isinstance(header, dict) or header.get("format") != FORMAT \
             or header.get("version") != VERSION:
-        raise StoreError(f"not a {FORMAT} v{VERSION} file (bad or missing header line)")
+        raise InvalidExport(f"not a {FORMAT} v{VERSION} file (bad or missing header line)")
     embedder, dim = header.get("embedder"), header.get("dim")
     if not isinstance(embedder, str) or not embedder or jsonsafe.text_problem(embedder):
-        raise StoreError("the header's 'embedder' must be the embedder's name")
+        raise InvalidExport("the header's 'embedder' must be the embedder's name")
     if isinstance(dim, bool) or not isinstance(dim, int) or not 0 < dim <= 65_536:
-        raise StoreError("the header's 'dim' must be the vectors' width (a positive integer)")
+        raise InvalidExport("the header's 'dim' must be the vectors' width (a positive integer)")
     return embedder, dim
 
 
@@ -223,18 +223,19 @@ def _verify(store: Store, space: str, exists: bool, parsed: _Parsed, max_depth: 
     held = {n.id for n in existing}
     for node_id, problem in forest_problems([*existing, *(n for _, n, _ in parsed.nodes)],
                                             max_depth=max_depth):
+        if node_id in lines and node_id in held and problem == "duplicate id":
+            raise StoreError(f"record {lines[node_id]} (node {node_id!r}): already in space "
+                             f"{space!r} (was this file imported before?); import into an "
+                             "empty space, or pick another --space")
         if node_id in lines:
-            if node_id in held and problem == "duplicate id":
-                problem = (f"already in space {space!r} (was this file imported before?); "
-                           "import into an empty space, or pick another --space")
-            raise StoreError(f"record {lines[node_id]} (node {node_id!r}): {problem}; "
-                             "nothing was imported")
+            raise InvalidExport(f"record {lines[node_id]} (node {node_id!r}): {problem}; "
+                                "nothing was imported")
         raise StoreError(f"space {space!r} holds a damaged node {node_id!r} ({problem}); "
                          "run `deltamem check`; nothing was imported")
     seen: set[str] = set()
     for line, episode in parsed.episodes:
         if episode.id in seen:
-            raise StoreError(f"record {line} (episode {episode.id!r}): duplicate id; "
+            raise InvalidExport(f"record {line} (episode {episode.id!r}): duplicate id; "
                              "nothing was imported")
         seen.add(episode.id)
 

@@ -125,6 +125,16 @@ def test_key_never_in_repr_or_errors(fake_server: FakeOpenAIServer) -> None:
     assert "DELTAMEM_LLM_API_KEY" in str(info.value)
 
 
+def test_key_echoed_across_the_excerpt_cut_is_redacted(fake_server: FakeOpenAIServer) -> None:
+    """The key is redacted before the body is cut to its excerpt, so no part of it leaks."""
+    prefix = len('{"error": "')
+    fake_server.replies = [Reply(401, {"error": "x" * (296 - prefix) + KEY})]  # spans char 300
+    with pytest.raises(ProviderHTTPError) as info:
+        _llm(fake_server, []).complete(MESSAGES)
+    for text in (str(info.value), info.value.body):
+        assert all(KEY[i:i + 6] not in text for i in range(len(KEY) - 5)), text[-40:]
+
+
 def test_connection_refused_is_retried_then_raised() -> None:
     """An unreachable server is retried, then reported as a ProviderError."""
     with socket.socket() as sock:

@@ -199,4 +199,6 @@ class SlowModel:
 def make_spaces(db: Path | str, *spaces: str) -> None:
     """Create empty spaces (with the hashing test embedder): reads of a missing space are 404."""
     for space in spaces:
-        DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space).close()
+        mem = DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space)
+        with mem, mem.transaction():  # writers create spaces: an empty write creates it
+            pass

@@ -188,7 +188,7 @@ class OpenAICompatLLM:
                 if attempt >= self.max_retries:
                     raise ProviderError(
                         f"{self.name}: cannot reach {self.url} after {attempt + 1} attempt(s): "
-                        f"{type(exc).__name__}: {self._redact(str(exc))[:_EXCERPT_CHARS]}. "
+                        f"{type(exc).__name__}: {self._excerpt(str(exc))}. "
                         "Check that the server is running and DELTAMEM_LLM_BASE_URL is right."
                     ) from None
                 self._sleep(self._delay(attempt, None))
@@ -217,14 +217,14 @@ class OpenAICompatLLM:
         try:
             return response.json()
         except ValueError:
-            excerpt = self._redact(response.text[:_EXCERPT_CHARS])
+            excerpt = self._excerpt(response.text)
             raise ProviderError(
                 f"{self.name}: HTTP {response.status_code} with a body that is not JSON: "
                 f"{excerpt!r}"
             ) from None
 
     def _http_error(self, response: httpx.Response, attempts: int) -> ProviderHTTPError:
-        excerpt = self._redact(response.text[:_EXCERPT_CHARS])
+        excerpt = self._excerpt(response.text)
         hint = {
             401: " Check DELTAMEM_LLM_API_KEY.",
             403: " Check DELTAMEM_LLM_API_KEY and the model's access rights.",
@@ -243,7 +243,7 @@ class OpenAICompatLLM:
             choice = data["choices"][0]
             text = choice["message"]["content"]
         except (KeyError, IndexError, TypeError):
-            excerpt = self._redact(str(data)[:_EXCERPT_CHARS])
+            excerpt = self._excerpt(str(data))
             raise ProviderError(
                 f"{self.name}: answer has no choices[0].message.content: {excerpt!r}"
             ) from None
@@ -261,10 +261,11 @@ class OpenAICompatLLM:
             model=str(data.get("model") or self.model),
         )
 
-    def _redact(self, text: str) -> str:
+    def _excerpt(self, text: str) -> str:
+        """The start of ``text`` with the API key redacted first (a cut must not split it)."""
         if self._api_key and self._api_key in text:
             text = text.replace(self._api_key, "***")
-        return text
+        return text[:_EXCERPT_CHARS]
 
 
 def _response_format(mode: JsonMode, schema: dict[str, Any]) -> dict[str, Any]:

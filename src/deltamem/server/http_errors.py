@@ -6,6 +6,7 @@ Error body: ``{"error": {"type": "EpisodeError", "message": "...", "field": "ste
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from deltamem.errors import (
@@ -15,6 +16,7 @@ from deltamem.errors import (
     EmbedderMismatch,
     EpisodeError,
     ExtractionError,
+    InvalidExport,
     NodeNotFound,
     PatchError,
     ProviderError,
@@ -22,6 +24,9 @@ from deltamem.errors import (
     SpaceNotFound,
     StoreError,
 )
+
+# A URL or store address inside a message: the server's business, not the client's.
+INTERNAL_ADDRESS = re.compile(r"\b(?:https?|postgres(?:ql)?|sqlite):[^\s'\"),;]+")
 
 # The most specific class in an exception's MRO wins (SchemaError before StoreError, ...).
 STATUS: dict[type[DeltaMemError], int] = {
@@ -32,6 +37,7 @@ STATUS: dict[type[DeltaMemError], int] = {
     SpaceNotFound: 404,
     PatchError: 409,
     EmbedderMismatch: 409,
+    InvalidExport: 422,
     SchemaError: 500,
     StoreError: 409,
     BudgetExceeded: 429,
@@ -50,18 +56,26 @@ def status_for(exc: DeltaMemError) -> int:
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
     """The JSON error envelope."""
-    error: dict[str, Any] = {"type": kind, "message": message}
+    error: dict[str, Any] = {"type": kind, "message": _encodable(message)}
     if field:
-        error["field"] = field
+        error["field"] = _encodable(field)
     return {"error": error}
 
 
+def _encodable(text: str) -> str:
+    """Messages quote what the client sent, which may hold lone surrogates: escape them."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def library_error_body(exc: DeltaMemError) -> dict[str, Any]:
-    """The envelope for a library error (EpisodeError names its field)."""
+    """The envelope for a library error (EpisodeError names its field).
+
+    The server's own addresses (the LLM endpoint, the database URL or file) stay out of it.
+    """
     field = exc.field if isinstance(exc, EpisodeError) else None
     if isinstance(exc, EpisodeError) and exc.where and field:
         field = f"{exc.where}.{field}"
-    return error_body(type(exc).__name__, str(exc), field)
+    return error_body(type(exc).__name__, INTERNAL_ADDRESS.sub("<server-side>", str(exc)), field)
 
 
 def validation_field(loc: tuple[Any, ...] | list[Any]) -> str:

@@ -8,7 +8,6 @@ bodies mirror the CLI's ``--json`` output. Errors use one envelope (see ``http_e
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -43,7 +42,6 @@ from deltamem.server.limits import RateLimiter
 from deltamem.server.middleware import AccessLog, BodyLimit
 from deltamem.server.spaces import SpacePool
 from deltamem.server.viewer import render_viewer
-from deltamem.usage import Usage
 from deltamem.worker import BackgroundWorker, Worker
 
 MAX_BATCH = 1_000
@@ -277,11 +275,12 @@ def _add_memory_routes(app: FastAPI) -> None:
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": body_schema}}}})
     def learn(mem: WriteMem, payload: Annotated[dict[str, Any], Body(
-        description="One episode, or {\"episodes\": [...]} (validated all before any is "
-                    "learned; one transaction per episode).",
+        description="One episode, or {\"episodes\": [...]}: a batch is all or nothing (every "
+                    "episode is validated, then all are learned in one transaction; on any "
+                    "error none is stored).",
         examples=[EXAMPLE_EPISODE, {"episodes": [EXAMPLE_EPISODE]}],
     )]) -> dict[str, Any]:
-        """Learn one finished episode, or a batch of them."""
+        """Learn one finished episode, or a batch of them (all or nothing)."""
         if set(payload) != {"episodes"}:
             return mem.learn(episode_from_dict(payload)).to_dict()
         raw = payload["episodes"]
@@ -289,14 +288,7 @@ def _add_memory_routes(app: FastAPI) -> None:
             raise EpisodeError(f"field 'episodes' must be a list of at most {MAX_BATCH} "
                                "episodes", field="episodes")
         episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
-        total = Usage()
-        results = []
-        for index, episode in enumerate(episodes):
-            result = mem.learn(episode)
-            total.add(result.usage)
-            results.append({"index": index, **result.to_dict()})
-        return {"episodes": len(results), "results": results, "errors": [],
-                "usage": total.to_dict()}
+        return mem.learn_many(episodes).to_dict()
 
     @app.post("/v1/spaces/{space}/consolidate", tags=["memory"], **documented(api.ConsolidateOut))
     def consolidate(mem: Mem) -> dict[str, Any]:
@@ -344,40 +336,22 @@ def _add_admin_routes(app: FastAPI) -> None:
              **documented(None, media_type=NDJSON))
     def export(mem: Mem) -> StreamingResponse:
         """The space as JSON Lines (header, nodes with vectors, episodes), streamed."""
-        records = transfer.export_records(mem.store, mem.space)
-        first = next(records)  # fail with a JSON error before the stream starts
+        lines = mem.iter_export()
+        first = next(lines)  # fail with a JSON error before the stream starts
 
-        def lines() -> Iterator[str]:
-            yield json.dumps(first, ensure_ascii=False) + "\n"
-            for record in records:
-                yield json.dumps(record, ensure_ascii=False) + "\n"
+        def stream() -> Iterator[str]:
+            yield first
+            yield from lines
 
-        return StreamingResponse(lines(), media_type=NDJSON)
+        return StreamingResponse(stream(), media_type=NDJSON)
 
     @app.post("/v1/spaces/{space}/import", tags=["admin"], **documented(api.ImportOut),
               openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
                                              "required": True}})
     async def import_(mem: WriteMem, request: Request) -> dict[str, int]:
-        """Load an export (JSON Lines body) into the space in one transaction, all or nothing."""
-        records = _parse_export(await request.body())
-        return await run_in_threadpool(transfer.import_records, mem.store, mem.space, records)
+        """Load an export (JSON Lines body) into the space in one transaction, all or nothing.
 
-
-def _parse_export(body: bytes) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    for lineno, line in enumerate(body.split(b"\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise ApiError(422, "ValidationError", f"line {lineno}: invalid JSON ({exc})",
-                           f"line {lineno}") from exc
-        if not isinstance(record, dict):
-            raise ApiError(422, "ValidationError", f"line {lineno}: expected a JSON object",
-                           f"line {lineno}")
-        records.append(record)
-    if not records or records[0].get("format") != transfer.FORMAT:
-        raise ApiError(422, "ValidationError",
-                       f"the first line must be a {transfer.FORMAT} header", "line 1")
-    return records
+        The whole body is verified first; a bad one is 422 naming its first bad record.
+        """
+        lines = (await request.body()).split(b"\n")
+        return await run_in_threadpool(mem.import_records, transfer.parse_lines(lines))

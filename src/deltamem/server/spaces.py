@@ -14,6 +14,7 @@ from pathlib import Path
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
+from deltamem.errors import SpaceNotFound
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
 from deltamem.memory import DeltaMem, check_space
@@ -88,6 +89,8 @@ class SpacePool:
                 self._spaces[space] = mem
                 while len(self._spaces) > self.max_spaces:
                     self._spaces.popitem(last=False)
+            elif not create and not mem.exists:  # opened by a writer that wrote nothing yet
+                raise SpaceNotFound(f"no space {space!r}; learn or import into it first")
             self._spaces.move_to_end(space)
             return mem
 

@@ -233,7 +233,7 @@ class SQLiteStore:
             conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
             if conn is None:
                 conn = self._local.conn = self._connect()
-                with self._write_lock:
+                with self._index_lock:  # not the write lock: a reader never waits for it
                     self._readers.append(conn)
             with self._errors():
                 yield conn

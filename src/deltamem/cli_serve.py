@@ -153,12 +153,13 @@ def worker(
     settings = Settings.from_env().with_(k_cons=k_cons, auto_consolidate=False)
     model = make_embedder(embedder or settings.embedder)
     extractor = models.build()
-    store = open_store(db)
+    store = open_store(db, create=False)  # a worker consolidates what exists; it creates nothing
     memories: dict[str, DeltaMem] = {}
 
     def memory_for(name: str) -> DeltaMem:
         if name not in memories:
-            memories[name] = DeltaMem(store, model, extractor, space=name, settings=settings)
+            memories[name] = DeltaMem(store, model, extractor, space=name, settings=settings,
+                                      create=False)
         return memories[name]
 
     def report(passes: list[SpacePass]) -> None:

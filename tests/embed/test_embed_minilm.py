@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,3 +95,13 @@ def test_damaged_install_names_the_fix(monkeypatch: pytest.MonkeyPatch, tmp_path
     monkeypatch.setattr(minilm, "MODEL_DIR", tmp_path)
     with pytest.raises(ConfigError, match="pip install --force-reinstall deltamem"):
         minilm.find_model_dir()
+
+
+def test_vectors_match_the_golden_fixture(emb: MiniLMEmbedder) -> None:
+    """The numerics are pinned: a wrong layer-norm epsilon, pooling mask or GELU variant moves
+    these vectors by far more than 1e-5 (tests/fixtures/minilm_golden.json)."""
+    golden = json.loads((Path(__file__).parents[1] / "fixtures" / "minilm_golden.json")
+                        .read_text(encoding="utf-8"))
+    assert golden["embedder"] == emb.name
+    got = emb.embed(golden["texts"])
+    np.testing.assert_allclose(got, np.array(golden["vectors"], dtype=np.float32), atol=1e-5)

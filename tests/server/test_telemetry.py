@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
-from server_live import ServerThread
+from server_live import ServerThread, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.memory import DeltaMem
@@ -77,6 +77,7 @@ def test_a_failed_operation_records_its_error(mem: DeltaMem,
 def test_rest_requests_emit_spans_per_space(tmp_path: object,
                                             spans: InMemorySpanExporter) -> None:
     """Through the REST server the spans carry the requested space as the store id."""
+    make_spaces(f"{tmp_path}/otel.db", "agent-7")  # reads of a missing space are 404
     app = create_app(f"{tmp_path}/otel.db", embedder=HashingEmbedder(), settings=TEST_SETTINGS,
                      require_keys=False)
     with ServerThread(app) as running, httpx.Client(

@@ -27,6 +27,7 @@ from deltamem.cli_options import (
     open_memory,
 )
 from deltamem.config import Settings
+from deltamem.errors import SpaceNotFound
 from deltamem.extras import require
 
 
@@ -375,8 +376,13 @@ def hook(
             local = Path(db.removeprefix("sqlite:")).expanduser()
             local.parent.mkdir(parents=True, exist_ok=True)
             db = str(local)
-        with open_memory(db, space, embedder) as mem:
-            out = run_hook(mem, event, payload, budget_tokens=budget_tokens)
+        try:
+            # Only the stop hook writes; the recall hooks read, so a first session (no memory
+            # yet) just adds nothing.
+            with open_memory(db, space, embedder, create=event == "stop") as mem:
+                out = run_hook(mem, event, payload, budget_tokens=budget_tokens)
+        except SpaceNotFound:
+            out = {}
     except Exception as exc:  # a hook must not break the agent's session; say why, exit 1
         typer.echo(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}", err=True)
         raise typer.Exit(1) from exc

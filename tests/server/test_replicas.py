@@ -116,7 +116,8 @@ def check_space(url: str, space: str, acked: list[str]) -> None:
         assert all(e.task.endswith(f" in {space}") for e in mem.store.episodes(space))
         nodes = list(mem.nodes())
         assert all(n.key.endswith(space) or f" of {space} " in n.key for n in nodes)
-        learned_roots = Counter((n.tree, n.key) for n in nodes
+        # One learned root per key and outcome: a failure lesson is a root of its own.
+        learned_roots = Counter((n.tree, n.key, n.outcome) for n in nodes
                                 if n.is_root and not n.lineage)
         assert all(c == 1 for c in learned_roots.values()), learned_roots
         sources = Counter(n.meta["consolidated_from"] for n in nodes if n.lineage)

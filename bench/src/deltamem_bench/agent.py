@@ -31,7 +31,7 @@ from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 
 _ACTION = re.compile(r"^\s*(?:>\s*)?action\s*[:：]\s*(.*)$", re.IGNORECASE)
 _THOUGHT = re.compile(r"^\s*thought\s*[:：]\s*(.*)$", re.IGNORECASE)
-_WORD = re.compile(r"[a-z0-9]+")
+WORD = re.compile(r"[a-z0-9]+")
 # Engine replies that mean "the action was not understood" (ScienceWorld, TWX, ALFWorld).
 INVALID_REPLY = re.compile(
     r"^\s*(no known action matches|i don'?t understand|unknown action|nothing happens)",
@@ -138,10 +138,10 @@ def snap_action(action: str, admissible: Sequence[str], cutoff: float = 0.5) -> 
     lowered = {a.lower(): a for a in admissible}
     if action in lowered:
         return lowered[action]
-    words = set(_WORD.findall(action))
+    words = set(WORD.findall(action))
     best: tuple[float, str] | None = None
     for candidate in admissible:
-        cand_words = set(_WORD.findall(candidate.lower()))
+        cand_words = set(WORD.findall(candidate.lower()))
         union = words | cand_words
         jaccard = len(words & cand_words) / len(union) if union else 0.0
         ratio = difflib.SequenceMatcher(None, action, candidate.lower()).ratio()
@@ -153,7 +153,8 @@ def snap_action(action: str, admissible: Sequence[str], cutoff: float = 0.5) -> 
     return best[1]
 
 
-def _cut(text: str, limit: int) -> str:
+def cut_text(text: str, limit: int) -> str:
+    """``text`` stripped and cut to ``limit`` characters (an ellipsis marks the cut)."""
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
@@ -186,10 +187,10 @@ class ReActAgent:
         head = "\n---\n".join(parts)
         tail = ""
         if memory.strip():
-            tail += _cut(memory, self.config.memory_chars) + "\n"
+            tail += cut_text(memory, self.config.memory_chars) + "\n"
         tail += ("Now, it's your turn and here is the task.\n"
                  f"Task: {reset.task.strip()}\n"
-                 f"Observation: {_cut(reset.observation, self.config.observation_chars)}")
+                 f"Observation: {cut_text(reset.observation, self.config.observation_chars)}")
         return f"{head}\n---\n{tail}"
 
     def _admissible_line(self, admissible: Sequence[str] | None) -> str:
@@ -210,7 +211,7 @@ class ReActAgent:
         msgs: list[Message] = [{"role": "user", "content": first}]
         for i, (action, observation) in enumerate(kept):
             msgs.append({"role": "assistant", "content": f"Action: {action}"})
-            text = f"Observation: {_cut(observation, self.config.observation_chars)}"
+            text = f"Observation: {cut_text(observation, self.config.observation_chars)}"
             if i == 0 and dropped:
                 # Why: the model must not lose track of what it did when old turns are dropped.
                 text = ("(Earlier actions: " + "; ".join(a for a, _ in dropped) + ")\n" + text)

@@ -73,6 +73,10 @@ def _save(path: Path | None, kind: str, entries: list[dict[str, Any]]) -> None:
     tmp.replace(path)  # atomic: a crash never leaves half a memory file
 
 
+def _trajectory_size(entries: list[dict[str, Any]]) -> dict[str, int]:
+    return {"entries": len(entries), "chars": sum(len(e["trajectory"]) for e in entries)}
+
+
 def _top1(embedder: Embedder, query: str, entries: list[dict[str, Any]],
           usage: Usage | None = None) -> tuple[int, float] | None:
     """Index and cosine of the entry whose stored vector is closest to ``query``."""
@@ -132,8 +136,7 @@ class SynapseMemory:
 
     def size(self) -> dict[str, int]:
         """Stored trajectories and their characters."""
-        return {"entries": len(self.entries),
-                "chars": sum(len(e["trajectory"]) for e in self.entries)}
+        return _trajectory_size(self.entries)
 
     def close(self) -> None:
         """Nothing open (the file is written on every update)."""
@@ -183,8 +186,7 @@ class LongContextMemory:
 
     def size(self) -> dict[str, int]:
         """Stored trajectories and their characters."""
-        return {"entries": len(self.entries),
-                "chars": sum(len(e["trajectory"]) for e in self.entries)}
+        return _trajectory_size(self.entries)
 
     def close(self) -> None:
         """Nothing open (the file is written on every update)."""

@@ -46,11 +46,10 @@ from typing import Any
 
 from deltamem.core.model import Episode, Step
 from deltamem.usage import Usage
-from deltamem_bench.agent import INVALID_REPLY, AgentResult, clean_action
+from deltamem_bench.agent import INVALID_REPLY, WORD, AgentResult, clean_action, cut_text
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 from deltamem_bench.scorer import Scorer
 
-_WORD = re.compile(r"[a-z0-9]+")
 CHOICE_HELP = ("Each turn, choose exactly one action from the list of valid actions and answer "
                "'Action: <action>'.")
 
@@ -90,17 +89,12 @@ class ChoiceConfig:
 
 
 def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text.lower()))
+    return set(WORD.findall(text.lower()))
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
     union = a | b
     return len(a & b) / len(union) if union else 0.0
-
-
-def _cut(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 # Lines of a memory block that warn rather than instruct (DeltaMem's failure lessons, the
@@ -109,7 +103,7 @@ _WARNING = re.compile(r"fail|avoid|warning|do not|don't|did not work|mistake", r
 
 
 def _normal(text: str) -> str:
-    return " " + " ".join(_WORD.findall(text.lower())) + " "
+    return " " + " ".join(WORD.findall(text.lower())) + " "
 
 
 def plan_text(memory: str) -> str:
@@ -219,9 +213,9 @@ class ChoiceAgent:
     def _opening(self, reset: Reset, memory: str) -> str:
         parts = []
         if memory.strip() and self.config.memory_in_prompt:
-            parts.append(_cut(memory, self.config.memory_chars))
+            parts.append(cut_text(memory, self.config.memory_chars))
         parts.append(f"Task: {reset.task.strip()}")
-        parts.append(f"Observation: {_cut(reset.observation, self.config.observation_chars)}")
+        parts.append(f"Observation: {cut_text(reset.observation, self.config.observation_chars)}")
         return "\n".join(parts)
 
     @staticmethod
@@ -334,7 +328,7 @@ class ChoiceAgent:
             tried[(state, action)] = bad or reply == state
             steps.append(Step(action=action, observation=reply))
             history.append((current, action))
-            current = f"Observation: {_cut(reply, self.config.observation_chars)}"
+            current = f"Observation: {cut_text(reply, self.config.observation_chars)}"
             state = reply
             score = max(score, transition.score)
             won = won or transition.won

@@ -91,6 +91,12 @@ def assert_accounted_for(url: str, results: list[dict[str, Any]], expected: int)
                 r[tree]["node"] for r in results if r[tree]["action"] != "dedup"}
             assert actions["dedup"] > 0 and actions["delta"] > 0
             assert {r[tree]["node"] for r in results} <= {n.id for n in nodes}
+        # Racing writers never place against a stale tree: the hashing double gives one key one
+        # vector, so each key has at most one learned root per outcome (a failure lesson is a
+        # root of its own).
+        roots = Counter((n.tree, n.key, n.outcome) for n in nodes
+                        if n.is_root and not n.lineage)
+        assert all(c == 1 for c in roots.values()), roots
         # Two writers racing to compile one chain must not both do it.
         sources = Counter(n.meta.get("consolidated_from") for n in nodes if n.lineage)
         assert all(c == 1 for c in sources.values())

@@ -33,7 +33,7 @@ import psycopg
 from deltamem.core.delta import diff
 from deltamem.core.model import Knowledge, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.store.base import Store
-from deltamem.store.migrate import migrate_stores
+from deltamem.store.copy import copy_between
 from deltamem.store.postgres import PostgresStore
 from deltamem.store.sqlite import SQLiteStore
 
@@ -169,10 +169,10 @@ def migration(lite: SQLiteStore, server_url: str, space: str, n: int,
     back = SQLiteStore(folder / f"back{n}.db")
     try:
         started = time.perf_counter()
-        migrate_stores(lite, dst, space=space)
+        copy_between(lite, dst, space=space)
         to_pg = n / (time.perf_counter() - started)
         started = time.perf_counter()
-        migrate_stores(dst, back, space=space)
+        copy_between(dst, back, space=space)
         to_lite = n / (time.perf_counter() - started)
     finally:
         dst.close()

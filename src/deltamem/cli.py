@@ -400,7 +400,7 @@ def migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy whole spaces between stores exactly (nodes, vectors, counters, episodes)."""
-    from deltamem.store.migrate import migrate as copy_spaces
+    from deltamem.store.copy import copy_spaces
 
     counts = copy_spaces(source, target, space=space)
     emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))

@@ -14,7 +14,7 @@ from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
 from deltamem.store import open_store
 from deltamem.store._pg_sql import SCHEMA_VERSION
-from deltamem.store.migrate import migrate
+from deltamem.store.copy import copy_spaces
 from deltamem.store.postgres import PostgresStore
 from deltamem.store.sqlite import SQLiteStore
 from deltamem.testing.conformance import DIM, SPACE, StoreConformance, make_root, vec
@@ -134,11 +134,11 @@ def test_migrate_sqlite_to_postgres_and_back_is_exact(pg_url, tmp_path):  # noqa
         mem.delete(next(n.id for n in mem.nodes() if n.depth == 1))
     with _mem(SQLiteStore(src), space="second") as mem:
         mem.learn(workload_episode(3))
-    counts = migrate(f"sqlite:{src}", pg_url)
+    counts = copy_spaces(f"sqlite:{src}", pg_url)
     assert set(counts) == {"default", "second"}
     assert counts["second"] == {"nodes": 2, "episodes": 1}
     back = tmp_path / "back.db"
-    assert migrate(pg_url, f"sqlite:{back}", space="default") == {"default": counts["default"]}
+    assert copy_spaces(pg_url, f"sqlite:{back}", space="default") == {"default": counts["default"]}
     stores = [SQLiteStore(src), PostgresStore(pg_url), SQLiteStore(back)]
     try:
         exports = [list(export_records(s, "default")) for s in stores]
@@ -156,11 +156,11 @@ def test_migrate_refuses_a_non_empty_destination_and_unknown_spaces(pg_url, tmp_
     src = tmp_path / "src.db"
     with _mem(SQLiteStore(src)) as mem:
         mem.learn(workload_episode(0))
-    migrate(f"sqlite:{src}", pg_url)
+    copy_spaces(f"sqlite:{src}", pg_url)
     with pytest.raises(StoreError, match="not empty"):
-        migrate(f"sqlite:{src}", pg_url)
+        copy_spaces(f"sqlite:{src}", pg_url)
     with pytest.raises(ConfigError, match="no space"):
-        migrate(f"sqlite:{src}", pg_url, space="missing")
+        copy_spaces(f"sqlite:{src}", pg_url, space="missing")
     with _store(pg_url) as store:
         assert store.count_episodes("default") == 1
 

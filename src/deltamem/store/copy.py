@@ -1,5 +1,7 @@
 """Copy whole spaces from one store to another (SQLite <-> PostgreSQL, or any two stores).
 
+This is what ``deltamem migrate`` does; schema migrations are :mod:`deltamem.store.migrations`.
+
 The copy goes through the export format (:mod:`deltamem.transfer`), so it is exact to the bit:
 node ids, patches, counters, timestamps, vectors and episodes arrive unchanged, in insertion
 order, and exporting the destination gives the same records as exporting the source. Each space
@@ -15,7 +17,8 @@ from deltamem.store.base import Store
 from deltamem.transfer import export_records, import_records
 
 
-def migrate(src_url: str, dst_url: str, *, space: str | None = None) -> dict[str, dict[str, int]]:
+def copy_spaces(src_url: str, dst_url: str, *,
+                space: str | None = None) -> dict[str, dict[str, int]]:
     """Copy ``space`` (default: every space) from the store at ``src_url`` to ``dst_url``.
 
     Args:
@@ -37,16 +40,16 @@ def migrate(src_url: str, dst_url: str, *, space: str | None = None) -> dict[str
     try:
         dst = open_store(dst_url)
         try:
-            return migrate_stores(src, dst, space=space)
+            return copy_between(src, dst, space=space)
         finally:
             dst.close()
     finally:
         src.close()
 
 
-def migrate_stores(src: Store, dst: Store, *,
+def copy_between(src: Store, dst: Store, *,
                    space: str | None = None) -> dict[str, dict[str, int]]:
-    """:func:`migrate` between two stores that are already open (neither is closed)."""
+    """:func:`copy_spaces` between two stores that are already open (neither is closed)."""
     names = [s.space for s in src.spaces()]
     if space is not None:
         if space not in names:

@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deltamem.episodes import episode_to_dict
+from deltamem_bench.agent import gold_episode
 from deltamem_bench.envs.base import EpisodeSpec
 from deltamem_bench.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
 
@@ -47,22 +49,12 @@ DEFAULT_TASKS = ("find-living-thing", "find-plant", "find-animal", "find-non-liv
 
 def record_episode(env: ScienceWorldEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
     """Play the gold path of ``spec`` and return the episode record (raises if it fails)."""
-    env.load(spec)
-    start = env.reset()
-    gold = env.gold_actions() or []
-    steps: list[dict[str, str]] = []
-    last = None
-    for action in gold:
-        last = env.step(action)
-        steps.append({"action": action, "observation": last.observation})
-        if last.done:
-            break
-    if last is None or not last.won:
-        raise RuntimeError(f"gold path of {spec} did not win (last transition {last})")
-    return {"task": start.task, "env": start.scene, "success": True, "score": last.score,
-            "steps": steps,
-            "meta": {"task_name": spec.task_name, "variation": spec.variation,
-                     "split": spec.split, "simplification": env.simplification}}
+    episode = gold_episode(env, spec)
+    if not episode.success:
+        raise RuntimeError(f"gold path of {spec} did not win (score {episode.score})")
+    record = episode_to_dict(episode)
+    record["meta"] = {**record["meta"], "simplification": env.simplification}
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,27 +26,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from deltamem.episodes import episode_to_dict
+from deltamem_bench.agent import gold_episode
 from deltamem_bench.envs.base import EpisodeSpec
 from deltamem_bench.envs.textworld_express import TextWorldExpressEnvironment, episode_specs
 
 
 def record_episode(env: TextWorldExpressEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
     """Play the gold path of ``spec`` and return the episode record (raises if it fails)."""
-    env.load(spec)
-    start = env.reset()
-    steps: list[dict[str, str]] = []
-    last = None
-    for action in env.gold_actions() or []:
-        last = env.step(action)
-        steps.append({"action": action, "observation": last.observation})
-        if last.done:
-            break
-    if last is None or not last.won:
-        raise RuntimeError(f"gold path of {spec} did not win (last transition {last})")
-    return {"task": start.task, "env": start.scene, "success": True, "score": last.score,
-            "steps": steps,
-            "meta": {"task_name": spec.task_name, "variation": spec.variation,
-                     "split": spec.split, "game_params": env.game_params}}
+    episode = gold_episode(env, spec)
+    if not episode.success:
+        raise RuntimeError(f"gold path of {spec} did not win (score {episode.score})")
+    record = episode_to_dict(episode)
+    record["meta"] = {**record["meta"], "game_params": env.game_params}
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:

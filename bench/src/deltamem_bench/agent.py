@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.model import Episode, Step
+from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
@@ -295,6 +296,21 @@ class ReActAgent:
         episode = Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,
                           score=score, meta=meta)
         return AgentResult(episode, usage, invalid, snapped, aborted, raw, first)
+
+
+def gold_episode(env: Environment, spec: EpisodeSpec) -> Episode:
+    """The engine's gold trajectory of ``spec``, played and recorded (see :func:`replay`).
+
+    Raises:
+        ConfigError: the environment has no gold path for ``spec``.
+    """
+    env.load(spec)
+    env.reset()
+    gold = env.gold_actions()
+    if not gold:
+        raise ConfigError(f"{env.name}: no gold trajectory for {spec}; warm start and "
+                          "recording need gold_actions()")
+    return replay(env, spec, gold)
 
 
 def replay(env: Environment, spec: EpisodeSpec, actions: Sequence[str]) -> Episode:

@@ -32,7 +32,7 @@ from deltamem.config import Settings
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM
-from deltamem_bench.agent import AgentConfig, AgentResult, ReActAgent, replay
+from deltamem_bench.agent import AgentConfig, AgentResult, ReActAgent, gold_episode
 from deltamem_bench.choice import ChoiceAgent, ChoiceConfig
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 from deltamem_bench.factory import make_memory
@@ -162,13 +162,7 @@ class KindRun:
         if self._check("train", index, spec):
             return
         started = time.perf_counter()
-        self.env.load(spec)
-        self.env.reset()
-        gold = self.env.gold_actions()
-        if not gold:
-            raise ConfigError(f"{self.env.name}: no gold trajectory for {spec}; warm start "
-                              "needs gold_actions()")
-        episode = replay(self.env, spec, gold)
+        episode = gold_episode(self.env, spec)
         update = self.memory.update(episode, {})
         self._append({
             "phase": "train", "index": index, "kind": self.kind, "spec": _spec_dict(spec),

@@ -19,6 +19,10 @@ TreeName = Literal["task", "env"]
 KindName = Literal["root", "delta"]
 OutcomeName = Literal["success", "failure"]
 ActionName = Literal["root", "delta", "dedup"]
+# Bounds every face applies to a recall (REST body, MCP tool arguments).
+MAX_TOP_K = 100
+MAX_BUDGET_TOKENS = 1_000_000
+MAX_OUTCOME_NODES = 50
 
 
 class Model(BaseModel):
@@ -48,12 +52,23 @@ class RecallRequest(BaseModel):
 
     task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
     env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
-    top_k: StrictInt | None = Field(None, ge=1, le=100,
+    top_k: StrictInt | None = Field(None, ge=1, le=MAX_TOP_K,
                                     description="Candidates reported per tree.")
     explain: StrictBool = Field(False, description="Add every scoring term per candidate.")
-    budget_tokens: int | None = Field(
-        None, ge=0, le=1_000_000,
+    budget_tokens: StrictInt | None = Field(
+        None, ge=0, le=MAX_BUDGET_TOKENS,
         description="Cap the context at this many tokens (most useful parts first).")
+
+
+class OutcomeRequest(BaseModel):
+    """Body of ``POST /v1/spaces/{space}/outcome``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    nodes: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        min_length=1, max_length=MAX_OUTCOME_NODES,
+        description="Node ids to count the outcome on (e.g. the nodes a recall matched).")
+    success: StrictBool = Field(description="Whether following the memory worked.")
 
 
 class StepIn(BaseModel):
@@ -210,7 +225,14 @@ class BatchOut(Model):
     usage: UsageOut
 
 
+class OutcomeOut(Model):
+    nodes: list[str] = Field(description="The nodes whose counters were bumped.")
+    success: bool
+    consolidated: list[ConsolidationOut]
+
+
 class ConsolidateOut(Model):
+    dry_run: bool = Field(description="True: nothing was compiled, only the due chains listed.")
     consolidated: list[ConsolidationOut]
 
 
@@ -296,6 +318,17 @@ class StatsOut(Model):
     stored_chars: int
     flat_chars: int
     compression: float | None
+
+
+class SkillsExportOut(Model):
+    """What ``skills export`` wrote (paths relative to ``dir``)."""
+
+    dir: str
+    layout: Literal["skills", "memory-md"]
+    skills: list[str]
+    knowledge: list[str]
+    index: str | None = Field(None, description="The MEMORY.md index (memory-md layout).")
+    lessons: list[str] | None = Field(None, description="Failure lessons (memory-md layout).")
 
 
 # -- admin ----------------------------------------------------------------------------------------

@@ -62,7 +62,7 @@ from deltamem.errors import (
     SpaceNotFound,
     StoreError,
 )
-from deltamem.results import node_listing
+from deltamem.results import consolidation_report, node_listing
 from deltamem.usage import Usage
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -188,9 +188,7 @@ def recall(
     with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
                      penalty=penalty) as mem:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
-    data = result.to_dict()
-    if explain:
-        data["explain"] = result.explain()
+    data = result.to_dict(explain=explain)
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
                                            markup=False, highlight=False))
 
@@ -275,14 +273,33 @@ def consolidate(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     k_cons: Annotated[int | None, typer.Option(help="Successes that trigger a merge.")] = None,
+    dry_run: Annotated[bool, typer.Option(
+        help="Only list the chains that are due; compile nothing.")] = False,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Compile every frequently successful chain into a new root."""
     with open_memory(db, space, embedder, k_cons=k_cons) as mem:
-        done = [c.to_dict() for c in mem.consolidate()]
-    emit({"consolidated": done}, as_json,
-          lambda: out.print(f"consolidated {len(done)} chain(s)"))
+        data = consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
+    verb = "due" if dry_run else "consolidated"
+    emit(data, as_json, lambda: out.print(f"{len(data['consolidated'])} chain(s) {verb}"))
+
+
+@app.command()
+def outcome(
+    node_ids: Annotated[list[str], typer.Argument(help="Node ids (e.g. a recall's matches).")],
+    success: Annotated[bool, typer.Option(
+        "--success/--failure", help="Whether following the recalled memory worked.")],
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Count a success or a failure on recalled nodes, without learning an episode."""
+    with open_memory(db, space, embedder) as mem:
+        data = mem.record_outcome(node_ids, success).to_dict()
+    word = "success" if success else "failure"
+    emit(data, as_json, lambda: out.print(f"counted a {word} on {', '.join(data['nodes'])}"))
 
 
 @app.command("export")

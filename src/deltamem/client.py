@@ -1,7 +1,8 @@
 """Python clients for a deltamem REST server: :class:`Client` (sync) and :class:`AsyncClient`.
 
-They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``show``,
-``list_nodes``, ``stats``, ``consolidate``, ``export``, ``import_``, ``delete``, ``forget``),
+They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``record_outcome``,
+``show``, ``list_nodes``, ``stats``, ``consolidate``, ``export``, ``import_``, ``delete``,
+``forget``),
 return the typed models of :mod:`deltamem.api`, and raise the library's exceptions: an error the
 server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the server's
 message; anything else (auth, scope, rate limit, an unreachable server) is a
@@ -90,8 +91,13 @@ class _Base:
     def _stats(self) -> _Call:
         return _Call("GET", self._path("/stats"), api.StatsOut)
 
-    def _consolidate(self) -> _Call:
-        return _Call("POST", self._path("/consolidate"), api.ConsolidateOut)
+    def _record_outcome(self, nodes: Iterable[str], success: bool) -> _Call:
+        return _Call("POST", self._path("/outcome"), api.OutcomeOut,
+                     json={"nodes": list(nodes), "success": success})
+
+    def _consolidate(self, dry_run: bool) -> _Call:
+        return _Call("POST", self._path("/consolidate"), api.ConsolidateOut,
+                     params={"dry_run": "true"} if dry_run else {})
 
     def _import(self, path: str | Path) -> _Call:
         return _Call("POST", self._path("/import"), api.ImportOut,
@@ -183,9 +189,14 @@ class Client(_Base):
         """Tree shapes, episodes, and stored vs flat size."""
         return self._send(self._stats(), api.StatsOut)
 
-    def consolidate(self) -> list[api.ConsolidationOut]:
-        """Compile every frequently successful chain into a new root."""
-        return self._send(self._consolidate(), api.ConsolidateOut).consolidated
+    def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
+        """Count a success or a failure on recalled nodes (see DeltaMem.record_outcome)."""
+        return self._send(self._record_outcome(nodes, success), api.OutcomeOut)
+
+    def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
+        """Compile every frequently successful chain into a new root (``dry_run``: only list
+        the chains that are due)."""
+        return self._send(self._consolidate(dry_run), api.ConsolidateOut).consolidated
 
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its subtree; return the deleted ids."""
@@ -271,9 +282,13 @@ class AsyncClient(_Base):
         """See :meth:`Client.stats`."""
         return await self._send(self._stats(), api.StatsOut)
 
-    async def consolidate(self) -> list[api.ConsolidationOut]:
+    async def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
+        """See :meth:`Client.record_outcome`."""
+        return await self._send(self._record_outcome(nodes, success), api.OutcomeOut)
+
+    async def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
         """See :meth:`Client.consolidate`."""
-        return (await self._send(self._consolidate(), api.ConsolidateOut)).consolidated
+        return (await self._send(self._consolidate(dry_run), api.ConsolidateOut)).consolidated
 
     async def delete(self, node_id: str) -> list[str]:
         """See :meth:`Client.delete`."""

@@ -517,13 +517,10 @@ class DeltaMem:
         usage.add(compiled.usage)
         vector = self.store.vector(self.space, node.id)
         assert vector is not None
-        root = Node(
-            id=new_node_id(node.tree), tree=node.tree, kind=NodeKind.ROOT,
-            outcome=Outcome.SUCCESS, key=node.key, content=compiled.experience,
-            lineage=tuple(n.id for n in chain), created_at=time.time(),
-            meta={"consolidated_from": node.id, "note": compiled.note,
-                  **{k: v for k, v in node.meta.items() if k == "layout"}},
-        )
+        root = _new_root(node.tree, node.key, compiled.experience,
+                         {"consolidated_from": node.id, "note": compiled.note,
+                          **{k: v for k, v in node.meta.items() if k == "layout"}},
+                         lineage=tuple(n.id for n in chain))
         with self._writing():
             fresh = self.store.get_node(self.space, node.id)
             if fresh is None or fresh.consolidated:  # another writer got there first
@@ -531,6 +528,35 @@ class DeltaMem:
             self.store.add_node(self.space, root, vector)
             self.store.mark_consolidated(self.space, node.id)
         return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+
+    def add_roots(self, roots: Sequence[tuple[Tree, str, Experience, dict[str, Any]]]
+                  ) -> list[str | None]:
+        """Store ready-made experiences as roots, all in one transaction (all or nothing).
+
+        Each item is ``(tree, key, experience, meta)``: a skill for the task tree or scene
+        knowledge for the environment tree, recalled by ``key`` (which is embedded). A root
+        identical to one already stored, or to an earlier item (same tree, key and
+        experience), is skipped, so adding the same roots again changes nothing.
+
+        Returns:
+            Per item, the new node's id, or None where it was skipped.
+        """
+        if not roots:
+            return []
+        vectors = self._embed([key for _, key, _, _ in roots], Usage())
+        ids: list[str | None] = []
+        with self._writing():
+            stored = {(n.tree, n.key, n.content) for n in self.store.nodes(self.space)
+                      if n.is_root}
+            for (tree, key, experience, meta), vector in zip(roots, vectors, strict=True):
+                if (tree, key, experience) in stored:
+                    ids.append(None)
+                    continue
+                stored.add((tree, key, experience))
+                node = _new_root(tree, key, experience, meta)
+                self.store.add_node(self.space, node, vector)
+                ids.append(node.id)
+        return ids
 
     # -- inspection -----------------------------------------------------------------------
     def get(self, node_id: str) -> Node:
@@ -652,6 +678,12 @@ def check_space(space: str) -> str:
 
 def new_node_id(tree: Tree) -> str:
     return ("t-" if tree is Tree.TASK else "e-") + secrets.token_hex(8)
+
+
+def _new_root(tree: Tree, key: str, content: Experience, meta: dict[str, Any], *,
+              lineage: tuple[str, ...] = ()) -> Node:
+    return Node(id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
+                key=key, content=content, lineage=lineage, created_at=time.time(), meta=meta)
 
 
 def trace_signature(episode: Episode, tree: Tree) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -94,9 +95,13 @@ class Recall:
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"task": self.task.to_dict(), "env": self.env.to_dict(), "context": self.context,
-                "context_tokens": self.context_tokens, "usage": self.usage.to_dict()}
+    def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
+        """The JSON form; with ``explain``, also every scoring term (see :meth:`explain`)."""
+        out = {"task": self.task.to_dict(), "env": self.env.to_dict(), "context": self.context,
+               "context_tokens": self.context_tokens, "usage": self.usage.to_dict()}
+        if explain:
+            out["explain"] = self.explain()
+        return out
 
     def explain(self) -> dict[str, Any]:
         return {"task": self.task.explain(), "env": self.env.explain()}
@@ -135,6 +140,12 @@ class Consolidation:
     def to_dict(self) -> dict[str, Any]:
         return {"source": self.source, "root": self.root, "tree": self.tree.value,
                 "chain": list(self.chain), "note": self.note}
+
+
+def consolidation_report(done: Sequence[Consolidation], *, dry_run: bool = False
+                         ) -> dict[str, Any]:
+    """What ``consolidate`` prints and serves: whether it was a dry run, and each chain."""
+    return {"dry_run": dry_run, "consolidated": [c.to_dict() for c in done]}
 
 
 @dataclass(slots=True)

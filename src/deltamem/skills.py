@@ -21,15 +21,14 @@ exported, a delta as its full composition. :func:`import_layout` reads either la
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.model import Experience, Knowledge, Lesson, Node, Outcome, Skill, Tree
 from deltamem.core.render import render_experience, render_knowledge, skill_markdown
 from deltamem.errors import ConfigError
-from deltamem.memory import DeltaMem, new_node_id
+from deltamem.memory import DeltaMem
 
 KNOWLEDGE_DIR = "knowledge"
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -185,38 +184,25 @@ def import_skills(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
 
 def add_skill_roots(mem: DeltaMem, skills: list[ParsedSkill]) -> dict[str, Any]:
     """Write parsed skills as task roots in one transaction (all or nothing)."""
-    return _add_roots(mem, Tree.TASK, [
-        (s.description, s.skill, s.path, {"skill_name": s.name}) for s in skills])
+    return _add_roots(mem, [_skill_item(s) for s in skills])
 
 
-def _add_roots(mem: DeltaMem, tree: Tree,
-               items: list[tuple[str, Skill | Knowledge, Path, dict[str, Any]]]
+def _skill_item(s: ParsedSkill) -> tuple[Tree, str, Experience, Path, dict[str, Any]]:
+    return Tree.TASK, s.description, s.skill, s.path, {"skill_name": s.name}
+
+
+def _add_roots(mem: DeltaMem, items: list[tuple[Tree, str, Experience, Path, dict[str, Any]]]
                ) -> dict[str, Any]:
-    """Write ``(key, experience, source path, meta)`` items as roots of ``tree``, in one
-    transaction; an identical root (same key and experience) is skipped."""
-    existing = {(n.key, n.content) for n in mem.nodes(tree) if n.is_root}
-    fresh = []
-    skipped: list[str] = []
-    for key, content, path, meta in items:
-        if (key, content) in existing:
-            skipped.append(str(path))
-        else:
-            existing.add((key, content))
-            fresh.append((key, content, path, meta))
-    vectors = mem.embedder.embed([item[0] for item in fresh]) if fresh else None
-    ids: list[str] = []
-    with mem.transaction():
-        for i, (key, content, path, meta) in enumerate(fresh):
-            assert vectors is not None
-            node = Node(
-                id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
-                key=key, content=content, created_at=time.time(),
-                meta={"imported_from": path.name if path.name != "SKILL.md"
-                      else f"{path.parent.name}/SKILL.md", **meta},
-            )
-            mem.store.add_node(mem.space, node, vectors[i])
-            ids.append(node.id)
-    return {"imported": ids, "skipped": skipped}
+    """Write ``(tree, key, experience, source path, meta)`` items as roots in one transaction
+    (:meth:`DeltaMem.add_roots`); an identical root is skipped."""
+    ids = mem.add_roots([(tree, key, content, {"imported_from": _source(path), **meta})
+                         for tree, key, content, path, meta in items])
+    return {"imported": [i for i in ids if i is not None],
+            "skipped": [str(item[3]) for item, i in zip(items, ids, strict=True) if i is None]}
+
+
+def _source(path: Path) -> str:
+    return path.name if path.name != "SKILL.md" else f"{path.parent.name}/SKILL.md"
 
 
 # -- the MEMORY.md layout ---------------------------------------------------------------------
@@ -228,12 +214,12 @@ INDEX_LINES = 200
 
 def export_layout(mem: DeltaMem, out_dir: str | Path, layout: str) -> dict[str, Any]:
     """Export in ``layout``: ``skills`` (:func:`export_skills`) or ``memory-md``
-    (:func:`export_memory_md`)."""
-    if layout == "skills":
-        return export_skills(mem, out_dir)
-    if layout == "memory-md":
-        return export_memory_md(mem, out_dir)
-    raise ConfigError(f"unknown layout {layout!r} (skills or memory-md)")
+    (:func:`export_memory_md`); the result names the folder and layout, then what was written
+    (``deltamem.api.SkillsExportOut``)."""
+    exporters = {"skills": export_skills, "memory-md": export_memory_md}
+    if layout not in exporters:
+        raise ConfigError(f"unknown layout {layout!r} (skills or memory-md)")
+    return {"dir": str(out_dir), "layout": layout, **exporters[layout](mem, out_dir)}
 
 
 def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
@@ -335,16 +321,14 @@ def import_layout(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
 
 
 def import_memory_md(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
-    """Read a :func:`export_memory_md` folder back: skill files as task roots, knowledge files
-    as environment roots (each in one transaction; identical roots skipped). Lessons stay out:
-    a warning without the chain it belongs to is not a skill."""
+    """Read a :func:`export_memory_md` folder back in one transaction: skill files as task
+    roots, knowledge files as environment roots (identical roots skipped). Lessons stay out: a
+    warning without the chain it belongs to is not a skill."""
     base = Path(src)
     skills = [parse_skill_md(p) for p in sorted((base / SKILLS_DIR).glob("*.md"))]
     knowledge = [_parse_knowledge_md(p) for p in sorted((base / KNOWLEDGE_DIR).glob("*.md"))]
-    task = add_skill_roots(mem, skills)
-    env = _add_roots(mem, Tree.ENV, [(k.trigger, k, p, {}) for k, p in knowledge])
-    return {"imported": task["imported"] + env["imported"],
-            "skipped": task["skipped"] + env["skipped"]}
+    return _add_roots(mem, [*map(_skill_item, skills),
+                            *((Tree.ENV, k.trigger, k, p, {}) for k, p in knowledge)])
 
 
 def _parse_knowledge_md(path: Path) -> tuple[Knowledge, Path]:

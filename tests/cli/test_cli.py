@@ -112,7 +112,8 @@ def test_export_import_consolidate_check(learned, tmp_path):
     nodes = sum(r.get("record") == "node" for r in records)
     assert nodes == 4  # per tree a root and one delta (the repeated episode deduplicated)
     assert counts == {"nodes": nodes, "episodes": 3}
-    assert json.loads(run("consolidate", "--db", db, "--json").stdout) == {"consolidated": []}
+    assert json.loads(run("consolidate", "--db", db, "--json").stdout) == {"dry_run": False,
+                                                                           "consolidated": []}
     assert json.loads(run("check", "--db", copy, "--json").stdout) == {"ok": True,
                                                                         "problems": []}
 

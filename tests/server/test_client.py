@@ -42,8 +42,8 @@ def client(live: LiveServer) -> Iterator[Client]:
 
 
 def test_client_speaks_the_facade_vocabulary(client: Client, tmp_path: Path) -> None:
-    """learn, learn_many, recall, show, list_nodes, stats, consolidate, export, import_,
-    delete and forget, each with a typed result."""
+    """learn, learn_many, recall, record_outcome, show, list_nodes, stats, consolidate,
+    export, import_, delete and forget, each with a typed result."""
     first = client.learn(make_episode(env=KITCHEN))
     assert isinstance(first, api.LearnOut) and first.task.action == "root"
     batch = client.learn_many([make_episode(actions=LONGER, env=KITCHEN)] * 4)
@@ -65,6 +65,9 @@ def test_client_speaks_the_facade_vocabulary(client: Client, tmp_path: Path) -> 
     assert client.list_nodes(limit=1).truncated
     assert client.stats().task.nodes >= 2
 
+    counted = client.record_outcome([node], success=False)
+    assert counted == api.OutcomeOut(nodes=[node], success=False, consolidated=[])
+    assert client.show(node).stats.failures == 1
     consolidated = client.consolidate()
     assert all(isinstance(c, api.ConsolidationOut) for c in consolidated)
 
@@ -142,7 +145,12 @@ def test_every_route_answers_exactly_its_model(live: LiveServer, tmp_path: Path)
         call("GET", f"/nodes/{recall.env.node}", api.ShowOut)
         call("GET", "/nodes", api.NodeListOut, params={"outcome": "failure"})
         call("GET", "/stats", api.StatsOut)
+        call("POST", "/outcome", api.OutcomeOut, json={"nodes": [node], "success": True})
+        call("POST", "/outcome", api.ErrorBody, 404, json={"nodes": ["t-missing"],
+                                                            "success": True})
+        call("POST", "/outcome", api.ErrorBody, 422, json={"nodes": [], "success": True})
         call("POST", "/consolidate", api.ConsolidateOut)
+        call("POST", "/consolidate", api.ConsolidateOut, params={"dry_run": "true"})
         export = http.get("/v1/spaces/a/export")
         assert export.headers["content-type"].startswith("application/x-ndjson")
         call("GET", "/nodes/t-missing", api.ErrorBody, 404)

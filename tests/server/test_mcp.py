@@ -109,7 +109,7 @@ def check(out: dict[str, Any], export_dir: Path) -> None:
     assert hints["recall"] == (True, False, True)
     assert hints["learn"] == (False, False, False)
     assert hints["export_skills"] == (False, True, True)
-    assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == 50
+    assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == 100
     assert tools["learn"].input_schema["required"] == ["success"]
 
     data, text = out["empty"]

@@ -19,14 +19,15 @@ from typing import Annotated, Any, Literal, ParamSpec
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
+from deltamem import api
 from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
 from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
 from deltamem.errors import DeltaMemError, EpisodeError
 from deltamem.memory import DeltaMem
-from deltamem.results import Recall
+from deltamem.results import Recall, consolidation_report, node_listing
 from deltamem.transcripts import episode_from_messages
 
 P = ParamSpec("P")
@@ -73,127 +74,10 @@ class MessageArg(BaseModel):
     tool_call_id: str | None = Field(None, max_length=200)
 
 
-# -- outputs (known fields are typed; extra fields pass, so richer results stay valid) -------
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="allow")
-
-
-class LinkOut(_Out):
-    id: str
-    kind: Literal["root", "delta"]
-    outcome: Literal["success", "failure"]
-    similarity: float
-    score: float
-
-
-class TreeRecallOut(_Out):
-    matched: bool
-    node: str | None
-    score: float | None
-    chain: list[LinkOut]
-
-
-class RecallOut(_Out):
-    context: str = Field(description="Text to read before planning (empty: nothing matched).")
-    context_tokens: int = Field(description="Estimated tokens of the context.")
-    task: TreeRecallOut
-    env: TreeRecallOut
-    usage: dict[str, Any]
-
-
-class WriteOut(_Out):
-    action: Literal["root", "delta", "dedup"]
-    node: str | None
-    parent: str | None
-
-
-class ConsolidationOut(_Out):
-    source: str
-    root: str | None
-    tree: TreeName
-    chain: list[str]
-    note: str
-
-
-class LearnOut(_Out):
-    episode: str
-    task: WriteOut
-    env: WriteOut
-    consolidated: list[ConsolidationOut]
-    usage: dict[str, Any]
-
-
-class OutcomeOut(_Out):
-    nodes: list[str]
-    success: bool
-    consolidated: list[ConsolidationOut]
-
-
-class ShowOut(_Out):
-    id: str
-    tree: TreeName
-    kind: Literal["root", "delta"]
-    outcome: Literal["success", "failure"]
-    parent: str | None
-    chain: list[str]
-    experience: dict[str, Any]
-    patch: list[Any] | None  # the patch ops in their JSON form (see core.delta)
-    children: list[str]
-    stats: dict[str, Any]
-    meta: dict[str, Any]
-
-
-class NodeRowOut(_Out):
-    id: str
-    tree: TreeName
-    kind: Literal["root", "delta"]
-    outcome: Literal["success", "failure"]
-    key: str
-    parent: str | None
-    depth: int
-    hits: int
-    successes: int
-    failures: int
-
-
-class ListOut(_Out):
-    nodes: list[NodeRowOut]
-    total: int
-    truncated: bool
-
-
-class ConsolidateOut(_Out):
-    dry_run: bool
-    consolidated: list[ConsolidationOut]
-
-
-class TreeStatsOut(_Out):
-    nodes: int
-    roots: int
-    deltas: int
-    failures: int
-    consolidated_roots: int
-    max_depth: int
-
-
-class StatsOut(_Out):
-    task: TreeStatsOut
-    env: TreeStatsOut
-    episodes: int
-    stored_chars: int
-    flat_chars: int
-    compression: float | None
-
-
-class ExportOut(_Out):
-    dir: str
-    layout: Literal["skills", "memory-md"]
-    skills: list[str]
-    knowledge: list[str]
-
-
-def _result(model: type[BaseModel], data: dict[str, Any], text: str) -> CallToolResult:
-    structured = model.model_validate(data).model_dump(mode="json")
+def _result(model: type[api.Model], data: dict[str, Any], text: str) -> CallToolResult:
+    """The tool's answer: ``data`` as checked by its wire model (the REST server's and the
+    CLI's JSON, :mod:`deltamem.api`), and ``text`` for the model to read."""
+    structured = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=structured)
 
@@ -290,20 +174,19 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
             "The goal, e.g. 'fix the failing login test'."))] = "",
         env: Annotated[str, Field(max_length=MAX_TEXT, description=(
             "A short description of the scene, e.g. 'python repo with pytest'."))] = "",
-        top_k: Annotated[int, Field(ge=1, le=50, description="Candidates scored per tree.")] = 1,
-        budget_tokens: Annotated[int | None, Field(ge=1, le=100_000, description=(
+        top_k: Annotated[int, Field(ge=1, le=api.MAX_TOP_K,
+                                    description="Candidates scored per tree.")] = 1,
+        budget_tokens: Annotated[int | None, Field(ge=0, le=api.MAX_BUDGET_TOKENS, description=(
             "Keep the context within about this many tokens; the most useful parts come "
             "first."))] = None,
         explain: Annotated[bool, Field(description=(
             "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, RecallOut]:
+    ) -> Annotated[CallToolResult, api.RecallOut]:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
         remember(ctx, result)
-        data = result.to_dict()
-        if explain:
-            data["explain"] = result.explain()
-        return _result(RecallOut, data, recall_text(data))
+        data = result.to_dict(explain=explain)
+        return _result(api.RecallOut, data, recall_text(data))
 
     @server.tool(annotations=_hint(read_only=False, title="Learn from an episode"),
                  description=(
@@ -328,7 +211,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         meta: Annotated[dict[str, Any] | None, Field(
             description="Optional metadata kept with the nodes.")] = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, LearnOut]:
+    ) -> Annotated[CallToolResult, api.LearnOut]:
         if (steps is None) == (messages is None):
             raise EpisodeError("give exactly one of `steps` or `messages`")
         if messages is not None:
@@ -344,7 +227,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         data = mem.learn(episode, recalled).to_dict()
         text = (f"learned episode {data['episode']}: {_write_text('task', data['task'])}; "
                 f"{_write_text('env', data['env'])}{_consolidation_text(data['consolidated'])}")
-        return _result(LearnOut, data, text)
+        return _result(api.LearnOut, data, text)
 
     @server.tool(annotations=_hint(read_only=False, title="Record the outcome of a recall"),
                  description=(
@@ -356,10 +239,10 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
     @_library_errors
     def record_outcome(
         success: Annotated[bool, Field(description="Whether following the memory worked.")],
-        node_ids: Annotated[list[str] | None, Field(max_length=50, description=(
+        node_ids: Annotated[list[str] | None, Field(max_length=api.MAX_OUTCOME_NODES, description=(
             "Node ids to count; default: the nodes the last recall matched."))] = None,
         ctx: Context | None = None,
-    ) -> Annotated[CallToolResult, OutcomeOut]:
+    ) -> Annotated[CallToolResult, api.OutcomeOut]:
         target: Recall | list[str] | None = (
             node_ids if node_ids is not None else last.get(_client_key(ctx)))
         if target is None:
@@ -369,7 +252,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         word = "success" if success else "failure"
         text = (f"counted a {word} on {', '.join(data['nodes']) or 'no node (nothing matched)'}"
                 f"{_consolidation_text(data['consolidated'])}")
-        return _result(OutcomeOut, data, text)
+        return _result(api.OutcomeOut, data, text)
 
 
 def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
@@ -382,12 +265,12 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
     @_library_errors
     def show(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
             "A node id such as 't-1a2b3c4d5e6f7a8b'."))],
-             ) -> Annotated[CallToolResult, ShowOut]:
+             ) -> Annotated[CallToolResult, api.ShowOut]:
         data = mem.show(node_id)
         body = render_experience(experience_from_dict(data["experience"]))
         text = (f"{data['id']}: {data['tree']} {data['kind']} ({data['outcome']}), chain "
                 f"{' > '.join(data['chain'])}\n{body}")
-        return _result(ShowOut, data, text)
+        return _result(api.ShowOut, data, text)
 
     @server.tool(name="list", annotations=_hint(read_only=True, idempotent=True,
                                                  title="List nodes"),
@@ -405,16 +288,16 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
         contains: Annotated[str, Field(max_length=500, description=(
             "Only nodes whose key contains this text (case-insensitive)."))] = "",
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many rows.")] = 50,
-    ) -> Annotated[CallToolResult, ListOut]:
-        rows = mem.list_nodes(Tree(tree) if tree else None,
-                              kind=NodeKind(kind) if kind else None,
-                              outcome=Outcome(outcome) if outcome else None, contains=contains)
-        shown = rows[:limit]
-        data = {"nodes": shown, "total": len(rows), "truncated": len(rows) > limit}
+    ) -> Annotated[CallToolResult, api.NodeListOut]:
+        data = node_listing(mem.list_nodes(Tree(tree) if tree else None,
+                                           kind=NodeKind(kind) if kind else None,
+                                           outcome=Outcome(outcome) if outcome else None,
+                                           contains=contains), limit)
         lines = [f"{r['id']}  {r['tree']} {r['kind']} {r['outcome']}  {r['key'][:80]}"
-                 for r in shown]
-        more = f"\n... {len(rows) - limit} more" if len(rows) > limit else ""
-        return _result(ListOut, data, ("\n".join(lines) or "no nodes") + more)
+                 for r in data["nodes"]]
+        left = data["total"] - len(data["nodes"])
+        more = f"\n... {left} more" if left else ""
+        return _result(api.NodeListOut, data, ("\n".join(lines) or "no nodes") + more)
 
     @server.tool(annotations=_hint(read_only=False, idempotent=True,
                                    title="Consolidate chains"),
@@ -424,26 +307,28 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
         "chains that are due. Safe to call any time; a second call compiles nothing new."))
     @_library_errors
     def consolidate(dry_run: Annotated[bool, Field(description=(
-            "Only report what is due."))] = False) -> Annotated[CallToolResult, ConsolidateOut]:
-        done = [c.to_dict() for c in mem.consolidate(dry_run=dry_run)]
+            "Only report what is due."))] = False
+                    ) -> Annotated[CallToolResult, api.ConsolidateOut]:
+        data = consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
+        done = data["consolidated"]
         verb = "due" if dry_run else "compiled"
         text = f"{len(done)} chain(s) {verb}" + "".join(
             f"\n{c['source']} ({c['tree']}, chain of {len(c['chain'])})"
             + (f" -> {c['root']}" if c["root"] else "") for c in done)
-        return _result(ConsolidateOut, {"dry_run": dry_run, "consolidated": done}, text)
+        return _result(api.ConsolidateOut, data, text)
 
     @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Memory statistics"),
                  description=(
         "Size and shape of the memory: nodes per tree, roots, deltas, failure lessons, depth, "
         "episodes learned, and stored vs flat characters."))
     @_library_errors
-    def stats() -> Annotated[CallToolResult, StatsOut]:
+    def stats() -> Annotated[CallToolResult, api.StatsOut]:
         data = mem.stats()
         text = (f"{data['episodes']} episode(s); task tree {data['task']['nodes']} node(s) "
                 f"({data['task']['roots']} roots, {data['task']['failures']} failure lessons); "
                 f"env tree {data['env']['nodes']} node(s); stored {data['stored_chars']} chars "
                 f"vs flat {data['flat_chars']}")
-        return _result(StatsOut, data, text)
+        return _result(api.StatsOut, data, text)
 
     @server.tool(annotations=_hint(read_only=False, destructive=True, idempotent=True,
                                    title="Export skills as files"),
@@ -459,14 +344,13 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
             "Folder to write into (created if missing)."))],
         layout: Annotated[Literal["skills", "memory-md"], Field(
             description="File layout.")] = "skills",
-    ) -> Annotated[CallToolResult, ExportOut]:
+    ) -> Annotated[CallToolResult, api.SkillsExportOut]:
         from deltamem.skills import export_layout
 
-        written = export_layout(mem, Path(dir), layout)
-        data = {"dir": dir, "layout": layout, **written}
+        data = export_layout(mem, Path(dir), layout)
         text = (f"wrote {len(data['skills'])} skill file(s) and {len(data['knowledge'])} "
                 f"knowledge file(s) to {dir}")
-        return _result(ExportOut, data, text)
+        return _result(api.SkillsExportOut, data, text)
 
 
 Transport = Literal["stdio", "http"]

@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deltamem import api, transfer
-from deltamem.api import RecallRequest
+from deltamem.api import OutcomeRequest, RecallRequest
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.embed.base import Embedder
@@ -29,7 +29,7 @@ from deltamem.episodes import episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.memory import DeltaMem, check_space
-from deltamem.results import node_listing
+from deltamem.results import consolidation_report, node_listing
 from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
     error_body,
@@ -56,7 +56,7 @@ EXAMPLE_EPISODE = {
 ROUTE_SCOPES = {
     "recall": "read", "show": "read", "list_nodes": "read", "stats": "read", "view": "read",
     "export": "read",
-    "learn": "write", "consolidate": "write",
+    "learn": "write", "record_outcome": "write", "consolidate": "write",
     "delete": "admin", "forget": "admin", "import_": "admin",
 }
 
@@ -260,12 +260,8 @@ def _add_memory_routes(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/recall", tags=["memory"], **documented(api.RecallOut))
     def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
         """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
-        result = mem.recall(body.task, body.env, top_k=body.top_k,
-                            budget_tokens=body.budget_tokens)
-        data = result.to_dict()
-        if body.explain:
-            data["explain"] = result.explain()
-        return data
+        return mem.recall(body.task, body.env, top_k=body.top_k,
+                          budget_tokens=body.budget_tokens).to_dict(explain=body.explain)
 
     # The body is validated by episode_from_dict (errors name the field); its schema is documented.
     body_schema = {"anyOf": [schema_ref(api.EpisodeIn), schema_ref(api.EpisodesIn)]}
@@ -290,10 +286,16 @@ def _add_memory_routes(app: FastAPI) -> None:
         episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
         return mem.learn_many(episodes).to_dict()
 
+    @app.post("/v1/spaces/{space}/outcome", tags=["memory"], **documented(api.OutcomeOut))
+    def record_outcome(mem: Mem, body: OutcomeRequest) -> dict[str, Any]:
+        """Count a success or a failure on recalled nodes, without learning an episode."""
+        return mem.record_outcome(body.nodes, body.success).to_dict()
+
     @app.post("/v1/spaces/{space}/consolidate", tags=["memory"], **documented(api.ConsolidateOut))
-    def consolidate(mem: Mem) -> dict[str, Any]:
-        """Compile every frequently successful chain into a new root."""
-        return {"consolidated": [c.to_dict() for c in mem.consolidate()]}
+    def consolidate(mem: Mem, dry_run: bool = False) -> dict[str, Any]:
+        """Compile every frequently successful chain into a new root (``dry_run``: only list
+        the chains that are due)."""
+        return consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
 
     @app.get("/v1/spaces/{space}/nodes", tags=["inspect"], **documented(api.NodeListOut))
     def list_nodes(mem: Mem, tree: Tree | None = None, kind: NodeKind | None = None,

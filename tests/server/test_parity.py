@@ -1,0 +1,377 @@
+"""One memory, four faces: the library, the CLI, the REST server and the MCP server give the
+same JSON for the same operation.
+
+The same script (learn an episode, learn a batch, recall with and without explain, count an
+outcome, list, show, stats, a dry-run consolidation, export) runs once per face, each on its own
+fresh database. Every answer must parse exactly into its wire model of :mod:`deltamem.api`
+(nothing dropped, nothing invented), and after naming node and episode ids by order of first
+appearance and dropping the clock (``wall_ms``, ``created_at``), every face's answer must equal
+the library's. The embedding cache is off for all faces: each CLI command is a new process with
+a cold cache, and usage counts would otherwise differ for that reason alone.
+
+The faces offer what suits them: MCP has no batch learn and no JSON Lines export (an agent gets
+``export_skills`` instead); ``OFFERED`` lists it, and a face that gains an operation must join
+the comparison.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from fastapi.testclient import TestClient
+from mcp import Client as McpClient
+from pydantic import BaseModel
+
+from deltamem import api
+from deltamem.cli import main as cli_main
+from deltamem.core.model import Tree
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.episodes import episode_from_dict
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.results import consolidation_report, node_listing
+from deltamem.server.mcp import build_server
+from deltamem.server.rest import create_app
+from deltamem.store.sqlite import SQLiteStore
+from helpers import TEST_SETTINGS
+
+pytestmark = pytest.mark.server
+
+SETTINGS = TEST_SETTINGS.with_(embed_cache=0)
+CLI_ENV = {"DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": str(SETTINGS.tau_task),
+           "DELTAMEM_TAU_ENV": str(SETTINGS.tau_env), "DELTAMEM_EMBED_CACHE": "0"}
+SPACE = "p"
+KITCHEN = "a kitchen with a fridge, a microwave and a table"
+HEAT = ("go to kitchen", "take apple", "heat apple")
+LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
+
+
+def episode(task: str = "heat the apple", actions: tuple[str, ...] = HEAT, success: bool = True,
+            env: str = KITCHEN, **meta: Any) -> dict[str, Any]:
+    return {"task": task, "env": env, "success": success, "score": 1.0 if success else 0.0,
+            "steps": [{"action": a, "observation": f"You {a}."} for a in actions],
+            "meta": meta}
+
+
+FIRST = episode(run=1)
+BATCH = [episode(actions=LONGER), episode(actions=LONGER), episode(actions=LONGER),
+         episode(actions=("look around",), success=False),
+         episode(task="cool the milk", actions=("go to fridge", "cool milk"),
+                 env="a pantry with shelves and a fridge")]
+OPS = ("learn", "learn_many", "recall", "recall_explain", "record_outcome", "list", "show",
+       "stats", "consolidate", "export")
+OFFERED = {"library": set(OPS), "cli": set(OPS), "rest": set(OPS),
+           "mcp": set(OPS) - {"learn_many", "export"}}
+
+
+class Face(Protocol):
+    """One face of the memory: each call returns the face's JSON answer."""
+
+    def learn(self, episode: dict[str, Any]) -> Any: ...
+    def learn_many(self, episodes: list[dict[str, Any]]) -> Any: ...
+    def recall(self, task: str, env: str, explain: bool) -> Any: ...
+    def record_outcome(self, nodes: list[str], success: bool) -> Any: ...
+    def list(self, tree: str, limit: int) -> Any: ...
+    def show(self, node_id: str) -> Any: ...
+    def stats(self) -> Any: ...
+    def consolidate(self, dry_run: bool) -> Any: ...
+    def export(self) -> list[dict[str, Any]]: ...
+
+
+def exact(model: type[BaseModel], data: Any) -> Any:
+    """``data``, after asserting that it parses into ``model`` with nothing lost or invented."""
+    assert model.model_validate(data).model_dump(mode="json", exclude_unset=True) == data, \
+        model.__name__
+    return data
+
+
+class LibraryFace:
+    def __init__(self, db: Path) -> None:
+        self.mem = DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=SPACE,
+                            settings=SETTINGS)
+
+    def learn(self, episode: dict[str, Any]) -> Any:
+        return exact(api.LearnOut, self.mem.learn(episode_from_dict(episode)).to_dict())
+
+    def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
+        batch = self.mem.learn_many([episode_from_dict(e) for e in episodes])
+        return exact(api.BatchOut, batch.to_dict())
+
+    def recall(self, task: str, env: str, explain: bool) -> Any:
+        return exact(api.RecallOut, self.mem.recall(task, env).to_dict(explain=explain))
+
+    def record_outcome(self, nodes: list[str], success: bool) -> Any:
+        return exact(api.OutcomeOut, self.mem.record_outcome(nodes, success).to_dict())
+
+    def list(self, tree: str, limit: int) -> Any:
+        return exact(api.NodeListOut, node_listing(self.mem.list_nodes(Tree(tree)), limit))
+
+    def show(self, node_id: str) -> Any:
+        return exact(api.ShowOut, self.mem.show(node_id))
+
+    def stats(self) -> Any:
+        return exact(api.StatsOut, self.mem.stats())
+
+    def consolidate(self, dry_run: bool) -> Any:
+        done = self.mem.consolidate(dry_run=dry_run)
+        return exact(api.ConsolidateOut, consolidation_report(done, dry_run=dry_run))
+
+    def export(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.mem.iter_export()]
+
+
+class CliFace:
+    """``deltamem ... --json``, run in this process through the console entry point."""
+
+    def __init__(self, db: Path, tmp: Path) -> None:
+        self.db, self.tmp = db, tmp
+
+    def run(self, *args: str) -> Any:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+            cli_main([*args, "--db", str(self.db), "--space", SPACE, "--json"])
+        assert done.value.code == 0, args
+        return json.loads(out.getvalue())
+
+    def _learn_file(self, episodes: list[dict[str, Any]], *flags: str) -> Any:
+        path = self.tmp / "episodes.jsonl"
+        path.write_text("".join(json.dumps(e) + "\n" for e in episodes), encoding="utf-8")
+        summary = self.run("learn", str(path), *flags)
+        for result in summary["results"]:  # the CLI also names each episode's line
+            assert result.pop("line") == result["index"] + 1
+        return exact(api.BatchOut, summary)
+
+    def learn(self, episode: dict[str, Any]) -> Any:
+        (result,) = self._learn_file([episode])["results"]
+        assert result.pop("index") == 0
+        return exact(api.LearnOut, result)
+
+    def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
+        return self._learn_file(episodes, "--strict")  # one transaction, as learn_many
+
+    def recall(self, task: str, env: str, explain: bool) -> Any:
+        flags = ["--explain"] if explain else []
+        return exact(api.RecallOut, self.run("recall", "--task", task, "--env", env, *flags))
+
+    def record_outcome(self, nodes: list[str], success: bool) -> Any:
+        word = "--success" if success else "--failure"
+        return exact(api.OutcomeOut, self.run("outcome", *nodes, word))
+
+    def list(self, tree: str, limit: int) -> Any:
+        return exact(api.NodeListOut, self.run("list", "--tree", tree, "--limit", str(limit)))
+
+    def show(self, node_id: str) -> Any:
+        return exact(api.ShowOut, self.run("show", node_id))
+
+    def stats(self) -> Any:
+        return exact(api.StatsOut, self.run("stats"))
+
+    def consolidate(self, dry_run: bool) -> Any:
+        flags = ["--dry-run"] if dry_run else []
+        return exact(api.ConsolidateOut, self.run("consolidate", *flags))
+
+    def export(self) -> list[dict[str, Any]]:
+        path = self.tmp / "export.jsonl"
+        written = self.run("export", str(path))
+        lines = path.read_text(encoding="utf-8").splitlines()
+        assert written == {"records": len(lines), "file": str(path)}
+        return [json.loads(line) for line in lines]
+
+
+class RestFace:
+    """The real REST app (served without keys), through its ASGI test client."""
+
+    def __init__(self, http: TestClient) -> None:
+        self.http = http
+
+    def call(self, method: str, path: str, model: type[BaseModel], **kwargs: Any) -> Any:
+        response = self.http.request(method, f"/v1/spaces/{SPACE}{path}", **kwargs)
+        assert response.status_code == 200, response.text
+        return exact(model, response.json())
+
+    def learn(self, episode: dict[str, Any]) -> Any:
+        return self.call("POST", "/learn", api.LearnOut, json=episode)
+
+    def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
+        return self.call("POST", "/learn", api.BatchOut, json={"episodes": episodes})
+
+    def recall(self, task: str, env: str, explain: bool) -> Any:
+        return self.call("POST", "/recall", api.RecallOut,
+                         json={"task": task, "env": env, "explain": explain})
+
+    def record_outcome(self, nodes: list[str], success: bool) -> Any:
+        return self.call("POST", "/outcome", api.OutcomeOut,
+                         json={"nodes": nodes, "success": success})
+
+    def list(self, tree: str, limit: int) -> Any:
+        return self.call("GET", "/nodes", api.NodeListOut, params={"tree": tree, "limit": limit})
+
+    def show(self, node_id: str) -> Any:
+        return self.call("GET", f"/nodes/{node_id}", api.ShowOut)
+
+    def stats(self) -> Any:
+        return self.call("GET", "/stats", api.StatsOut)
+
+    def consolidate(self, dry_run: bool) -> Any:
+        return self.call("POST", "/consolidate", api.ConsolidateOut,
+                         params={"dry_run": str(dry_run).lower()})
+
+    def export(self) -> list[dict[str, Any]]:
+        response = self.http.get(f"/v1/spaces/{SPACE}/export")
+        assert response.status_code == 200, response.text
+        return [json.loads(line) for line in response.text.splitlines()]
+
+
+class McpFace:
+    """The real MCP server's tools, called by the SDK's client connected in process."""
+
+    def __init__(self, portal: BlockingPortal, client: McpClient) -> None:
+        self.portal, self.client = portal, client
+
+    def call(self, tool: str, model: type[BaseModel], **args: Any) -> Any:
+        result = self.portal.call(self.client.call_tool, tool, args)
+        assert not result.is_error, result.content
+        return exact(model, result.structured_content)
+
+    def learn(self, episode: dict[str, Any]) -> Any:
+        return self.call("learn", api.LearnOut, **episode)
+
+    def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
+        raise AssertionError("MCP has no batch learn (see OFFERED)")
+
+    def recall(self, task: str, env: str, explain: bool) -> Any:
+        return self.call("recall", api.RecallOut, task=task, env=env, explain=explain)
+
+    def record_outcome(self, nodes: list[str], success: bool) -> Any:
+        return self.call("record_outcome", api.OutcomeOut, node_ids=nodes, success=success)
+
+    def list(self, tree: str, limit: int) -> Any:
+        return self.call("list", api.NodeListOut, tree=tree, limit=limit)
+
+    def show(self, node_id: str) -> Any:
+        return self.call("show", api.ShowOut, node_id=node_id)
+
+    def stats(self) -> Any:
+        return self.call("stats", api.StatsOut)
+
+    def consolidate(self, dry_run: bool) -> Any:
+        return self.call("consolidate", api.ConsolidateOut, dry_run=dry_run)
+
+    def export(self) -> list[dict[str, Any]]:
+        raise AssertionError("MCP has no JSON Lines export (see OFFERED)")
+
+
+def script(face: Face, offered: set[str]) -> dict[str, Any]:
+    """The operations in order; ids passed on come from the face's own earlier answers."""
+    out: dict[str, Any] = {}
+
+    def step(name: str, call: Callable[[], Any]) -> None:
+        if name in offered:
+            out[name] = call()
+
+    step("learn", lambda: face.learn(FIRST))
+    if "learn_many" in offered:
+        step("learn_many", lambda: face.learn_many(BATCH))
+        learned = out["learn_many"]["results"]
+    else:  # the same episodes one call at a time, so the memory is the same afterwards
+        learned = [face.learn(item) for item in BATCH]
+    delta = learned[0]["task"]["node"]
+    step("recall", lambda: face.recall("heat the apple", KITCHEN, False))
+    step("recall_explain", lambda: face.recall("heat the apple", KITCHEN, True))
+    # The delta's third success makes its chain due: counting it compiles a new root.
+    step("record_outcome", lambda: face.record_outcome([delta, out["recall"]["env"]["node"]],
+                                                       True))
+    step("list", lambda: face.list("task", 2))
+    step("show", lambda: face.show(delta))
+    step("stats", face.stats)
+    step("consolidate", lambda: face.consolidate(True))
+    step("export", face.export)
+    return out
+
+
+ID = re.compile(r"(?:t|e|ep)-[0-9a-f]{16}")
+CLOCK = {"wall_ms", "created_at"}
+
+
+def canonical(data: Any) -> Any:
+    """``data`` with ids renamed by first appearance (keys walked in sorted order, so key order
+    does not matter) and the clock fields dropped."""
+    names: dict[str, str] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(value[k]) for k in sorted(value) if k not in CLOCK}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str) and ID.fullmatch(value):
+            return names.setdefault(value, f"{value.split('-')[0]}#{len(names)}")
+        return value
+
+    return walk(data)
+
+
+@pytest.fixture
+def faces(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Face]]:
+    for name, value in CLI_ENV.items():
+        monkeypatch.setenv(name, value)
+    (tmp_path / "cli").mkdir()
+    library = LibraryFace(tmp_path / "library.db")
+    mcp_mem = DeltaMem(SQLiteStore(tmp_path / "mcp.db"), HashingEmbedder(), TraceExtractor(),
+                       space=SPACE, settings=SETTINGS)
+    app = create_app(tmp_path / "rest.db", embedder=HashingEmbedder(), settings=SETTINGS,
+                     require_keys=False)
+    with (TestClient(app) as http, start_blocking_portal() as portal,
+          portal.wrap_async_context_manager(McpClient(build_server(mcp_mem))) as client):
+        yield {"library": library, "cli": CliFace(tmp_path / "cli.db", tmp_path / "cli"),
+               "rest": RestFace(http), "mcp": McpFace(portal, client)}
+    library.mem.close()
+    mcp_mem.close()
+
+
+def test_every_face_gives_the_library_json(faces: dict[str, Face]) -> None:
+    """Each operation's answer through the CLI, REST and MCP equals the library's."""
+    runs = {name: script(face, OFFERED[name]) for name, face in faces.items()}
+    for name, run in runs.items():
+        # Ids are named over the operations this face offers, in the same order as the library's.
+        expected = canonical({op: runs["library"][op] for op in OPS if op in run})
+        got = canonical({op: run[op] for op in OPS if op in run})
+        assert set(run) == OFFERED[name]
+        for op in got:
+            assert got[op] == expected[op], f"{name} differs from the library on {op}"
+    # The script reached what it is for: a delta, a dedup, a failure lesson, both trees
+    # matched, an explanation, a counted outcome that compiled a chain, and a full export.
+    lib = runs["library"]
+    actions = [r["task"]["action"] for r in lib["learn_many"]["results"]]
+    assert lib["learn"]["task"]["action"] == "root"
+    assert actions == ["delta", "dedup", "dedup", "root", "root"]  # the failure: a lesson root
+    assert lib["recall"]["task"]["matched"] and lib["recall"]["env"]["matched"]
+    assert "explain" not in lib["recall"]
+    assert lib["recall_explain"]["explain"]["task"]["candidates"]
+    delta = lib["learn_many"]["results"][0]["task"]["node"]
+    assert lib["record_outcome"]["nodes"] == [delta, lib["recall"]["env"]["node"]]
+    assert [c["source"] for c in lib["record_outcome"]["consolidated"]] == [delta]
+    assert lib["show"]["kind"] == "delta" and lib["show"]["patch"]
+    assert lib["list"]["truncated"] and len(lib["list"]["nodes"]) == 2
+    assert lib["stats"]["episodes"] == 1 + len(BATCH)
+    kinds = [r.get("record") for r in lib["export"]]
+    assert kinds.count("episode") == 1 + len(BATCH)
+    assert kinds.count("node") == lib["stats"]["task"]["nodes"] + lib["stats"]["env"]["nodes"]
+
+
+def test_canonical_names_ids_and_drops_the_clock() -> None:
+    """The comparison's normaliser: same shape with other ids is equal, another value is not."""
+    a = {"b": "t-0123456789abcdef", "a": ["e-0123456789abcdef", "t-0123456789abcdef"],
+         "created_at": 1.0, "usage": {"wall_ms": 3.0, "embed_calls": 1}}
+    b = {"a": ["e-fedcba9876543210", "t-1111111111111111"], "b": "t-1111111111111111",
+         "created_at": 2.0, "usage": {"wall_ms": 9.0, "embed_calls": 1}}
+    assert canonical(a) == canonical(b)
+    assert canonical(a) != canonical({**b, "b": "t-2222222222222222"})
+    assert canonical(a) != canonical({**b, "usage": {"embed_calls": 2}})

@@ -9,7 +9,9 @@ exact McNemar p), as a table and as JSON (``<out>/suite.json``).
 Suites:
     full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
              ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start, all
-             arms; DeltaMem ablations on ScienceWorld; an online run on ScienceWorld.
+             arms; the DeltaMem ablations on TextWorld Commonsense; an online run there (the
+             memory starts empty and learns on the evaluation stream). Entries run in this
+             order, each resumable on its own.
     quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
              (no memory, DeltaMem, Synapse, long context, and DeltaMem env-only, task-only and
              flat), Coin Collector and four ScienceWorld tasks (no memory, DeltaMem, Synapse,
@@ -37,30 +39,30 @@ ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
 SW_TASKS = ("find-living-thing,find-plant,find-animal,find-non-living-thing,"
             "lifespan-longest-lived,lifespan-shortest-lived,identify-life-stages-1,"
             "power-component,test-conductivity,chemistry-mix")
+TWC = "numLocations=1,numItemsToPutAway=2,includeDoors=0"
 SW_QUICK = "find-living-thing,find-plant,lifespan-longest-lived,power-component"
 
 SUITES: dict[str, list[dict[str, Any]]] = {
     "full": [
+        {"name": "twx-twc-warm", "env": "twx-twc", "memory": ARMS, "ablations": True,
+         "episodes": 40, "train_episodes": 40, "protocol": "warm", "max_steps": 10,
+         "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
-         "memory": ARMS, "ablations": True, "episodes": 40, "train_episodes": 40,
-         "protocol": "warm", "max_steps": 15},
-        {"name": "scienceworld-online", "env": "scienceworld", "families": SW_TASKS,
-         "memory": "none,deltamem,synapse,long-context", "episodes": 40, "protocol": "online",
-         "max_steps": 15},
-        {"name": "twx-coin-warm", "env": "twx-coin", "memory": ARMS, "episodes": 40,
-         "train_episodes": 10, "protocol": "warm", "max_steps": 15,
-         "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
-        {"name": "twx-cookingworld-warm", "env": "twx-cookingworld", "memory": ARMS,
-         "episodes": 40, "train_episodes": 10, "protocol": "warm", "max_steps": 25,
-         "game_params": "numLocations=1,numIngredients=2,numDistractorItems=0"},
+         "memory": ARMS, "episodes": 40, "train_episodes": 40, "protocol": "warm",
+         "max_steps": 12},
         {"name": "alfworld-warm", "env": "alfworld-generated", "memory": ARMS, "episodes": 40,
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": "none,deltamem,synapse,long-context",
+         "episodes": 40, "train_episodes": 10, "protocol": "warm", "max_steps": 12,
+         "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
+        {"name": "twx-twc-online", "env": "twx-twc", "memory": "none,deltamem,synapse,long-context",
+         "episodes": 40, "protocol": "online", "max_steps": 10, "game_params": TWC},
     ],
     "quick": [
         {"name": "twx-twc-warm", "env": "twx-twc",
          "memory": "none,deltamem,synapse,long-context,deltamem-env,deltamem-task,deltamem-flat",
          "episodes": 16, "train_episodes": 10, "protocol": "warm", "max_steps": 10,
-         "game_params": "numLocations=1,numItemsToPutAway=2,includeDoors=0"},
+         "game_params": TWC},
         {"name": "twx-coin-warm", "env": "twx-coin", "memory": "none,deltamem,synapse,long-context",
          "episodes": 16, "train_episodes": 4, "protocol": "warm", "max_steps": 8,
          "game_params": "numLocations=2,includeDoors=0,numDistractorItems=0"},

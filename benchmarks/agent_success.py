@@ -8,8 +8,9 @@ exact McNemar p), as a table and as JSON (``<out>/suite.json``).
 
 Suites:
     full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
-             ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start, all
-             arms; the DeltaMem ablations on TextWorld Commonsense; an online run there (the
+             ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start; all
+             arms on Commonsense and ScienceWorld (the others: no memory, DeltaMem, Synapse,
+             long context); the DeltaMem ablations on Commonsense; an online run there (the
              memory starts empty and learns on the evaluation stream). Entries run in this
              order, each resumable on its own.
     quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
@@ -36,6 +37,8 @@ from rich.table import Table
 from deltamem_bench.cli import run_bench_command
 
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
+# The arms that do not call the model to write (AWM and ReasoningBank do, at training time).
+CORE = "none,deltamem,synapse,long-context"
 SW_TASKS = ("find-living-thing,find-plant,find-animal,find-non-living-thing,"
             "lifespan-longest-lived,lifespan-shortest-lived,identify-life-stages-1,"
             "power-component,test-conductivity,chemistry-mix")
@@ -47,27 +50,27 @@ SUITES: dict[str, list[dict[str, Any]]] = {
         {"name": "twx-twc-warm", "env": "twx-twc", "memory": ARMS, "ablations": True,
          "episodes": 40, "train_episodes": 40, "protocol": "warm", "max_steps": 10,
          "game_params": TWC},
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": CORE, "episodes": 40,
+         "train_episodes": 10, "protocol": "warm", "max_steps": 12,
+         "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
          "memory": ARMS, "episodes": 40, "train_episodes": 40, "protocol": "warm",
          "max_steps": 12},
-        {"name": "alfworld-warm", "env": "alfworld-generated", "memory": ARMS, "episodes": 40,
+        {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 40,
+         "protocol": "online", "max_steps": 10, "game_params": TWC},
+        {"name": "alfworld-warm", "env": "alfworld-generated", "memory": CORE, "episodes": 40,
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},
-        {"name": "twx-coin-warm", "env": "twx-coin", "memory": "none,deltamem,synapse,long-context",
-         "episodes": 40, "train_episodes": 10, "protocol": "warm", "max_steps": 12,
-         "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
-        {"name": "twx-twc-online", "env": "twx-twc", "memory": "none,deltamem,synapse,long-context",
-         "episodes": 40, "protocol": "online", "max_steps": 10, "game_params": TWC},
     ],
     "quick": [
         {"name": "twx-twc-warm", "env": "twx-twc",
          "memory": "none,deltamem,synapse,long-context,deltamem-env,deltamem-task,deltamem-flat",
          "episodes": 16, "train_episodes": 10, "protocol": "warm", "max_steps": 10,
          "game_params": TWC},
-        {"name": "twx-coin-warm", "env": "twx-coin", "memory": "none,deltamem,synapse,long-context",
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": CORE,
          "episodes": 16, "train_episodes": 4, "protocol": "warm", "max_steps": 8,
          "game_params": "numLocations=2,includeDoors=0,numDistractorItems=0"},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_QUICK,
-         "memory": "none,deltamem,synapse,long-context", "episodes": 12,
+         "memory": CORE, "episodes": 12,
          "train_episodes": 16, "protocol": "warm", "max_steps": 12},
     ],
 }

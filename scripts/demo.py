@@ -13,7 +13,7 @@ Rerunning with the same ``--out`` resumes (finished episodes are skipped); a cha
 configuration is refused, so use a new directory for other settings.
 
 Usage:
-    .venv/bin/python scripts/demo.py [--episodes 8] [--out runs/demo]
+    .venv/bin/python scripts/demo.py [--episodes 20] [--out runs/demo]
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ GAME_PARAMS = "numLocations=1,numItemsToPutAway=2,includeDoors=0"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--episodes", type=int, default=12, help="test episodes per memory")
-    parser.add_argument("--train", type=int, default=10, help="gold training episodes")
+    parser.add_argument("--episodes", type=int, default=20, help="test episodes per memory")
+    parser.add_argument("--train", type=int, default=40, help="gold training episodes")
     parser.add_argument("--memory", default="none,deltamem,deltamem-env")
     parser.add_argument("--max-steps", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)

@@ -30,7 +30,13 @@ from deltamem.core.tree import forest_problems
 from deltamem.errors import InvalidExport, SpaceNotFound, StoreError
 from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, vector_problem
-from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
+from deltamem.store.rows import (
+    INT_RANGE,
+    episode_from_row,
+    episode_to_row,
+    node_from_row,
+    node_to_row,
+)
 
 FORMAT = "deltamem-export"
 VERSION = 1
@@ -212,8 +218,8 @@ def _check_fields(row: dict[str, Any], fields: dict[str, tuple[type, ...]]) -> N
         if isinstance(value, bool) and bool not in types or not isinstance(value, types):
             allowed = " or ".join("null" if t is NoneType else t.__name__ for t in types)
             raise ValueError(f"field {name!r} must be {allowed}, got {type(value).__name__}")
-        if name in _COUNTS and isinstance(value, int) and value < 0:
-            raise ValueError(f"field {name!r} must be >= 0, got {value}")
+        if name in _COUNTS and isinstance(value, int) and not 0 <= value < INT_RANGE.stop:
+            raise ValueError(f"field {name!r} must be in 0..{INT_RANGE.stop - 1}, got {value}")
 
 
 def _verify(store: Store, space: str, exists: bool, parsed: _Parsed, max_depth: int) -> None:

@@ -12,7 +12,7 @@ from deltamem.store.index import VectorIndex
 
 def build(matrix, failures, depths, *, quantize_from=0):
     index = VectorIndex(matrix.shape[1], capacity=1, quantize_from=quantize_from)
-    index.extend((i + 1, f"n{i}", bool(failures[i]), int(depths[i]), matrix[i])
+    index.extend((f"n{i}", bool(failures[i]), int(depths[i]), matrix[i])
                  for i in range(matrix.shape[0]))
     return index
 
@@ -96,7 +96,7 @@ def test_small_and_large_indexes_agree_after_appends():
     plain = VectorIndex(384, capacity=1, quantize_from=10**9)
     for lo, hi in ((0, 1), (1, 700), (700, 2999), (2999, 3000)):
         for index in (quantized, plain):
-            index.extend((i + 1, f"n{i}", bool(failures[i]), int(depths[i]), m[i])
+            index.extend((f"n{i}", bool(failures[i]), int(depths[i]), m[i])
                          for i in range(lo, hi))
         q = rng.normal(size=384).astype(np.float32)
         assert scanned(quantized, q, 0.05, 5) == scanned(plain, q, 0.05, 5)

@@ -13,7 +13,7 @@ from deltamem.errors import ConfigError, SchemaError, StoreError
 from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
 from deltamem.store import open_store
-from deltamem.store._pg_sql import SCHEMA_VERSION
+from deltamem.store._sql_postgres import MIGRATIONS
 from deltamem.store.copy import copy_spaces
 from deltamem.store.postgres import PostgresStore
 from deltamem.store.sqlite import SQLiteStore
@@ -82,9 +82,9 @@ def test_refuses_other_spaces_and_wrong_dimensions_inside_a_block(pg_url):  # no
 def test_newer_schema_is_refused(pg_url):  # noqa: F811
     """A database written by a newer deltamem is not opened."""
     with _store(pg_url) as store:
-        assert store.schema_version() == SCHEMA_VERSION
+        assert store.schema_version() == len(MIGRATIONS)
     with psycopg.connect(pg_url, autocommit=True) as conn:
-        conn.execute("INSERT INTO deltamem_schema (version) VALUES (%s)", (SCHEMA_VERSION + 1,))
+        conn.execute("INSERT INTO deltamem_schema (version) VALUES (%s)", (len(MIGRATIONS) + 1,))
     with pytest.raises(SchemaError, match="newer"):
         PostgresStore(pg_url)
 

@@ -17,12 +17,13 @@ MAX_INDEXES = 256  # (space, tree) indexes kept per store
 
 
 class TreeIndex(VectorIndex):
-    """Committed rows of one (space, tree) as of ``generation`` (bumped by every deletion)."""
+    """Committed rows of one (space, tree) as of ``generation`` (bumped by every deletion), read
+    up to ``position`` (the store's commit order: SQLite ``seq``, PostgreSQL ``revision``)."""
 
     def __init__(self, dim: int, generation: int = 0):
         super().__init__(dim)
         self.generation = generation
-        self.rev = 0
+        self.position = 0
 
 
 class IndexCache:
@@ -44,6 +45,9 @@ class IndexCache:
         while len(self._items) > self.size:
             self._items.popitem(last=False)
         return index
+
+    def values(self) -> list[TreeIndex]:
+        return list(self._items.values())
 
     def __len__(self) -> int:
         return len(self._items)

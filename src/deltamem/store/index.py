@@ -73,12 +73,11 @@ def _int8_dots(codes: npt.NDArray[np.int8], query: npt.NDArray[np.int8]) -> npt.
 
 
 class VectorIndex:
-    """Append-only exact index; ``last_seq`` says how far it has read its store."""
+    """Append-only exact index of one tree's rows, in insertion order."""
 
     def __init__(self, dim: int, capacity: int = 1024, *, quantize_from: int = QUANTIZE_FROM):
         self.dim = dim
         self.size = 0
-        self.last_seq = 0
         self.ids: list[str] = []
         self.quantize_from = quantize_from
         self._matrix = np.zeros((capacity, dim), dtype=np.float32)
@@ -94,10 +93,10 @@ class VectorIndex:
         if dim * _LEVELS * _LEVELS >= 2**24:
             raise ValueError(f"{dim}-d int8 dot products would not be exact in float32")
 
-    def extend(self, rows: Iterable[tuple[int, str, bool, int, Vector]]) -> None:
-        """Append ``(seq, id, failure, depth, vector)`` rows in increasing ``seq`` order."""
+    def extend(self, rows: Iterable[tuple[str, bool, int, Vector]]) -> None:
+        """Append ``(id, failure, depth, vector)`` rows in insertion order."""
         start = self.size
-        for seq, node_id, failure, depth, vector in rows:
+        for node_id, failure, depth, vector in rows:
             if self.size == self._matrix.shape[0]:
                 self._grow()
             self._matrix[self.size] = vector
@@ -105,7 +104,6 @@ class VectorIndex:
             self._depths[self.size] = depth
             self.ids.append(node_id)
             self.size += 1
-            self.last_seq = max(self.last_seq, seq)
         if self.size > start:
             self._quantize(start, self.size)
             if self.approximate is not None:
@@ -144,7 +142,14 @@ class VectorIndex:
              approximate_from: int = 0) -> list[Candidate]:
         """The exact ``top_k`` over every row (see the module docstring for how); with more
         than ``approximate_from`` rows (0: never), the exact ``top_k`` of approximate
-        candidates."""
+        candidates.
+
+        Raises:
+            StoreError: ``query`` is not a vector of the index's width.
+        """
+        if np.shape(query) != (self.dim,):
+            raise StoreError(f"query vector has shape {np.shape(query)}; the space is "
+                             f"{self.dim}-d")
         n = self.size
         matrix, failures, depths = self._matrix[:n], self._failures[:n], self._depths[:n]
         rows = None
@@ -217,10 +222,3 @@ def _resized(a: A, rows: int) -> A:
 def to_blob(vector: Vector) -> bytes:
     """Vectors are stored as raw little-endian float32 bytes."""
     return np.asarray(vector, dtype="<f4").tobytes()
-
-
-def from_blob(blob: bytes, dim: int) -> Vector:
-    vector = np.frombuffer(blob, dtype="<f4")
-    if vector.shape[0] != dim:
-        raise StoreError(f"stored vector has {vector.shape[0]} dimensions, expected {dim}")
-    return vector.astype(np.float32)

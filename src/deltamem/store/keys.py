@@ -9,17 +9,13 @@ connection(s); :func:`key_table` asks for it and says clearly when a store canno
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
-from deltamem.errors import ConfigError, StoreError
-
-_COLUMNS = ("id", "name", "salt", "hash", "spaces", "scopes", "rate_limit", "created_at",
-            "last_used_at", "revoked_at")
-_SELECT = f"SELECT {', '.join(_COLUMNS)} FROM api_keys"
+from deltamem.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +75,7 @@ def key_table(store: object) -> KeyTable:
 
 
 def row_from(values: Sequence[Any]) -> KeyRow:
-    """A :class:`KeyRow` from a row selected in ``_COLUMNS`` order (both backends)."""
+    """A :class:`KeyRow` from a row selected in ``KEY_COLUMNS`` order (both backends)."""
     return KeyRow(
         id=values[0], name=values[1], salt=bytes(values[2]), hash=bytes(values[3]),
         spaces=tuple(json.loads(values[4])), scopes=tuple(json.loads(values[5])),
@@ -90,74 +86,44 @@ def row_from(values: Sequence[Any]) -> KeyRow:
     )
 
 
-class SQLiteKeyTable:
-    """``api_keys`` through a SQLite store: lookups on the calling thread's read connection (so
-    authorising a request never waits for a writer), changes on the write connection under the
-    store's write lock."""
+Connect = Callable[[], AbstractContextManager[Any]]
 
-    def __init__(self, read: Callable[[], AbstractContextManager[sqlite3.Connection]],
-                 write: Callable[[], AbstractContextManager[sqlite3.Connection]]):
+
+class SQLKeyTable:
+    """``api_keys`` rows through an SQL store, each statement its own transaction.
+
+    Args:
+        sql: the backend's SQL module (``INSERT_KEY``, ``SELECT_KEYS``, ...).
+        read: the connection lookups run on (so authorising a request never waits for a
+            writer).
+        change: the connection a change runs on, as one autocommit statement.
+    """
+
+    def __init__(self, sql: ModuleType, read: Connect, change: Connect):
+        self._sql = sql
         self._read = read
-        self._write = write
+        self._change_conn = change
 
-    def _run(self, sql: str, args: tuple[Any, ...] = (), *, change: bool = False) -> list[Any]:
-        with self._write() if change else self._read() as db:
-            try:
-                cursor = db.execute(sql, args)
-                return [cursor.rowcount] if change else cursor.fetchall()
-            except sqlite3.Error as exc:
-                raise StoreError(f"API key table: {exc}") from exc
+    def _rows(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        with self._read() as conn:
+            return list(conn.execute(sql, args).fetchall())
+
+    def _change(self, sql: str, args: tuple[Any, ...]) -> int:
+        with self._change_conn() as conn:
+            return int(conn.execute(sql, args).rowcount)
 
     def insert_key(self, row: KeyRow) -> None:
-        self._run(f"INSERT INTO api_keys ({', '.join(_COLUMNS)}) "
-                  f"VALUES ({', '.join('?' * len(_COLUMNS))})", row.values(), change=True)
+        self._change(self._sql.INSERT_KEY, row.values())
 
     def key_rows(self) -> list[KeyRow]:
-        return [row_from(r) for r in self._run(f"{_SELECT} ORDER BY created_at, id")]
+        return [row_from(r) for r in self._rows(self._sql.SELECT_KEYS, ())]
 
     def find_key(self, key_id: str) -> KeyRow | None:
-        rows = self._run(f"{_SELECT} WHERE id = ?", (key_id,))
+        rows = self._rows(self._sql.SELECT_KEY, (key_id,))
         return row_from(rows[0]) if rows else None
 
     def revoke_key(self, key_id: str, at: float) -> bool:
-        changed = self._run("UPDATE api_keys SET revoked_at = ? WHERE id = ? "
-                            "AND revoked_at IS NULL", (at, key_id), change=True)
-        return bool(changed[0] == 1)
+        return self._change(self._sql.REVOKE_KEY, (at, key_id)) == 1
 
     def touch_key(self, key_id: str, at: float) -> None:
-        self._run("UPDATE api_keys SET last_used_at = ? WHERE id = ? "
-                  "AND (last_used_at IS NULL OR last_used_at < ?)", (at, key_id, at), change=True)
-
-
-class PostgresKeyTable:
-    """``api_keys`` through a PostgreSQL store's pooled connections (autocommit statements)."""
-
-    def __init__(self, connection: Callable[[], AbstractContextManager[Any]]):
-        self._connection = connection
-
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> Iterator[Sequence[Any]]:
-        with self._connection() as conn:
-            return iter(conn.execute(sql, args).fetchall())
-
-    def insert_key(self, row: KeyRow) -> None:
-        with self._connection() as conn:
-            conn.execute(f"INSERT INTO api_keys ({', '.join(_COLUMNS)}) "
-                         f"VALUES ({', '.join(['%s'] * len(_COLUMNS))})", row.values())
-
-    def key_rows(self) -> list[KeyRow]:
-        return [row_from(r) for r in self._rows(f"{_SELECT} ORDER BY created_at, id")]
-
-    def find_key(self, key_id: str) -> KeyRow | None:
-        found = [row_from(r) for r in self._rows(f"{_SELECT} WHERE id = %s", (key_id,))]
-        return found[0] if found else None
-
-    def revoke_key(self, key_id: str, at: float) -> bool:
-        with self._connection() as conn:
-            cursor = conn.execute("UPDATE api_keys SET revoked_at = %s "
-                                  "WHERE id = %s AND revoked_at IS NULL", (at, key_id))
-            return bool(cursor.rowcount == 1)
-
-    def touch_key(self, key_id: str, at: float) -> None:
-        with self._connection() as conn:
-            conn.execute("UPDATE api_keys SET last_used_at = %s WHERE id = %s "
-                         "AND (last_used_at IS NULL OR last_used_at < %s)", (at, key_id, at))
+        self._change(self._sql.TOUCH_KEY, (at, key_id, at))

@@ -1,4 +1,4 @@
-"""Node and episode <-> flat row conversion, shared by every SQL backend."""
+"""Node and episode <-> flat row conversion, and the column orders, shared by every SQL backend."""
 
 from __future__ import annotations
 
@@ -26,6 +26,13 @@ NODE_COLUMNS = (
 )
 EPISODE_COLUMNS = (
     "id", "task", "env", "success", "score", "steps", "meta", "result", "flat_chars", "created_at",
+)
+# Integer columns (depth, counters, flat_chars) are 32-bit in PostgreSQL: the narrower backend
+# decides what every backend stores.
+INT_RANGE = range(-(2**31), 2**31)
+KEY_COLUMNS = (
+    "id", "name", "salt", "hash", "spaces", "scopes", "rate_limit", "created_at", "last_used_at",
+    "revoked_at",
 )
 
 
@@ -91,10 +98,13 @@ def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:
 
 
 def _storable(what: str, row: dict[str, Any]) -> dict[str, Any]:
-    """Refuse text no backend can hold the same way (NUL, lone surrogates): SQLite would keep a
-    NUL that PostgreSQL refuses, and neither can encode a surrogate."""
+    """Refuse values no backend can hold the same way: text with NUL or a lone surrogate (SQLite
+    would keep a NUL that PostgreSQL refuses, and neither can encode a surrogate), and integers
+    outside ``INT_RANGE`` (SQLite would keep what PostgreSQL refuses)."""
     for column, value in row.items():
         problem = jsonsafe.text_problem(value) if isinstance(value, str) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value not in INT_RANGE:
+            problem = f"is out of range: {value} is not a 32-bit integer"
         if problem:
             raise StoreError(f"{what}: column {column!r} {problem}")
     return row

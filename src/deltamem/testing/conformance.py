@@ -285,17 +285,135 @@ class StoreConformance:
             assert store.delete_subtree(space, "loop") == ["loop"]
             assert sorted(store.delete_subtree(space, "a")) == ["a", "b"]
 
-    def test_audit_log_records_deletions(self, store: Store, space: str) -> None:
-        """Subtree deletions and forgetting a space are logged, oldest first."""
+    def test_audit_log_records_deletions(self, store: Store, space: str,
+                                         store_factory: Callable[[], Store]) -> None:
+        """Deletions are logged oldest first, with a float timestamp, the same on every handle."""
         with store.write(space):
             store.add_node(space, make_root("r"), vec(1))
             store.add_node(space, make_root("s"), vec(2))
+        before = time.time()
         with store.write(space):
             store.delete_subtree(space, "r")
         assert store.forget_space(space) == 1
+        after = time.time()
         log = store.audit_log(space)
         assert [(e["action"], e["detail"]) for e in log] == [
             ("delete_subtree", {"root": "r", "deleted": ["r"]}), ("forget_space", {"nodes": 1})]
+        assert all(type(e["at"]) is float and before - 1 <= e["at"] <= after + 1 for e in log)
+        assert log[0]["at"] <= log[1]["at"]
+        other = store_factory()
+        try:
+            assert other.audit_log(space) == log
+            assert other.audit_log("never-written") == []
+        finally:
+            if other is not store:
+                other.close()
+
+    def test_a_rolled_back_deletion_is_not_logged(self, store: Store, space: str) -> None:
+        """The audit log is part of the write block: a failed block logs nothing."""
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+        with pytest.raises(RuntimeError), store.write(space):
+            store.delete_subtree(space, "r")
+            raise RuntimeError("boom")
+        assert store.audit_log(space) == []
+        assert store.get_node(space, "r") is not None
+
+    def test_creating_another_space_inside_a_block_is_refused(self, store: Store,
+                                                              space: str) -> None:
+        """ensure_space is a write like any other: inside a block it may only touch its space."""
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, make_root("mine"), vec(1))
+            store.ensure_space("other", "test-embedder", DIM)
+        assert [s.space for s in store.spaces()] == [space]
+        assert store.get_node(space, "mine") is None
+        with store.write("fresh"):  # a block may create its own space, then write to it
+            store.ensure_space("fresh", "test-embedder", DIM)
+            store.add_node("fresh", make_root("n"), vec(1))
+        assert store.get_node("fresh", "n") is not None
+
+    @pytest.mark.parametrize("name", ["nul\x00space", "lone \ud800 surrogate"])
+    def test_space_and_embedder_names_no_backend_can_hold_are_refused(self, store: Store,
+                                                                      name: str) -> None:
+        """A space or embedder name with NUL or a lone surrogate is a StoreError everywhere."""
+        with pytest.raises(StoreError):
+            store.ensure_space(name, "test-embedder", DIM)
+        with pytest.raises(StoreError):
+            store.ensure_space("a", name, DIM)
+        assert store.spaces() == []
+
+    @pytest.mark.parametrize("value", [2**31, 2**63, -(2**31) - 1])
+    def test_integers_no_backend_can_hold_are_refused(self, store: Store, space: str,
+                                                      value: int) -> None:
+        """Depths, counters and sizes are 32-bit integers on every backend (PostgreSQL's)."""
+        node = Node("r", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "k", content=Skill("s"),
+                    hits=value)
+        with pytest.raises(StoreError), store.write(space):
+            store.add_node(space, node, vec(1))
+        with pytest.raises(StoreError), store.write(space):
+            store.add_episode(space, EpisodeRecord("e", "t", "", True, None, [], {}, {}, value,
+                                                   0.0))
+        assert list(store.nodes(space)) == [] and store.count_episodes(space) == 0
+        edge = Node("r", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "k", content=Skill("s"),
+                    hits=2**31 - 1)
+        with store.write(space):
+            store.add_node(space, edge, vec(1))
+        assert store.get_node(space, "r") == edge
+
+    def test_a_query_of_the_wrong_width_is_refused(self, store: Store, space: str) -> None:
+        """Scanning with a vector of another width is a StoreError, empty tree or not."""
+        with pytest.raises(StoreError):
+            store.scan(space, Tree.TASK, vec(1, dim=DIM + 1), penalty=0.0)
+        with store.write(space):
+            store.add_node(space, make_root("r"), vec(1))
+        for query in (vec(1, dim=DIM - 1), np.ones((1, DIM), dtype=np.float32)):
+            with pytest.raises(StoreError):
+                store.scan(space, Tree.TASK, query, penalty=0.0)
+            with pytest.raises(StoreError), store.write(space):
+                store.scan(space, Tree.TASK, query, penalty=0.0)
+        assert [c.id for c in store.scan(space, Tree.TASK, vec(1), penalty=0.0)] == ["r"]
+
+    def test_a_failed_nested_block_leaves_the_store_usable(self, store: Store,
+                                                           space: str) -> None:
+        """After a refused nested block, the next block (and a lone statement) work."""
+        with pytest.raises(StoreError), store.write(space), store.write(space):
+            pass  # pragma: no cover - never reached
+        with store.write(space):
+            store.add_node(space, make_root("a"), vec(1))
+        store.bump(space, "a", hits=1)  # a statement outside a block is its own block
+        node = store.get_node(space, "a")
+        assert node is not None and node.hits == 1
+
+    def test_two_handles_see_the_same_rows_and_refuse_the_same_writes(
+            self, store: Store, space: str, store_factory: Callable[[], Store]) -> None:
+        """Whatever one handle commits, another reads identically; its writes obey one space."""
+        other = store_factory()
+        try:
+            base = Skill("heat", ("go",), "hot")
+            r = make_root("r", base)
+            with store.write(space):
+                store.add_node(space, r, vec(1))
+                store.add_node(space, make_delta("d", r, base, Skill("heat", ("go", "x"))),
+                               vec(2))
+            assert other.chain(space, "d") == store.chain(space, "d")
+            got = other.vectors(space, ["r", "d"])
+            for node_id, seed in (("r", 1), ("d", 2)):
+                np.testing.assert_array_equal(got[node_id], vec(seed))
+            assert other.ensure_space(space, "test-embedder", DIM).dim == DIM
+            with pytest.raises(EmbedderMismatch):
+                other.ensure_space(space, "test-embedder", DIM + 1)
+            with pytest.raises(StoreError):
+                other.add_node(space, make_root("r"), vec(3))  # the id exists already
+            with pytest.raises(StoreError), other.write(space):
+                other.add_node(space, make_root("w"), vec(1, dim=DIM + 1))
+            with other.write(space):
+                other.bump(space, "r", successes=2)
+            node = store.get_node(space, "r")
+            assert node is not None and node.successes == 2
+            assert [n.id for n in store.nodes(space)] == ["r", "d"]
+        finally:
+            if other is not store:
+                other.close()
 
     def test_spaces_are_isolated(self, store: Store, space: str) -> None:
         """Nodes and episodes of one space are invisible from another."""

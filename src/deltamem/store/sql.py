@@ -1,0 +1,331 @@
+"""What both SQL backends do the same way, written once: :class:`SQLStore`.
+
+A backend (:mod:`.sqlite`, :mod:`.postgres`) supplies five things: its SQL module (the same
+statement names in :mod:`._sql_sqlite` and :mod:`._sql_postgres`), the connection a context
+reads through, the write transaction (with its lock), how a node row is sent, and how vector
+columns come back. Everything else -- spaces and their embedder check, nodes, counters,
+deletions and their audit log, episodes, API key rows, schema versions and the exact scan over
+per-process indexes -- lives here, so a store fix lands once.
+
+The scan: each process keeps an exact numpy index per (space, tree) holding committed rows
+only, and catches up before every scan by reading the rows after its *position*. A backend's
+``SPACE_STATE`` says where the newest committed rows are, in an order rows commit in (SQLite:
+``seq``, one writer at a time; PostgreSQL: the space's ``revision``). A block's own uncommitted
+nodes are scanned apart and merged in; a block that deleted nodes scans a private snapshot.
+Deleting nodes bumps the space's ``generation`` so that every process rebuilds. (Past
+``Settings.ann_from`` rows a tree's index may take its candidates from a faiss IVF index, still
+re-scored exactly: ``store/ann.py``.)
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, ClassVar
+
+import numpy as np
+
+from deltamem.core.model import Node, Tree
+from deltamem.errors import EmbedderMismatch, StoreError
+from deltamem.jsonsafe import dumps, text_problem
+from deltamem.store import migrations
+from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
+from deltamem.store.cache import IndexCache, TreeIndex, merge
+from deltamem.store.keys import SQLKeyTable
+from deltamem.store.rows import (
+    EPISODE_COLUMNS,
+    NODE_COLUMNS,
+    episode_from_row,
+    episode_to_row,
+    node_from_row,
+    node_to_row,
+)
+
+Conn = Any  # a DB-API connection: sqlite3.Connection or psycopg.Connection
+
+
+@dataclass(slots=True)
+class Block:
+    """The write block open in the current thread or context."""
+
+    space: str
+    conn: Conn
+    base: int = 0  # index position of the last committed row when the block first added a node
+    dim: int = 0
+    added: bool = False  # wrote nodes: its scans merge its own rows with the committed ones
+    deleted: bool = False  # deleted nodes: its scans use a private snapshot
+
+
+class SQLStore(ABC):
+    """A :class:`~deltamem.store.base.Store` over SQL (see the module docstring)."""
+
+    sql: ClassVar[ModuleType]  # the backend's SQL statements
+    integrity_errors: ClassVar[tuple[type[Exception], ...]]  # a duplicate id raises these
+    url: str
+
+    def __init__(self, url: str):
+        self.url = url
+        self._index_lock = threading.Lock()
+        self._indexes = IndexCache()
+
+    # -- what each backend implements -------------------------------------------------------
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Conn]:
+        """The connection this context runs statements on: the open block's own inside a block.
+
+        Database errors raised inside become :class:`StoreError`.
+        """
+
+    @abstractmethod
+    def _block(self) -> Block | None:
+        """The write block open in this thread or context, if any."""
+
+    @abstractmethod
+    def _transaction(self, space: str) -> AbstractContextManager[Block]:
+        """Begin a transaction holding ``space``'s write lock, as this context's block;
+        commit on exit, roll back on an exception."""
+
+    @abstractmethod
+    def _insert_node(self, block: Block, values: tuple[Any, ...], vector: Vector) -> None:
+        """Send one ``INSERT_NODE`` (``values`` in ``NODE_COLUMNS`` order); a duplicate id is a
+        ``StoreError``, at the latest when the block ends."""
+
+    @abstractmethod
+    def _vector_rows(self, conn: Conn, sql: str,
+                     params: Sequence[Any]) -> Iterable[Sequence[Any]]:
+        """Rows of a query whose last column is a vector, that column as a numpy array."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    # -- schema -----------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return migrations.version(conn, self.sql)
+
+    # -- spaces -----------------------------------------------------------------------------
+    def ensure_space(self, space: str, embedder: str, dim: int) -> SpaceInfo:
+        for what, text in (("space name", space), ("embedder name", embedder)):
+            problem = text_problem(text)
+            if problem:
+                raise StoreError(f"{what} {text!r} {problem}")
+        info = self._space(space)
+        if info is None:
+            with self._mutation(space), self._read() as conn:
+                conn.execute(self.sql.INSERT_SPACE, (space, embedder, dim, time.time()))
+            info = self._space(space)
+            assert info is not None
+        if (info.embedder, info.dim) != (embedder, dim):
+            raise EmbedderMismatch(
+                f"space {space!r} was built with embedder {info.embedder!r} ({info.dim}-d); "
+                f"open it with embedder={info.embedder!r}, or use another space for {embedder!r}"
+            )
+        return info
+
+    def _space(self, space: str) -> SpaceInfo | None:
+        with self._read() as conn:
+            row = conn.execute(self.sql.SELECT_SPACE, (space,)).fetchone()
+        return None if row is None else SpaceInfo(row[0], row[1], int(row[2]))
+
+    def spaces(self) -> list[SpaceInfo]:
+        with self._read() as conn:
+            rows = conn.execute(self.sql.SELECT_SPACES).fetchall()
+        return [SpaceInfo(r[0], r[1], int(r[2])) for r in rows]
+
+    # -- transactions -----------------------------------------------------------------------
+    @contextmanager
+    def write(self, space: str) -> Iterator[None]:
+        if self._block() is not None:
+            raise StoreError("write blocks do not nest")
+        with self._transaction(space):
+            yield
+
+    @contextmanager
+    def _mutation(self, space: str) -> Iterator[Block]:
+        """The open block for ``space``, or a one-statement block when none is open."""
+        block = self._block()
+        if block is None:
+            with self.write(space):
+                current = self._block()
+                assert current is not None
+                yield current
+        elif block.space != space:
+            raise StoreError(f"cannot change space {space!r} inside a write block for "
+                             f"{block.space!r}")
+        else:
+            yield block
+
+    # -- nodes ------------------------------------------------------------------------------
+    def add_node(self, space: str, node: Node, vector: Vector) -> None:
+        row = node_to_row(node)
+        with self._mutation(space) as block:
+            if not block.added:
+                with self._read() as conn:
+                    first = conn.execute(self.sql.BEGIN_NODES, (space,)).fetchone()
+                if first is None:
+                    raise StoreError(f"unknown space {space!r}: call ensure_space first")
+                block.base, block.dim, block.added = int(first[0]), int(first[1]), True
+            check_vector(space, node.id, vector, block.dim)
+            self._insert_node(block, tuple(row[c] for c in NODE_COLUMNS), vector)
+
+    def get_node(self, space: str, node_id: str) -> Node | None:
+        nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id))
+        return nodes[0] if nodes else None
+
+    def chain(self, space: str, node_id: str) -> list[Node]:
+        return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id})
+
+    def children(self, space: str, node_id: str) -> list[Node]:
+        return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id))
+
+    def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
+        if tree is None:
+            return iter(self._nodes(self.sql.SELECT_NODES, (space,)))
+        return iter(self._nodes(self.sql.SELECT_TREE_NODES, (space, tree.value)))
+
+    def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Node]:
+        with self._read() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True))) for r in rows]
+
+    def vector(self, space: str, node_id: str) -> Vector | None:
+        return self.vectors(space, [node_id]).get(node_id)
+
+    def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
+        if not node_ids:
+            return {}
+        with self._read() as conn:
+            rows = list(self._vector_rows(conn, self.sql.SELECT_VECTORS,
+                                          (space, json.dumps(node_ids))))
+        return {r[0]: _width(r[2], int(r[1])) for r in rows}
+
+    def bump(self, space: str, node_id: str, *, hits: int = 0, successes: int = 0,
+             failures: int = 0) -> None:
+        with self._mutation(space), self._read() as conn:
+            conn.execute(self.sql.BUMP_COUNTERS, (hits, successes, failures, space, node_id))
+
+    def mark_consolidated(self, space: str, node_id: str) -> None:
+        with self._mutation(space), self._read() as conn:
+            conn.execute(self.sql.MARK_CONSOLIDATED, (space, node_id))
+
+    def delete_subtree(self, space: str, node_id: str) -> list[str]:
+        with self._mutation(space) as block, self._read() as conn:
+            ids = [r[0] for r in conn.execute(self.sql.SUBTREE_IDS,
+                                              {"space": space, "id": node_id}).fetchall()]
+            conn.execute(self.sql.DELETE_NODES, (space, json.dumps(ids)))
+            self._deleted(block, conn, "delete_subtree", {"root": node_id, "deleted": ids})
+        return ids
+
+    def forget_space(self, space: str) -> int:
+        with self._mutation(space) as block, self._read() as conn:
+            count = int(conn.execute(self.sql.DELETE_SPACE_NODES, (space,)).rowcount)
+            conn.execute(self.sql.DELETE_SPACE_EPISODES, (space,))
+            self._deleted(block, conn, "forget_space", {"nodes": count})
+        return count
+
+    def _deleted(self, block: Block, conn: Conn, action: str, detail: dict[str, Any]) -> None:
+        """Make every process rebuild its index of the space, and log the deletion."""
+        conn.execute(self.sql.BUMP_GENERATION, (block.space,))
+        block.deleted = True
+        conn.execute(self.sql.INSERT_AUDIT, (block.space, action, dumps(detail), time.time()))
+
+    def audit_log(self, space: str) -> list[dict[str, Any]]:
+        """The space's deletions, oldest first: ``{"action", "detail", "at"}`` dicts."""
+        with self._read() as conn:
+            rows = conn.execute(self.sql.SELECT_AUDIT, (space,)).fetchall()
+        return [{"action": r[0], "detail": json.loads(r[1]), "at": float(r[2])} for r in rows]
+
+    # -- retrieval --------------------------------------------------------------------------
+    def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
+             approximate_from: int = 0) -> list[Candidate]:
+        block = self._block()
+        with self._read() as conn:
+            if block is None or block.space != space or not (block.added or block.deleted):
+                return self._scan_shared(conn, space, tree, query, penalty, k, upto=None,
+                                         approximate_from=approximate_from)
+            state = conn.execute(self.sql.SPACE_STATE, (space,)).fetchone()
+            assert state is not None
+            position, dim = int(state[1]), int(state[2])
+            if block.deleted:  # the shared index still holds what this block deleted
+                private = TreeIndex(dim)
+                self._catch_up(conn, private, space, tree, upto=position)
+                return private.scan(query, penalty=penalty, k=k)
+            committed = self._scan_shared(conn, space, tree, query, penalty, k,
+                                          upto=block.base, approximate_from=approximate_from)
+            own = TreeIndex(dim)
+            own.position = block.base
+            self._catch_up(conn, own, space, tree, upto=position)
+            return merge(own.scan(query, penalty=penalty, k=k), committed, k)
+
+    def _scan_shared(self, conn: Conn, space: str, tree: Tree, query: Vector, penalty: float,
+                     k: int, *, upto: int | None,
+                     approximate_from: int = 0) -> list[Candidate]:
+        """Scan the shared index of committed rows, caught up with ``conn``'s snapshot (or only
+        up to position ``upto``)."""
+        state = conn.execute(self.sql.SPACE_STATE, (space,)).fetchone()
+        if state is None:
+            return []
+        generation, position, dim = int(state[0]), int(state[1]), int(state[2])
+        if upto is not None:
+            position = min(position, upto)
+        with self._index_lock:
+            key = (space, tree.value)
+            index = self._indexes.get(key)
+            if index is None or index.generation < generation:
+                index = self._indexes.put(key, TreeIndex(dim, generation))
+            # A reader whose snapshot is older than the index (generation or position) just
+            # scans what the index holds: it is at least as fresh as what the reader could see.
+            if index.generation == generation and position > index.position:
+                self._catch_up(conn, index, space, tree, upto=position)
+            return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
+
+    def _catch_up(self, conn: Conn, index: TreeIndex, space: str, tree: Tree, *,
+                  upto: int) -> None:
+        """Append the rows at positions ``index.position < p <= upto``, in commit order."""
+        rows = self._vector_rows(conn, self.sql.INDEX_ROWS,
+                                 (space, tree.value, index.position, upto))
+        index.extend((r[0], bool(r[1]), int(r[2]), _width(r[3], index.dim)) for r in rows)
+        index.position = upto
+
+    # -- episodes ---------------------------------------------------------------------------
+    def add_episode(self, space: str, record: EpisodeRecord) -> None:
+        row = episode_to_row(record)
+        with self._mutation(space), self._read() as conn:
+            try:
+                conn.execute(self.sql.INSERT_EPISODE, (space, *(row[c] for c in EPISODE_COLUMNS)))
+            except self.integrity_errors as exc:
+                raise StoreError(f"episode {record.id!r} already in {space!r}") from exc
+
+    def episodes(self, space: str) -> Iterator[EpisodeRecord]:
+        with self._read() as conn:
+            rows = conn.execute(self.sql.SELECT_EPISODES, (space,)).fetchall()
+        return (episode_from_row(dict(zip(EPISODE_COLUMNS, r, strict=True))) for r in rows)
+
+    def count_episodes(self, space: str) -> int:
+        with self._read() as conn:
+            row = conn.execute(self.sql.COUNT_EPISODES, (space,)).fetchone()
+        return int(row[0])
+
+    # -- API keys ---------------------------------------------------------------------------
+    def keys(self) -> SQLKeyTable:
+        """The API key table of this database (see :mod:`deltamem.store.keys`)."""
+        return SQLKeyTable(self.sql, self._read, self._key_change)
+
+    def _key_change(self) -> AbstractContextManager[Conn]:
+        """The connection for one autocommit change of the key table (outside any block)."""
+        return self._read()
+
+
+def _width(vector: Any, dim: int) -> Vector:
+    """A stored vector, refused (``StoreError``) when it is not ``dim`` wide."""
+    v = np.asarray(vector, dtype=np.float32)
+    if v.shape != (dim,):
+        raise StoreError(f"stored vector has {v.shape[0] if v.ndim else 0} dimensions, "
+                         f"expected {dim}")
+    return v

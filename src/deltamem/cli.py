@@ -24,7 +24,6 @@ code  meaning
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -48,7 +47,7 @@ from deltamem.cli_options import (
     model_options,
     open_memory,
 )
-from deltamem.config import Settings
+from deltamem.config import Settings, debug
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
@@ -460,7 +459,7 @@ def main(argv: list[str] | None = None) -> None:
         _error("interrupted")
         code = EXIT_INTERRUPTED
     except Exception as exc:
-        if os.environ.get("DELTAMEM_DEBUG") and exit_code_for(exc) == EXIT_INTERNAL:
+        if debug() and exit_code_for(exc) == EXIT_INTERNAL:
             raise
         _error(describe(exc))
         code = exit_code_for(exc)

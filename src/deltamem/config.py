@@ -1,13 +1,27 @@
-"""One settings object; ``Settings.from_env()`` is the only place that reads ``DELTAMEM_*``."""
+"""Configuration, read in one place: this module is the only one that reads ``DELTAMEM_*``.
+
+* :meth:`Settings.from_env` -- the memory's tunables (``DELTAMEM_TAU_TASK``, ...);
+* :func:`llm_endpoint` -- the OpenAI-compatible endpoint (``DELTAMEM_LLM_BASE_URL``, ...);
+* :func:`cache_dir` -- where derived artefacts are cached (``DELTAMEM_CACHE``);
+* :func:`debug` -- whether the CLI shows tracebacks of internal errors (``DELTAMEM_DEBUG``).
+
+Every constructor that takes ``settings`` (``DeltaMem``, ``DeltaMem.open``, the server's
+``create_app`` and ``SpacePool``) uses ``Settings.from_env()`` when given none, so the same
+environment configures every entry point the same way.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
+from deltamem.core.tree import MAX_DEPTH
 from deltamem.errors import ConfigError
+
+DEFAULT_EMBEDDER = "minilm"
 
 # Calibrated for the default embedder (all-MiniLM-L6-v2) on recorded ScienceWorld gold episodes
 # (tests/fixtures/scienceworld_gold.jsonl) with `deltamem calibrate`: the middle of the best
@@ -49,10 +63,10 @@ class Settings:
     tau_env: float = DEFAULT_TAU_ENV
     penalty: float = 0.05
     k_cons: int = 3
-    max_depth: int = 5
+    max_depth: int = MAX_DEPTH
     top_k: int = 1
     auto_consolidate: bool = True
-    embedder: str = "minilm"
+    embedder: str = DEFAULT_EMBEDDER
     style: str = "composed"
     flat: bool = False
     embed_cache: int = 4096
@@ -95,6 +109,31 @@ class Settings:
                 continue
             changes[f.name] = _parse(f.name, raw, type(getattr(cls(), f.name)))
         return cls(**changes)
+
+
+def llm_endpoint(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """``base_url``, ``model`` and ``api_key`` of the OpenAI-compatible endpoint, from
+    ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and ``DELTAMEM_LLM_API_KEY`` (None when
+    unset or empty)."""
+    env = os.environ if environ is None else environ
+    return {k: env.get(f"DELTAMEM_LLM_{k.upper()}") or None for k in ("base_url", "model",
+                                                                      "api_key")}
+
+
+def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
+    """Where deltamem caches derived artefacts: ``$DELTAMEM_CACHE``, else
+    ``$XDG_CACHE_HOME/deltamem``, else ``~/.cache/deltamem``."""
+    env = os.environ if environ is None else environ
+    if env.get("DELTAMEM_CACHE"):
+        return Path(env["DELTAMEM_CACHE"]).expanduser()
+    base = env.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "deltamem"
+
+
+def debug(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether ``DELTAMEM_DEBUG`` asks for tracebacks of internal errors."""
+    env = os.environ if environ is None else environ
+    return bool(env.get("DELTAMEM_DEBUG"))
 
 
 def _parse(name: str, raw: str, kind: type) -> Any:

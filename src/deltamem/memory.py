@@ -97,7 +97,7 @@ class DeltaMem:
         self.embedder = embedder
         self.extractor = extractor
         self.space = space
-        self.settings = settings or Settings()
+        self.settings = settings or Settings.from_env()
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
         self._exists = space_info(store, space) is not None

@@ -120,14 +120,6 @@ def test_bad_settings() -> None:
         StaticEmbedder(vocab_limit=999, pca_dims=None)
 
 
-def test_cache_root_honours_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """$DELTAMEM_CACHE overrides ~/.cache/deltamem."""
-    monkeypatch.setenv("DELTAMEM_CACHE", str(tmp_path))
-    assert static.cache_root() == tmp_path
-    monkeypatch.delenv("DELTAMEM_CACHE")
-    assert static.cache_root() == Path.home() / ".cache" / "deltamem"
-
-
 @pytest.mark.slow
 def test_full_vocabulary_orders_like_minilm(tmp_path: Path) -> None:
     """The default full-vocabulary 256-d model ranks a paraphrase above an unrelated task."""

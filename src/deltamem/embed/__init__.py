@@ -16,6 +16,7 @@ spec                      embedder
 
 from __future__ import annotations
 
+from deltamem.config import DEFAULT_EMBEDDER
 from deltamem.embed.base import Embedder, Vectors, l2_normalise
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.embed.minilm import MiniLMEmbedder
@@ -23,7 +24,6 @@ from deltamem.embed.sentence_transformers import SentenceTransformerEmbedder
 from deltamem.embed.static import StaticEmbedder
 from deltamem.errors import ConfigError
 
-DEFAULT_EMBEDDER = "minilm"
 CHOICES = ("minilm[:onnx|:numpy]", "static", "static-minilm", "st:<model>", "hashing[:<dim>]")
 
 __all__ = [

@@ -14,9 +14,9 @@ A text then embeds as the mean of its tokens' rows, L2-normalised: a gather and 
 thousands of sentences per second. Quality is below MiniLM (see ``benchmarks/embed.py`` for the
 Spearman agreement of pairwise similarities).
 
-The matrix is cached under ``$DELTAMEM_CACHE`` (default ``~/.cache/deltamem``) in a folder keyed
-by the settings and a fingerprint of the model files. Distillation is resumable and atomic: chunks
-are written as temp files then renamed, a restart skips the chunks already on disk, and
+The matrix is cached under :func:`deltamem.config.cache_dir` (``$DELTAMEM_CACHE``) in a folder
+keyed by the settings and a fingerprint of the model files. Distillation is resumable and atomic:
+chunks are written as temp files then renamed, a restart skips the chunks already on disk, and
 ``manifest.json`` is written last, so a folder without it is never read as complete.
 """
 
@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from deltamem import config
 from deltamem.embed.base import Vectors, l2_normalise
 from deltamem.embed.minilm import F32, find_model_dir, load_model
 from deltamem.errors import ConfigError
@@ -44,12 +45,6 @@ FORMAT_VERSION = 1
 DEFAULT_PCA_DIMS = 256
 CHUNK_TOKENS = 2048
 _BATCH = 512
-
-
-def cache_root() -> Path:
-    """Where deltamem caches derived artefacts: ``$DELTAMEM_CACHE`` or ``~/.cache/deltamem``."""
-    env = os.environ.get("DELTAMEM_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "deltamem"
 
 
 @dataclass(frozen=True)
@@ -198,7 +193,7 @@ class StaticEmbedder:
     MiniLM (whose tokenizer and fingerprint identify the cache).
 
     Args:
-        cache_dir: root cache folder (default :func:`cache_root`).
+        cache_dir: root cache folder (default :func:`deltamem.config.cache_dir`).
         pca_dims: keep this many principal components; ``None`` keeps all 384 (centred only).
         vocab_limit: distil only token ids below this (tests use it to stay fast); tokens past it
             are ignored when embedding. Non-default settings are recorded in ``name``.
@@ -216,7 +211,7 @@ class StaticEmbedder:
             raise ConfigError("vocab_limit must be at least 2000 + pca_dims (1000 without PCA), "
                               f"got {vocab_limit}")
         self._model_dir = Path(model_dir) if model_dir is not None else find_model_dir()
-        self._root = Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
+        self._root = Path(cache_dir).expanduser() if cache_dir is not None else config.cache_dir()
         self.settings = StaticSettings(pca_dims, vocab_limit, model_fingerprint(self._model_dir))
         self.dim = pca_dims if pca_dims is not None else 384
         default = pca_dims == DEFAULT_PCA_DIMS and vocab_limit is None

@@ -6,9 +6,9 @@ Providers are imported lazily so that ``import deltamem`` never needs httpx or l
 from __future__ import annotations
 
 import inspect
-import os
 from typing import Any
 
+from deltamem.config import llm_endpoint
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM, Completion, Message
 
@@ -44,9 +44,8 @@ def make_llm(spec: str = "local", **options: Any) -> LLM:
     elif name == "openai":
         if suffix:
             options.setdefault("model", suffix)
-        options.setdefault("base_url", os.environ.get("DELTAMEM_LLM_BASE_URL"))
-        options.setdefault("model", os.environ.get("DELTAMEM_LLM_MODEL"))
-        options.setdefault("api_key", os.environ.get("DELTAMEM_LLM_API_KEY"))
+        for key, value in llm_endpoint().items():
+            options.setdefault(key, value)
         missing = [k for k in ("base_url", "model") if not options.get(k)]
         if missing:
             raise ConfigError(

@@ -20,13 +20,13 @@ Generation is deterministic: the same (seed, task type, split) always yields the
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from deltamem import config
 from deltamem.errors import ConfigError
 
 GENERATOR_VERSION = 1
@@ -318,9 +318,7 @@ def problem_pddl(scene: _Scene, name: str) -> str:
 
 def default_cache_dir() -> Path:
     """Where generated games are written unless told otherwise."""
-    base = os.environ.get("DELTAMEM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "deltamem")
-    return Path(base) / "alfworld-generated"
+    return config.cache_dir() / "alfworld-generated"
 
 
 def generate_game(seed: int, task_type: str, split: str = "seen",

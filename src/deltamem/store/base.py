@@ -3,7 +3,10 @@
 A :class:`Store` keeps, per *space* (an isolated namespace, e.g. one per agent), the nodes of both
 trees with their vectors, and the episodes that were learned. Every backend (SQLite, Postgres)
 implements this protocol and passes the shared conformance suite in
-``deltamem.testing.conformance``.
+``deltamem.testing.conformance``. The SQL backends do it through one base class,
+:class:`deltamem.store.sql.SQLStore`: a new SQL backend writes its statements (the names of
+``store/_sql_sqlite.py``) and five methods -- ``_read``, ``_block``, ``_transaction``,
+``_insert_node``, ``_vector_rows`` -- plus ``close``, and inherits the rest of this protocol.
 
 Semantics every backend must keep:
 

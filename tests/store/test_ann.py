@@ -36,7 +36,7 @@ def clustered(seed: int, n: int) -> tuple[np.random.Generator, np.ndarray, np.nd
 def build(m: np.ndarray, failures: np.ndarray, depths: np.ndarray, lo: int = 0,
           index: VectorIndex | None = None) -> VectorIndex:
     index = index or VectorIndex(m.shape[1], capacity=1)
-    index.extend((i + 1, f"n{i}", bool(failures[i]), int(depths[i]), m[i])
+    index.extend((f"n{i}", bool(failures[i]), int(depths[i]), m[i])
                  for i in range(lo, m.shape[0]))
     return index
 
@@ -82,7 +82,7 @@ def test_threshold_switches_the_approximate_index_on_and_keeps_it_in_step(monkey
     # Rows appended later go into the approximate index too, and are found.
     extra = np.random.default_rng(3).normal(size=DIM).astype(np.float32)
     extra /= np.linalg.norm(extra)
-    index.extend([(3001, "late", False, 0, extra)])
+    index.extend([("late", False, 0, extra)])
     assert index.approximate.size == 3001
     assert index.scan(extra, penalty=0.0, k=1, approximate_from=2000)[0].id == "late"
     index.scan(extra, penalty=0.0, k=1)  # approximate_from 0: exact, the index is not asked

@@ -91,7 +91,12 @@ def test_rerun_resumes_and_skips_logged_episodes(tmp_path: Path) -> None:
     assert not again.calls and len(read_log(log)) == 3
     records = read_log(play(again, episodes=5))
     assert [r["index"] for r in records] == [0, 1, 2, 3, 4]
-    assert 0 < len(again.calls) < calls * 2
+    # The resumed run made exactly the calls of the two new episodes: those a fresh run of five
+    # makes beyond its first three.
+    fresh = FunctionLLM(coin_player)
+    run_bench(ENV, ["deltamem"], fresh, out=tmp_path / "fresh", embedder=HashingEmbedder(),
+              options=options(episodes=5), env=CoinRoomDouble())
+    assert len(again.calls) == len(fresh.calls) - calls > 0
     assert records[3]["memory_size"]["entries"] >= records[2]["memory_size"]["entries"]
     with pytest.raises(ConfigError, match="another configuration .*seed"):
         play(again, episodes=5, seed=99)

@@ -204,7 +204,12 @@ def test_calibrate_recommends_thresholds(tmp_path):
     path = write_jsonl(tmp_path / "labelled.jsonl", eps)
     out = json.loads(run("calibrate", path, "--env-group", "text", "--json").stdout)
     assert out["embedder"] == "hashing-256"
-    assert 0.0 < out["task"]["tau"] <= 1.0 and out["task"]["n_groups"] == 3
+    task = out["task"]
+    assert task["n_groups"] == 3 and task["n_items"] == len(eps)
+    # The recommendation sits on the best plateau of its own top-1 curve.
+    best = max(point["f1"] for point in task["top1_curve"])
+    assert task["f1"] == best
+    assert [p["f1"] for p in task["top1_curve"] if p["tau"] == task["tau"]] == [best]
     assert out["env"]["n_groups"] == 2
 
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from real_text import experiences as real_experiences
+from real_text import item as real_item
 
 from deltamem.core.delta import (
     Edit,
@@ -31,14 +35,6 @@ skills = st.builds(Skill, activation=text, steps=items, termination=text)
 knowledge = st.builds(Knowledge, trigger=text, facts=items)
 lessons = st.builds(Lesson, situation=text, failed=items, untried=items, worked=items)
 experiences = st.one_of(skills, knowledge, lessons)
-# Real text: any unicode (including the separators and quotes facts and lessons use).
-real = st.text(st.characters(exclude_categories=("Cs",)), max_size=40)
-real_items = st.lists(st.one_of(item, real), max_size=10).map(tuple)
-real_experiences = st.one_of(
-    st.builds(Skill, activation=real, steps=real_items, termination=real),
-    st.builds(Knowledge, trigger=real, facts=real_items),
-    st.builds(Lesson, situation=real, failed=real_items, untried=real_items, worked=real_items),
-)
 # Multi-word texts with odd whitespace, so that word-level edits are exercised.
 word = st.sampled_from(["the", "red", "apple", "box", "kitchen", "  ", "\n\t", "to", "go"])
 sentence = st.lists(word, max_size=12).map(" ".join)
@@ -90,24 +86,96 @@ def test_patch_encoding_is_compact_and_reads_the_keyed_form():
     assert patch_chars(patch) < len(json.dumps(keyed, separators=(",", ":"))) * 0.7
 
 
-@given(experiences)
+@given(real_experiences)
 def test_diff_of_equal_is_empty(a):
     """An experience differs from itself by nothing (the dedup rule)."""
     assert diff(a, a) == ()
 
 
-@given(experiences, experiences)
+@given(real_experiences, real_experiences)
 def test_patch_json_roundtrip(a, b):
-    """A patch survives its JSON form unchanged."""
+    """A patch survives its JSON form, as text too, unchanged."""
     patch = diff(a, b)
     assert patch_from_json(patch_to_json(patch)) == patch
+    assert patch_from_json(json.loads(json.dumps(patch_to_json(patch)))) == patch
 
 
-@given(st.lists(skills, min_size=1, max_size=5))
+@given(st.lists(real_experiences, min_size=1, max_size=6))
 def test_compose_chain_of_diffs_reaches_last(chain):
-    """Composing successive residuals reproduces the last experience exactly."""
+    """Composing successive residuals reproduces every experience of the chain exactly, across
+    experience types (a change of type is a Put)."""
     patches = [diff(x, y) for x, y in zip(chain, chain[1:], strict=False)]
-    assert compose(chain[0], patches) == chain[-1]
+    for n in range(len(chain)):
+        assert compose(chain[0], patches[:n]) == chain[n]
+
+
+@given(real_experiences, st.integers(0, 200), real_item)
+def test_one_inserted_item_is_one_splice_of_that_item(exp, where, new):
+    """Inserting one item into a list (long, with repeats) stores exactly that item."""
+    name = exp.LISTS[0]
+    old = getattr(exp, name)
+    where = min(where, len(old))
+    grown = replace(exp, **{name: (*old[:where], new, *old[where:])})
+    (op,) = diff(exp, grown)
+    assert isinstance(op, Splice) and op.items == (new,) and op.start == op.stop
+    assert apply(exp, (op,)) == grown
+
+
+fields = st.sampled_from(["steps", "facts", "failed", "worked", "untried", "activation",
+                          "trigger", "situation", "termination", "bogus"])
+small = st.integers(-3, 12)
+hostile_ops = st.one_of(
+    st.builds(Splice, fields, small, small, st.lists(real_item, max_size=3).map(tuple)),
+    st.builds(SetText, fields, real_item),
+    st.builds(Edit, fields, st.one_of(st.none(), small),
+              st.lists(st.tuples(small, small, real_item), max_size=3).map(tuple)),
+    st.builds(Put, real_experiences),
+)
+
+
+@given(real_experiences, st.lists(hostile_ops, max_size=5).map(tuple))
+def test_a_patch_that_does_not_fit_is_a_patch_error(exp, patch):
+    """Any patch either applies (to an experience whose JSON form holds) or raises PatchError:
+    never an IndexError, a TypeError or a silently wrong type."""
+    try:
+        result = apply(exp, patch)
+    except PatchError:
+        return
+    assert type(result) in (Skill, Knowledge, Lesson)
+    for name in result.LISTS:
+        assert all(isinstance(v, str) for v in getattr(result, name))
+
+
+@given(real_experiences, st.integers(0, 4), real_item, st.data())
+def test_an_op_past_the_end_is_refused(exp, beyond, new, data):
+    """A splice, an item edit or a text edit past the end of what it edits is a PatchError
+    (a slice past the end would otherwise append silently)."""
+    name = data.draw(st.sampled_from(exp.LISTS))
+    n = len(getattr(exp, name))
+    with pytest.raises(PatchError):
+        apply(exp, (Splice(name, n + 1 + beyond, n + 1 + beyond, (new,)),))
+    with pytest.raises(PatchError):
+        apply(exp, (Edit(name, n + beyond, ((0, 0, new),)),))
+    scalar = data.draw(st.sampled_from(exp.SCALARS))
+    tokens = len(re.findall(r"\s+|\S+", getattr(exp, scalar)))
+    with pytest.raises(PatchError):
+        apply(exp, (Edit(scalar, None, ((tokens + 1 + beyond, tokens + 1 + beyond, new),)),))
+
+
+json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 20),
+                                     st.floats(allow_nan=False), real_item),
+                           lambda inner: st.one_of(st.lists(inner, max_size=6),
+                                                   st.dictionaries(real_item, inner, max_size=4)),
+                           max_leaves=12)
+
+
+@given(st.lists(json_values, max_size=4))
+def test_patch_from_json_refuses_any_malformed_json_as_value_error(raw):
+    """Whatever a damaged store or a hostile import holds, reading it is a ValueError."""
+    try:
+        patch_from_json(raw)
+    except ValueError:
+        return
 
 
 def test_unchanged_steps_cost_nothing():

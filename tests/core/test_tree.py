@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
+from real_text import chain_of, experiences
 
-from deltamem.core.delta import diff
-from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.delta import compose, diff, patch_chars
+from deltamem.core.model import (
+    Knowledge,
+    Lesson,
+    Node,
+    NodeKind,
+    Outcome,
+    Skill,
+    Tree,
+    experience_chars,
+)
 from deltamem.core.tree import (
     Action,
     check_forest,
+    choose_placement,
     compose_chain,
     due_for_consolidation,
     place,
@@ -112,3 +123,54 @@ def test_check_forest_reports_problems():
     assert any("'zz' is missing" in p for p in problems)
     assert any(p.startswith("b:") for p in problems)
     assert any(p.startswith("e:") for p in problems)
+
+
+@settings(max_examples=50)
+@given(st.lists(experiences, min_size=2, max_size=7), st.integers(2, 5))
+def test_placements_of_real_text_compose_to_each_experience(exps, max_depth):
+    """The same law for any unicode text, long lists with repeats, mixed experience types and
+    any max_depth: each written node composes to its experience, and the forest is sound."""
+    forest = [root(exps[0], "n0")]
+    chain = forest[:1]
+    for i, exp in enumerate(exps[1:], 1):
+        placement = place(exp, chain, max_depth=max_depth)
+        anchor = next(n for n in chain if n.id == placement.anchor)
+        if placement.action is Action.DEDUP:
+            assert compose_chain(chain[: chain.index(anchor) + 1]) == exp
+            continue
+        assert placement.depth <= max_depth
+        chain = chain[: chain.index(anchor) + 1]
+        node = Node(f"n{i}", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k",
+                    parent_id=anchor.id, depth=placement.depth, patch=placement.patch)
+        chain.append(node)
+        forest.append(node)
+        assert compose_chain(chain) == exp
+    assert check_forest(forest, max_depth=max_depth) == []
+
+
+@settings(max_examples=50)
+@given(experiences, st.lists(st.lists(experiences, min_size=1, max_size=4), max_size=4))
+def test_choose_placement_takes_a_dedup_else_the_cheapest_delta_else_a_root(new, chains_of):
+    """Against real candidate chains: a dedup whenever some chain composes to ``new``; else the
+    delta with the fewest patch characters, only when cheaper than a root; the patch always
+    composes on its chain to ``new``."""
+    chains = [chain_of(exps) for exps in chains_of]
+    placement, index = choose_placement(new, chains, max_depth=5)
+    if placement.action is Action.ROOT:
+        assert index is None
+        assert all(compose_chain(c) != new for c in chains)
+        assert all(patch_chars(place(new, c).patch) >= experience_chars(new) for c in chains)
+        return
+    assert index is not None
+    chain = chains[index]
+    anchor = next(n for n in chain if n.id == placement.anchor)
+    base = chain[: chain.index(anchor) + 1]
+    if placement.action is Action.DEDUP:
+        assert compose_chain(base) == new
+        assert all(compose_chain(c) != new for c in chains[:index])
+        return
+    assert compose(compose_chain(base), [placement.patch]) == new
+    assert patch_chars(placement.patch) < experience_chars(new)
+    assert all(compose_chain(c) != new for c in chains)
+    assert all(patch_chars(place(new, c).patch) >= patch_chars(placement.patch)
+               for c in chains)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from deltamem.core.model import experience_to_dict
 from deltamem.memory import DeltaMem
-from deltamem.server.viewer import embed_json, render_viewer, viewer_data
+from deltamem.server.viewer import embed_json, render_viewer
 from helpers import make_episode
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -48,8 +49,9 @@ def test_page_embeds_every_node_with_its_composition(mem: DeltaMem) -> None:
     assert len(data["nodes"]) == len(list(mem.nodes()))
     for row in data["nodes"]:
         assert row["experience"] == json.loads(json.dumps(
-            viewer_data(mem)["nodes"][data["nodes"].index(row)]["experience"]))
-        assert row["experience"]["type"] == mem.show(row["id"])["experience"]["type"]
+            experience_to_dict(mem.experience(row["id"]))))
+        assert (row["kind"], row["outcome"]) == (mem.get(row["id"]).kind.value,
+                                                 mem.get(row["id"]).outcome.value)
     kinds = {(r["kind"], r["outcome"], r["stats"]["consolidated_root"]) for r in data["nodes"]}
     assert ("root", "failure", False) in kinds and ("root", "success", True) in kinds
 

@@ -3,8 +3,9 @@
 Eight tools: ``recall``, ``learn``, ``record_outcome``, ``show``, ``list``, ``consolidate``,
 ``stats``, ``export_skills``. Each has a description written for the model that calls it, an
 input schema with bounds, an output schema, and annotations (read-only, destructive,
-idempotent). A result carries the full JSON as ``structuredContent`` (validated against the
-output schema) and a short text for the model, the recalled context block first. Library errors
+idempotent). A result carries the full JSON as ``structuredContent``, checked against the same
+wire model of :mod:`deltamem.api` that the REST server and the CLI answer with (its output
+schema) and a short text for the model, the recalled context block first. Library errors
 reach the agent as tool errors carrying the library's message, which says what to do.
 """
 

@@ -661,8 +661,13 @@ class DeltaMem:
         self._exists = True
         return counts
 
+    def import_lines(self, lines: Iterable[str | bytes], source: str = "line") -> dict[str, int]:
+        """Load an export's JSON Lines (see :meth:`import_records`); a line that is not a JSON
+        object is a StoreError naming ``source`` and the line number, and nothing is written."""
+        return self.import_records(transfer.parse_lines(lines, source))
+
     def import_(self, path: str | Path) -> dict[str, int]:
-        """Load an export file into this space (see :meth:`import_records`).
+        """Load an export file into this space (see :meth:`import_lines`).
 
         Raises:
             StoreError: a line is not a JSON object (named by file and line), or a record is
@@ -670,7 +675,7 @@ class DeltaMem:
             OSError: the file cannot be opened.
         """
         with Path(path).open(encoding="utf-8") as handle:
-            return self.import_records(transfer.parse_lines(handle, str(path)))
+            return self.import_lines(handle, str(path))
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

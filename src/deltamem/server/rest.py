@@ -20,7 +20,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deltamem import api, transfer
+from deltamem import api
 from deltamem.api import OutcomeRequest, RecallRequest
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
@@ -356,4 +356,4 @@ def _add_admin_routes(app: FastAPI) -> None:
         The whole body is verified first; a bad one is 422 naming its first bad record.
         """
         lines = (await request.body()).split(b"\n")
-        return await run_in_threadpool(mem.import_records, transfer.parse_lines(lines))
+        return await run_in_threadpool(mem.import_lines, lines)

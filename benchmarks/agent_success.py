@@ -56,7 +56,7 @@ SUITES: dict[str, list[dict[str, Any]]] = {
         {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 40,
          "protocol": "online", "max_steps": 10, "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
-         "memory": ARMS, "episodes": 40, "train_episodes": 40, "protocol": "warm",
+         "memory": f"{CORE},awm,reasoningbank", "episodes": 40, "train_episodes": 40, "protocol": "warm",
          "max_steps": 12},
         {"name": "alfworld-warm", "env": "alfworld-generated", "memory": CORE, "episodes": 40,
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},

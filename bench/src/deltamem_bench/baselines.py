@@ -27,6 +27,7 @@ from deltamem.errors import ExtractionError
 from deltamem.extract.structured import ask_structured
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
+from deltamem_bench.agent import cut_text
 from deltamem_bench.memories import Update
 
 SYNAPSE_HEADER = ("Here is a past successful trajectory of a similar task. Use it as an example; "
@@ -162,12 +163,17 @@ class LongContextMemory:
         self.entries = _load(path)
 
     def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
-        """Past trajectories, newest first, as many as fit the budget."""
+        """Past trajectories, newest first, as many as fit the budget (the newest cut to the
+        budget when it alone is longer)."""
         parts: list[str] = []
         used = len(LONG_HEADER)
         for entry in reversed(self.entries):
             block = f"[{entry['outcome']}] {entry['trajectory']}"
             if used + len(block) + 2 > self.budget_chars:
+                # Why: a trajectory longer than the whole budget (ScienceWorld's gold ones) must
+                # not leave the prompt empty; the newest is shown cut, never none at all.
+                if not parts and self.budget_chars - used - 2 > 3:
+                    parts.append(cut_text(block, self.budget_chars - used - 2))
                 break
             parts.append(block)
             used += len(block) + 2

@@ -164,6 +164,9 @@ def apply(exp: Experience, patch: Patch) -> Experience:
                 raise PatchError(f"{result.TYPE} has no list field {op.field!r}")
             target = item_edits if isinstance(op, Edit) else splices
             target.setdefault(op.field, []).append(op)  # type: ignore[arg-type]
+    for name in {*item_edits, *splices} - set(result.LISTS):
+        # A later Put may have replaced the experience with one of another type.
+        raise PatchError(f"{result.TYPE} has no list field {name!r}")
     for name, edits in item_edits.items():
         items = list(getattr(result, name))
         for edit in edits:

@@ -21,8 +21,8 @@ separator too far in to be a subject) is its own subject, so it can only repeat,
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
 
 SUBJECT_SEP = ": "
 MAX_SUBJECT_CHARS = 60
@@ -128,32 +128,30 @@ class _Scored(Protocol):
 S = TypeVar("S", bound=_Scored)
 
 
+def _within_ties(ranked: Sequence[S], key: Callable[[S], Any]) -> list[S]:
+    """``ranked`` (best score first) with each run of exactly tied scores sorted by ``key``
+    (stable, so equal keys keep their order); different scores never change places."""
+    out: list[S] = []
+    start = 0
+    while start < len(ranked):
+        end = start
+        while end < len(ranked) and ranked[end].score == ranked[start].score:
+            end += 1
+        out += sorted(ranked[start:end], key=key)
+        start = end
+    return out
+
+
 def latest_first(ranked: Sequence[S], created: Mapping[str, float]) -> list[S]:
     """``ranked`` (best score first) with each run of exactly tied scores newest first.
 
     Knowledge of one scene is a snapshot that later episodes supersede, so among environment
     nodes that tie (same scene text, same vector) the latest word wins.
     """
-    out: list[S] = []
-    start = 0
-    while start < len(ranked):
-        end = start
-        while end < len(ranked) and ranked[end].score == ranked[start].score:
-            end += 1
-        out += sorted(ranked[start:end], key=lambda c: -created.get(c.id, 0.0))
-        start = end
-    return out
+    return _within_ties(ranked, lambda c: -created.get(c.id, 0.0))
 
 
 def same_layout_first(ranked: Sequence[S], layouts: Mapping[str, str], layout: str) -> list[S]:
     """``ranked`` (best score first) with each run of exactly tied scores reordered so that the
     candidates whose ``layouts`` entry equals ``layout`` come first (otherwise in order)."""
-    out: list[S] = []
-    start = 0
-    while start < len(ranked):
-        end = start
-        while end < len(ranked) and ranked[end].score == ranked[start].score:
-            end += 1
-        out += sorted(ranked[start:end], key=lambda c: layouts.get(c.id) != layout)
-        start = end
-    return out
+    return _within_ties(ranked, lambda c: layouts.get(c.id) != layout)

@@ -32,10 +32,8 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from deltamem.episodes import episode_to_dict
-from deltamem_bench.agent import gold_episode
+from deltamem_bench.agent import gold_record
 from deltamem_bench.envs.base import EpisodeSpec
 from deltamem_bench.envs.scienceworld import ScienceWorldEnvironment, shutdown_jvm
 
@@ -45,16 +43,6 @@ DEFAULT_TASKS = ("find-living-thing", "find-plant", "find-animal", "find-non-liv
                  "lifespan-longest-lived-then-shortest-lived", "power-component",
                  "power-component-renewable-vs-nonrenewable-energy", "test-conductivity",
                  "chemistry-mix", "chemistry-mix-paint-secondary-color")
-
-
-def record_episode(env: ScienceWorldEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
-    """Play the gold path of ``spec`` and return the episode record (raises if it fails)."""
-    episode = gold_episode(env, spec)
-    if not episode.success:
-        raise RuntimeError(f"gold path of {spec} did not win (score {episode.score})")
-    record = episode_to_dict(episode)
-    record["meta"] = {**record["meta"], "simplification": env.simplification}
-    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                      for v in env.variations(task, split)[:n]]
             for spec in specs:
                 began = time.perf_counter()
-                episode = record_episode(env, spec)
+                episode = gold_record(env, spec, simplification=env.simplification)
                 lines.append(json.dumps(episode, ensure_ascii=False))
                 print(f"{task:28s} {spec.split:5s} var {spec.variation:4d} "
                       f"steps {len(episode['steps']):3d} "

@@ -24,22 +24,9 @@ import gzip
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from deltamem.episodes import episode_to_dict
-from deltamem_bench.agent import gold_episode
-from deltamem_bench.envs.base import EpisodeSpec
+from deltamem_bench.agent import gold_record
 from deltamem_bench.envs.textworld_express import TextWorldExpressEnvironment, episode_specs
-
-
-def record_episode(env: TextWorldExpressEnvironment, spec: EpisodeSpec) -> dict[str, Any]:
-    """Play the gold path of ``spec`` and return the episode record (raises if it fails)."""
-    episode = gold_episode(env, spec)
-    if not episode.success:
-        raise RuntimeError(f"gold path of {spec} did not win (score {episode.score})")
-    record = episode_to_dict(episode)
-    record["meta"] = {**record["meta"], "game_params": env.game_params}
-    return record
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for fold, count in (("train", args.train), ("test", args.test)):
             for spec in episode_specs(env, fold, count=count):
-                episode = record_episode(env, spec)
+                episode = gold_record(env, spec, game_params=env.game_params)
                 lines.append(json.dumps(episode, ensure_ascii=False))
                 print(f"{args.game} {fold:5s} seed {spec.variation:5d} "
                       f"steps {len(episode['steps']):3d}", file=sys.stderr)

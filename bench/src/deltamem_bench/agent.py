@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.model import Episode, Step
+from deltamem.episodes import episode_to_dict
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
@@ -311,6 +312,21 @@ def gold_episode(env: Environment, spec: EpisodeSpec) -> Episode:
         raise ConfigError(f"{env.name}: no gold trajectory for {spec}; warm start and "
                           "recording need gold_actions()")
     return replay(env, spec, gold)
+
+
+def gold_record(env: Environment, spec: EpisodeSpec, **meta: Any) -> dict[str, Any]:
+    """The gold episode of ``spec`` as a fixture record (``meta`` added to its meta), for the
+    recording scripts.
+
+    Raises:
+        RuntimeError: the gold path did not win (a fixture must hold a winning episode).
+    """
+    episode = gold_episode(env, spec)
+    if not episode.success:
+        raise RuntimeError(f"gold path of {spec} did not win (score {episode.score})")
+    record = episode_to_dict(episode)
+    record["meta"] = {**record["meta"], **meta}
+    return record
 
 
 def replay(env: Environment, spec: EpisodeSpec, actions: Sequence[str]) -> Episode:

@@ -45,6 +45,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from deltamem.core.model import Episode, Step
@@ -145,6 +146,13 @@ def _content(words: Sequence[str]) -> set[str]:
     return {w for w in words if w not in _GLUE}
 
 
+@lru_cache(maxsize=65_536)
+def _action_words(action: str) -> tuple[str, ...]:
+    # Why cached: every step compares every open phrase with every admissible action, and
+    # ScienceWorld lists thousands of actions that recur from step to step.
+    return tuple(WORD.findall(action.lower()))
+
+
 def adapt_step(phrase: Sequence[str], admissible: Sequence[str]) -> tuple[float, str] | None:
     """The valid action that best carries out a recalled step in the current scene.
 
@@ -158,7 +166,7 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str]) -> tuple[float,
     """
     best: tuple[float, str] | None = None
     for action in admissible:
-        words = tuple(WORD.findall(action.lower()))
+        words = _action_words(action)
         if not words:
             continue
         want = _content(words[1:])
@@ -192,9 +200,16 @@ class Plan:
     cutoff: float = 1.0
     done: set[int] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
+    # The last _best answer and the admissible actions it was for: a step asks next_step and
+    # then played with the same actions; played clears it when it changes done/used.
+    _last: tuple[tuple[str, ...], dict[str, tuple[float, int]]] | None = field(
+        default=None, repr=False)
 
     def _best(self, admissible: Sequence[str]) -> dict[str, tuple[float, int]]:
         """For each action that carries out an open phrase: its best ``(overlap, -index)``."""
+        key = tuple(admissible)
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         best: dict[str, tuple[float, int]] = {}
         for index, phrase in enumerate(self.phrases):
             if index in self.done:
@@ -203,8 +218,9 @@ class Plan:
             if found is not None and found[0] < 1.0 and found[1] in self.used:
                 found = adapt_step(phrase, [a for a in admissible if a not in self.used])
             if found is not None and found[0] >= self.cutoff:
-                key = (found[0], -index)
-                best[found[1]] = max(best.get(found[1], key), key)
+                score = (found[0], -index)
+                best[found[1]] = max(best.get(found[1], score), score)
+        self._last = (key, best)
         return best
 
     def next_step(self, admissible: Sequence[str]) -> str | None:
@@ -218,6 +234,7 @@ class Plan:
         if best is not None:
             self.done.add(-best[1])
             self.used.add(action)
+            self._last = None
 
 
 def mention_offsets(text: str, admissible: Sequence[str]) -> list[tuple[int, str]]:

@@ -21,6 +21,7 @@ Suites:
 Usage:
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
+    .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite --only alfworld-warm
 """
 
 from __future__ import annotations
@@ -76,10 +77,14 @@ SUITES: dict[str, list[dict[str, Any]]] = {
 }
 
 
-def run_suite(name: str, out: Path, console: Console) -> list[dict[str, Any]]:
-    """Run (or resume) every entry of suite ``name``; return one summary per entry."""
+def run_suite(name: str, out: Path, console: Console,
+              only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) every entry of suite ``name`` (or the ``only`` ones); return one summary
+    per entry."""
     results = []
     for entry in SUITES[name]:
+        if only and entry["name"] not in only:
+            continue
         options = {k: v for k, v in entry.items() if k != "name"}
         started = time.perf_counter()
         console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
@@ -114,15 +119,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--suite", choices=sorted(SUITES), default="quick")
     parser.add_argument("--out", type=Path, default=Path("runs/suite"))
+    parser.add_argument("--only", help="comma list of entry names to run (default: all)")
     args = parser.parse_args()
+    only = args.only.split(",") if args.only else None
+    unknown = sorted(set(only or ()) - {e["name"] for e in SUITES[args.suite]})
+    if unknown:
+        parser.error(f"no entry {unknown[0]!r} in suite {args.suite!r}")
     console = Console(width=140)
     started = time.perf_counter()
-    results = run_suite(args.suite, args.out, console)
+    results = run_suite(args.suite, args.out, console, only)
     console.print(table(results))
     report = {"suite": args.suite, "wall_s": round(time.perf_counter() - started, 1),
               "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],
                         "paired": r["paired"], "wall_s": r["wall_s"]} for r in results]}
-    (args.out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
+    if not only:  # suite.json is the whole suite; a partial run only prints its part
+        (args.out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
     print(json.dumps({"suite": args.suite, "wall_s": report["wall_s"],
                       "vs_none": {r["name"]: r["paired"].get("vs_none", {}) for r in results}},
                      indent=2))

@@ -12,13 +12,15 @@ from deltamem.errors import EpisodeError
 from helpers import make_episode
 
 GOOD = {"task": "t", "env": "e", "success": True, "score": 1,
-        "steps": [{"action": "a", "observation": "o", "thought": "why"}], "meta": {"k": 1}}
+        "steps": [{"action": "a", "observation": "o", "thought": "why", "reward": 0.5}],
+        "meta": {"k": 1}}
 
 
 def test_good_episode_round_trips():
     """A valid episode survives to_dict/from_dict."""
     episode = episode_from_dict(GOOD)
     assert episode.steps[0].thought == "why" and episode.score == 1.0
+    assert episode.steps[0].reward == 0.5
     assert episode_from_dict(episode_to_dict(episode)) == episode
 
 
@@ -33,6 +35,9 @@ def test_good_episode_round_trips():
     ({"steps": [1]}, "steps[0]"),
     ({"steps": [{"observation": "o"}]}, "steps[0].action"),
     ({"steps": [{"action": "a", "extra": 1}]}, "steps[0].extra"),
+    ({"steps": [{"action": "a", "reward": "1"}]}, "steps[0].reward"),
+    ({"steps": [{"action": "a", "reward": float("inf")}]}, "steps[0].reward"),
+    ({"steps": [{"action": "a", "reward": True}]}, "steps[0].reward"),
     ({"meta": []}, "meta"),
     ({"bogus": 1}, "bogus"),
 ])

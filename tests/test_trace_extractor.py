@@ -112,6 +112,29 @@ def test_scienceworld_room_description_gives_contents_and_doors():
     )
 
 
+def test_a_failed_episodes_unrewarded_placements_are_not_learned_as_where_things_go():
+    """Bad case (online Commonsense): the agent put the boots in the umbrella stand, the score
+    did not move, the episode failed, and the next episode recalled that placement as a fact.
+    A rewarded placement of the same episode stays, and so does every placement when the
+    episode succeeded or its steps carry no reward."""
+    steps = (Step("put hiking boots in umbrella stand",
+                  "You put the hiking boots in the umbrella stand.", reward=0.0),
+             Step("move metal pot to sink", "You move the metal pot to the sink.", reward=0.0),
+             Step("put gray coat in coat hanger", "You put the gray coat in the coat hanger.",
+                  reward=0.5),
+             Step("open shoe cabinet", "You open the shoe cabinet. It's empty inside.",
+                  reward=0.0))
+    failed = Episode(task="t", env=TWX_CORRIDOR, steps=steps, success=False)
+    assert TraceExtractor().knowledge(failed).facts == (
+        "put gray coat in coat hanger in the corridor: You put the gray coat in the coat hanger.",
+        "open shoe cabinet in the corridor: You open the shoe cabinet. It's empty inside.")
+    for episode in (Episode(task="t", env=TWX_CORRIDOR, steps=steps, success=True),
+                    Episode(task="t", env=TWX_CORRIDOR, success=False,
+                            steps=tuple(Step(s.action, s.observation) for s in steps))):
+        facts = TraceExtractor().knowledge(episode).facts
+        assert len(facts) == 4 and "metal pot: in the sink" in facts
+
+
 def test_known_facts_are_superseded_in_place_not_contradicted():
     """Bad case: one block held "To the West you see the pantry" and "To the North ..."."""
     known = Knowledge("You are in the kitchen.", (

@@ -179,6 +179,21 @@ def test_alfworld_generated_plan_wins(alfworld_env, task_type: str) -> None:
 
 
 @pytest.mark.envs
+def test_alfworld_progress_is_the_share_of_the_plan_closed(alfworld_env) -> None:
+    """Each step of the shortest plan closes 1/len(plan) of it; a detour closes nothing."""
+    alfworld_env.load(EpisodeSpec("pick_clean_then_place", 7, "seen"))
+    start = alfworld_env.reset()
+    gold = alfworld_env.gold_actions()
+    assert gold
+    detour = next(a for a in start.admissible or () if a.startswith("go to") and a != gold[0])
+    assert alfworld_env.step(detour).score == 0.0
+    alfworld_env.load(EpisodeSpec("pick_clean_then_place", 7, "seen"))
+    alfworld_env.reset()
+    scores = [alfworld_env.step(action).score for action in gold]
+    assert scores == pytest.approx([(i + 1) / len(gold) for i in range(len(gold))])
+
+
+@pytest.mark.envs
 def test_alfworld_same_seed_same_game(tmp_path: Path) -> None:
     """A seed always produces the same game file; another seed or split produces another."""
     from deltamem_bench.envs.alfworld_gen import floor_plans, generate_game

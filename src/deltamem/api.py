@@ -77,6 +77,8 @@ class StepIn(BaseModel):
     action: str = Field(description="What the agent did.")
     observation: str = Field("", description="What the environment answered.")
     thought: str | None = Field(None, description="The agent's reasoning, if any.")
+    reward: float | None = Field(None, description=(
+        "What the environment's score did on this step (its change), if it reports one."))
 
 
 class EpisodeIn(BaseModel):

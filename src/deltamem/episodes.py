@@ -36,7 +36,7 @@ def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
     if not isinstance(success, bool):
         raise EpisodeError(f"field 'success' must be true or false, got {_kind(success)}",
                            where=where, field="success")
-    score = _score(data.get("score"), where)
+    score = _number(data.get("score"), where, "score")
     meta = data.get("meta", {})
     if not isinstance(meta, dict):
         raise EpisodeError(f"field 'meta' must be an object, got {_kind(meta)}",
@@ -66,14 +66,17 @@ def check_episode(episode: Episode, *, where: str | None = None) -> None:
         problem = jsonsafe.text_problem(text) if isinstance(text, str) else "is not a string"
         if problem:
             raise EpisodeError(f"field '{name}' {problem}", where=where, field=name)
-    if episode.score is not None and not math.isfinite(episode.score):
-        raise EpisodeError("field 'score' must be a finite number", where=where, field="score")
+    numbers = [("score", episode.score)] + [(f"steps[{i}].reward", step.reward)
+                                            for i, step in enumerate(episode.steps)]
+    for name, number in numbers:
+        if number is not None and not math.isfinite(number):
+            raise EpisodeError(f"field '{name}' must be a finite number", where=where, field=name)
     problem = jsonsafe.value_problem(episode.meta, "meta")
     if problem:
         raise EpisodeError(f"field {problem}", where=where, field="meta")
 
 
-def _score(score: Any, where: str | None) -> float | None:
+def _number(score: Any, where: str | None, name: str) -> float | None:
     if score is None:
         return None
     try:
@@ -82,8 +85,8 @@ def _score(score: Any, where: str | None) -> float | None:
     except OverflowError:  # an integer too large for a float
         value = math.inf
     if not math.isfinite(value):
-        raise EpisodeError(f"field 'score' must be a finite number or null, got {_kind(score)}",
-                           where=where, field="score")
+        raise EpisodeError(f"field '{name}' must be a finite number or null, got {_kind(score)}",
+                           where=where, field=name)
     return value
 
 
@@ -100,7 +103,7 @@ def _steps(raw: Any, where: str | None) -> tuple[Step, ...]:
         if not isinstance(item, dict):
             raise EpisodeError(f"field '{name}' must be an object, got {_kind(item)}",
                                where=where, field=name)
-        extra = sorted(set(item) - {"action", "observation", "thought"})
+        extra = sorted(set(item) - {"action", "observation", "thought", "reward"})
         if extra:
             raise EpisodeError(f"unknown field '{name}.{extra[0]}'", where=where,
                                field=f"{name}.{extra[0]}")
@@ -109,7 +112,9 @@ def _steps(raw: Any, where: str | None) -> tuple[Step, ...]:
         thought = item.get("thought")
         if thought is not None:
             thought = _text(item, "thought", where, prefix=name)
-        steps.append(Step(action=action, observation=observation, thought=thought))
+        reward = _number(item.get("reward"), where, f"{name}.reward")
+        steps.append(Step(action=action, observation=observation, thought=thought,
+                          reward=reward))
     return tuple(steps)
 
 
@@ -143,6 +148,8 @@ def episode_to_dict(episode: Episode) -> dict[str, Any]:
         step: dict[str, Any] = {"action": s.action, "observation": s.observation}
         if s.thought is not None:
             step["thought"] = s.thought
+        if s.reward is not None:
+            step["reward"] = s.reward
         steps.append(step)
     return {"task": episode.task, "env": episode.env, "success": episode.success,
             "score": episode.score, "steps": steps, "meta": episode.meta}

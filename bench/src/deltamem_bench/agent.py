@@ -260,7 +260,7 @@ class ReActAgent:
         raw: list[str] = []
         admissible = reset.admissible
         invalid = snapped = streak = 0
-        score = 0.0
+        score = last_score = 0.0
         won = aborted = False
         for _ in range(limit):
             msgs = self.messages(first, turns, admissible)
@@ -278,7 +278,8 @@ class ReActAgent:
             invalid += int(not valid)
             streak = 0 if valid else streak + 1
             steps.append(Step(action=action, observation=transition.observation.strip(),
-                              thought=thought))
+                              thought=thought, reward=transition.score - last_score))
+            last_score = transition.score
             turns.append((action, transition.observation))
             score = max(score, transition.score)
             won = won or transition.won
@@ -338,14 +339,16 @@ def replay(env: Environment, spec: EpisodeSpec, actions: Sequence[str]) -> Episo
     limit = env.max_steps
     env.max_steps = max(limit, len(actions) + 1)
     steps: list[Step] = []
-    score = 0.0
+    score = last_score = 0.0
     won = False
     try:
         env.load(spec)
         reset = env.reset()
         for action in actions:
             transition = env.step(action)
-            steps.append(Step(action=action, observation=transition.observation.strip()))
+            steps.append(Step(action=action, observation=transition.observation.strip(),
+                              reward=transition.score - last_score))
+            last_score = transition.score
             score = max(score, transition.score)
             won = won or transition.won
             if transition.done:

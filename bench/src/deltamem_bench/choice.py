@@ -413,7 +413,7 @@ class ChoiceAgent:
         admissible = reset.admissible if reset.admissible is not None else env.admissible()
         state = reset.observation.strip()
         invalid = 0
-        score = 0.0
+        score = last_score = 0.0
         won = False
         first_prompt = ""
         plan = Plan(plan_phrases(block), self.config.plan_match)
@@ -430,7 +430,9 @@ class ChoiceAgent:
             bad = bool(INVALID_REPLY.match(reply))
             invalid += int(bad)
             tried[(state, action)] = bad or reply == state
-            steps.append(Step(action=action, observation=reply))
+            steps.append(Step(action=action, observation=reply,
+                              reward=transition.score - last_score))
+            last_score = transition.score
             history.append((current, action))
             current = f"Observation: {cut_text(reply, self.config.observation_chars)}"
             state = reply

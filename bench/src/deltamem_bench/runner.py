@@ -202,7 +202,7 @@ class KindRun:
             "score": episode.score, "steps": len(episode.steps), "invalid": result.invalid,
             "snapped": result.snapped, "aborted": result.aborted,
             "trajectory": [{"action": s.action, "observation": s.observation,
-                            "thought": s.thought, "raw": raw}
+                            "thought": s.thought, "reward": s.reward, "raw": raw}
                            for s, raw in zip(episode.steps, result.raw, strict=False)],
             "recall": _public(info), "memory_chars": len(text), "memory_text": text,
             "written": written,

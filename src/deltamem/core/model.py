@@ -133,11 +133,17 @@ def experience_chars(exp: Experience) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One agent turn: the action taken, what the environment answered, optional reasoning."""
+    """One agent turn: the action taken, what the environment answered, optional reasoning.
+
+    ``reward`` is what the environment's score did on this step (its change), when the
+    environment reports a score; ``None`` when it does not. The trace extractor reads it to tell
+    a rewarded placement from one that earned nothing.
+    """
 
     action: str
     observation: str = ""
     thought: str | None = None
+    reward: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

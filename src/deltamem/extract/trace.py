@@ -24,6 +24,9 @@ Rules (deterministic, documented in docs/extractors.md):
   - "You open the wood door, revealing the laundry room." after ``open door to north`` gives
     ``North of the kitchen: the laundry room (through the wood door)``;
   - "You move the pot to the sink." gives ``pot: in the sink``;
+  - in a failed episode, a placement ("You move/put/place the X ...") whose step is known to
+    have earned nothing (``Step.reward <= 0``) gives nothing: the agent's own wrong placement
+    is not where the X goes;
   - movement replies only update the current room; replies about the agent itself (focus,
     inventory, waiting) give nothing;
   - any other informative reply gives ``<action> [in the <room>]: <reply>`` (what an object does);
@@ -76,6 +79,7 @@ _AGENT_ONLY = re.compile(
 _REVEALING = re.compile(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
 _MOVED_OBJECT = re.compile(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
                            re.IGNORECASE)
+_PUT = re.compile(r"^you (?:put|place|drop) ", re.IGNORECASE)
 _ACTION_DIRECTION = re.compile(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
 # A TextWorld(Express) description: object sentences, then exits by compass direction.
 _TW_EXIT = re.compile(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
@@ -210,11 +214,13 @@ class TraceExtractor:
             if named:
                 room = named
             if not moved:
-                facts += self._statements(step.action, observation, room, bool(named))
+                unrewarded = not episode.success and step.reward is not None and step.reward <= 0
+                facts += self._statements(step.action, observation, room, bool(named),
+                                          unrewarded)
         return supersede((), facts)[: self.max_facts]
 
     def _statements(self, action: str, observation: str, room: str,
-                    describes_room: bool) -> Iterator[str]:
+                    describes_room: bool, unrewarded: bool) -> Iterator[str]:
         if describes_room:
             yield from self._room_facts(observation, room)
             return
@@ -229,6 +235,8 @@ class TraceExtractor:
                              f"the {beyond} (through the {door})")
             return
         placed = _MOVED_OBJECT.match(text)
+        if unrewarded and (placed or _PUT.match(text)):
+            return  # a placement of a failed episode that the score did not confirm
         if placed:
             yield self._fact(placed.group(1), f"in the {placed.group(2)}")
             return

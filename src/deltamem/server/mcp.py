@@ -53,6 +53,8 @@ class StepArg(BaseModel):
     observation: str = Field("", max_length=MAX_TEXT, description="What the environment answered.")
     thought: str | None = Field(None, max_length=MAX_TEXT,
                                 description="Optional reasoning before the action.")
+    reward: float | None = Field(None, allow_inf_nan=False, description=(
+        "Optional: the change of the environment's score on this step."))
 
 
 class FunctionArg(BaseModel):

@@ -8,6 +8,14 @@ on them are not comparable with published ALFWorld numbers.
 Keys follow deltamem-spec.md §2.1: the reset text minus its banner is split on the literal
 "Your task is to:" into ``scene`` (the room description) and ``task`` (the goal sentence,
 prefix included). Success is the engine's ``won``; the step budget is 30 as in the paper.
+
+Progress (``Transition.score``) is **plan progress**: the share of the planner's shortest plan
+from the start state that the agent has closed, ``1 - remaining / initial`` plan length, where
+``remaining`` is Fast Downward's shortest plan from the current state (1.0 when won, never below
+0). Going to the right receptacle or taking the right object shortens the plan; a detour that
+must be undone lengthens it. ALFWorld's own "goal conditions met" counts satisfied conjuncts of
+the PDDL goal instead; the two agree on 0 and 1, and plan progress also moves before any goal
+condition holds.
 """
 
 from __future__ import annotations
@@ -68,11 +76,13 @@ class AlfworldGeneratedEnvironment:
         self.max_steps = max_steps
         self.cache_dir = cache_dir
         self.strip_location = strip_location
-        self._engine: Any = open_engine(with_plan=False)
+        self._engine: Any = open_engine(with_plan=True, shared=False)
         self._counter = StepCounter()
         self._game: Path | None = None
         self._walkthrough: list[str] = []
         self._state: Any = None
+        self._plan = 0  # length of the planner's plan from the start state
+        self._score = 0.0
         self._closed = False
 
     def specs(self, split: str, *, count: int,
@@ -103,6 +113,7 @@ class AlfworldGeneratedEnvironment:
         self._game = path
         self._walkthrough = [str(c) for c in data.get("walkthrough") or []]
         self._state = None
+        self._plan = 0
         self._counter.finish()
 
     def reset(self) -> Reset:
@@ -111,6 +122,8 @@ class AlfworldGeneratedEnvironment:
         if self._game is None:
             raise EnvError(f"{self.name}: no game loaded; call load(EpisodeSpec(...)) first")
         self._state = self._engine.reset()
+        self._plan = len(self._state["policy_commands"] or ())
+        self._score = 0.0
         text = _BANNER.sub("", str(self._state.feedback)).strip()
         scene, task = split_task(text)
         self._counter.start()
@@ -128,7 +141,17 @@ class AlfworldGeneratedEnvironment:
         done = won or out_of_steps
         if done:
             self._counter.finish()
-        return Transition(observation=observation, score=1.0 if won else 0.0, done=done, won=won)
+        return Transition(observation=observation, score=self._progress(won), done=done, won=won)
+
+    def _progress(self, won: bool) -> float:
+        """Plan progress after the last step (see the module docstring); the previous value
+        when the planner found no plan from the current state."""
+        remaining = self._state["policy_commands"]
+        if won:
+            self._score = 1.0
+        elif remaining and self._plan:
+            self._score = max(0.0, 1.0 - len(remaining) / self._plan)
+        return self._score
 
     def admissible(self) -> list[str] | None:
         """The engine's admissible commands in the current state."""

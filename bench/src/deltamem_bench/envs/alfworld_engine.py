@@ -17,21 +17,23 @@ _planner: Any = None
 _planner_lock = threading.Lock()
 
 
-def open_engine(*, with_plan: bool) -> Any:
+def open_engine(*, with_plan: bool, shared: bool = True) -> Any:
     """A TextWorld environment for ``.tw-pddl`` games.
 
     Args:
-        with_plan: Also ask Fast Downward for ``policy_commands`` after every state change.
-            That replans on every step, so play without it and plan only when generating;
-            the planning engine is one shared instance per process.
+        with_plan: Also ask Fast Downward for ``policy_commands`` after every state change
+            (about 12 ms a step on the generated games).
+        shared: With ``with_plan``, the one planning engine of the process (the generator's);
+            ``False`` gives a player its own, so that generating a game never replaces the
+            game being played.
     """
     global _planner
-    if with_plan:
+    if with_plan and shared:
         with _planner_lock:
             if _planner is None:
                 _planner = _build(with_plan=True)
             return _planner
-    return _build(with_plan=False)
+    return _build(with_plan=with_plan)
 
 
 def _build(*, with_plan: bool) -> Any:

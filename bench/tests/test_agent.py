@@ -26,6 +26,7 @@ class CoinRoomDouble:
     instruction: str = "You are an agent in a text game. Answer 'Action: <one action>'."
     fallback_action: str = "look around"
     splits: tuple[str, str] = ("train", "test")
+    irreversible: tuple[str, ...] = ()
     list_admissible: bool = True
     played: list[str] = field(default_factory=list)
     room: str = "kitchen"

@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deltamem_bench.choice import ChoiceAgent, ChoiceConfig, candidate_set, mentioned_actions
+from deltamem_bench.choice import (
+    ChoiceAgent,
+    ChoiceConfig,
+    candidate_set,
+    guarded,
+    mentioned_actions,
+)
 from deltamem_bench.scorer import LlamaScorer, ScorerStats
 from test_agent import SPEC, CoinRoomDouble
 
@@ -221,3 +227,31 @@ def test_agent_carries_out_a_recalled_step_that_names_another_object() -> None:
                         ChoiceConfig(plan_match=1.0, max_steps=3)).run(env, SPEC, memory)
     assert [s.action for s in exact.episode.steps][:2] == ["move east", "look around"]
     assert not exact.episode.success
+
+
+SW_TASK = ("Your task is to determine if sodium chloride is electrically conductive. The sodium "
+           "chloride is located around the workshop. First, focus on the sodium chloride. If it "
+           "is electrically conductive, place it in the red box.")
+
+
+def test_irreversible_actions_need_the_task_s_focus_sentence_or_the_plan() -> None:
+    """Bad case (ScienceWorld): "focus on door to hallway" as the first action ended the
+    episode. Only the object the focus sentence names stays ("red box" is a destination, named
+    in another sentence); the plan's step stays too; other actions are untouched."""
+    admissible = ["focus on door to hallway", "focus on sodium chloride", "focus on red box",
+                  "focus on anode in blue light bulb", "look around", "move red box to hallway"]
+    assert guarded(admissible, ("focus on",), SW_TASK) == [
+        "focus on sodium chloride", "look around", "move red box to hallway"]
+    assert "focus on red box" in guarded(admissible, ("focus on",), SW_TASK, "focus on red box")
+    assert guarded(admissible, (), SW_TASK) == admissible
+    assert guarded(["focus on egg"], ("focus on",), "Find a living thing.") == []
+
+
+def test_agent_plays_an_irreversible_action_only_when_named() -> None:
+    """With "move" irreversible and unnamed by the task, the agent that wants to move east
+    stays put; a recalled plan that names the move lets it win."""
+    env = CoinRoomDouble(irreversible=("move",))
+    unnamed = ChoiceAgent(ScorerDouble(coin_rank), env, ChoiceConfig(max_steps=3)).run(env, SPEC)
+    assert "move east" not in [s.action for s in unnamed.episode.steps]
+    planned = ChoiceAgent(ScorerDouble(coin_rank), env).run(env, SPEC, "1. move east")
+    assert [s.action for s in planned.episode.steps] == ["move east", "take coin"]

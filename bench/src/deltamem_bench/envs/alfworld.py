@@ -70,6 +70,7 @@ class AlfworldGeneratedEnvironment:
     instruction = INSTRUCTION
     fallback_action = "look"
     splits = ("seen", "unseen")
+    irreversible: tuple[str, ...] = ()
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
                  cache_dir: Path | str | None = None, strip_location: bool = True) -> None:

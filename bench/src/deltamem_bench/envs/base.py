@@ -82,6 +82,9 @@ class Environment(Protocol):
     * ``instruction`` - the action help shown to the agent;
     * ``fallback_action`` - what is played when a model gives no usable action;
     * ``splits`` - the ``(train, eval)`` split names;
+    * ``irreversible`` - prefixes of actions that end the episode when they name the wrong object
+      (ScienceWorld's ``focus on``); an agent plays one only when the task or the memory names
+      its object;
     * :meth:`specs` - the episodes of a split.
     """
 
@@ -90,6 +93,7 @@ class Environment(Protocol):
     instruction: str
     fallback_action: str
     splits: tuple[str, str]
+    irreversible: tuple[str, ...]
 
     def specs(self, split: str, *, count: int,
               families: Sequence[str] | None = None) -> list[EpisodeSpec]:

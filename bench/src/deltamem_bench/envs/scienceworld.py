@@ -99,6 +99,8 @@ class ScienceWorldEnvironment:
     instruction = INSTRUCTION
     fallback_action = "look around"
     splits = ("train", "test")
+    # Focusing on the wrong object ends the episode with a negative score.
+    irreversible: tuple[str, ...] = ("focus on",)
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
                  simplification: str = DEFAULT_SIMPLIFICATION, gold_paths: bool = False,

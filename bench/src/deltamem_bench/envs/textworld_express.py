@@ -60,6 +60,7 @@ class TextWorldExpressEnvironment:
         self.instruction = INSTRUCTION
         self.fallback_action = "look around"
         self.splits = ("train", "test")
+        self.irreversible: tuple[str, ...] = ()
         self._env: Any = TextWorldExpressEnv(envStepLimit=10_000)
         self._counter = StepCounter()
         self._spec: EpisodeSpec | None = None

@@ -91,11 +91,14 @@ class LlamaScorer:
         n_ctx: Context window in tokens.
         n_threads: CPU threads (None: all cores but one).
         end_of_turn: Text appended to every candidate before scoring (the chat template's
-            end-of-turn marker for instruct models, a newline for base models).
+            end-of-turn marker for instruct models, a newline for base models). None: the
+            ChatML marker ``<|im_end|>`` when the model's chat template uses it (SmolLM2),
+            else a newline (a base model such as Gemma-3-270M, which reads the ChatML
+            prompt as plain text).
     """
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, n_ctx: int = 4096,
-                 n_threads: int | None = None, end_of_turn: str = "<|im_end|>") -> None:
+                 n_threads: int | None = None, end_of_turn: str | None = None) -> None:
         from deltamem.llm.llamacpp import _default_threads, default_model_path
 
         path = Path(model_path) if model_path is not None else default_model_path()
@@ -123,6 +126,9 @@ class LlamaScorer:
                                               verbose=False)
             except Exception as exc:  # llama.cpp reports load failures as bare errors
                 raise ProviderError(f"cannot load GGUF model {self.model_path}: {exc}") from exc
+            if self.end_of_turn is None:
+                template = str(self._llama.metadata.get("tokenizer.chat_template", ""))
+                self.end_of_turn = "<|im_end|>" if "<|im_end|>" in template else "\n"
             self._end = self.tokenize(self.end_of_turn, special=True)
         return self._llama
 

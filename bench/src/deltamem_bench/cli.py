@@ -44,8 +44,8 @@ def bench(
     llm: Annotated[str, typer.Option("--llm", help="local (SmolLM2) or openai.")] = "local",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible "
                                                  "server URL.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (openai) or .gguf "
-                                              "path (local).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (openai), or .gguf "
+                                              "path or gemma-3-270m (local).")] = None,
     episodes: Annotated[int, typer.Option("--episodes", help="Evaluation episodes.")] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Fixes the episode stream.")] = 0,
     protocol: Annotated[str, typer.Option("--protocol", help="online (cold start, learn on "
@@ -128,6 +128,7 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
     from deltamem_bench.agent import AgentConfig
     from deltamem_bench.choice import ChoiceConfig
     from deltamem_bench.factory import parse_kinds
+    from deltamem_bench.models import resolve_model
     from deltamem_bench.report import write_report
     from deltamem_bench.runner import RunOptions, run_bench
     from deltamem_bench.scorer import LlamaScorer
@@ -150,6 +151,8 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         choice=ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
                             plan_match=plan_match, memory_in_prompt=memory_in_prompt),
         memory_chars=memory_chars)
+    if llm == "local":
+        model = resolve_model(model)
     model_obj = build_llm(llm, base_url, model, n_ctx)
     scorer = None
     if agent == "choice":

@@ -85,6 +85,11 @@ _DIRECTION_EXIT = re.compile(
 )
 # ScienceWorld: "A door to the art studio (that is open)".
 _DOOR_EXIT = re.compile(r"\ba door to (?:the\s+)?([^(\n]+?)\s*\(", re.IGNORECASE)
+# ALFWorld: "You are in the middle of a room. Looking quickly around you, you see a cabinet 4,
+# a cabinet 3, ..., and a toilet 1." Every ALFWorld room starts with the same sentence, and the
+# numbered receptacles are the floor plan.
+_GLANCE = re.compile(r"\blooking quickly around you, you see\s+([^.\n]+)", re.IGNORECASE)
+_LIST_SPLIT = re.compile(r",\s*(?:and\s+)?|\s+and\s+", re.IGNORECASE)
 _STATE_WORDS = re.compile(r"\b(?:an?|the|open|opened|closed|locked)\b\s*", re.IGNORECASE)
 
 
@@ -98,13 +103,18 @@ def layout_signature(scene: str) -> str:
     """The layout of a scene description: its room and its exits, normalised.
 
     Door states and articles are dropped ("a closed wood door" and "an open wood door" are one
-    exit), so opening a door does not change the layout. "" when the text names no room.
+    exit), so opening a door does not change the layout. ALFWorld's first glance ("Looking
+    quickly around you, you see a cabinet 4, ... and a toilet 1") lists the floor plan's
+    receptacles, which count as its exits. "" when the text names no room.
     """
     room = scene_room(scene)
     if not room:
         return ""
     exits = [f"{d.lower()}={_exit_name(what)}" for d, what in _DIRECTION_EXIT.findall(scene)]
     exits += [f"door={_exit_name(what)}" for what in _DOOR_EXIT.findall(scene)]
+    for listing in _GLANCE.findall(scene):
+        exits += [f"see={_exit_name(item)}" for item in _LIST_SPLIT.split(listing)
+                  if item.strip()]
     return "|".join([room, *sorted(set(exits))])
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
 
 import psycopg
 import pytest
@@ -64,6 +65,21 @@ def test_scan_inside_a_block_hides_its_own_deletions(pg_url):  # noqa: F811
             assert {c.id for c in inside} == {"a", "c"}
         assert {c.id for c in store.scan(SPACE, Tree.TASK, vec(2), penalty=0.0, k=5)} == {"a",
                                                                                         "c"}
+
+
+def test_a_writer_gives_up_after_lock_timeout_and_writes_nothing(pg_url):  # noqa: F811
+    """Another writer holds the space: this one waits ``lock_timeout``, then says why (it used
+    to wait forever); its node is not there, and the space is writable once free."""
+    with _store(pg_url) as holder, _store(pg_url, lock_timeout=0.3) as waiter:
+        with holder.write(SPACE):
+            holder.add_node(SPACE, make_root("held"), vec(1))
+            with pytest.raises(StoreError, match="stayed locked.*lock_timeout"), \
+                    waiter.write(SPACE):
+                waiter.add_node(SPACE, make_root("lost"), vec(2))  # pragma: no cover
+        assert [n.id for n in waiter.nodes(SPACE)] == ["held"]
+        with waiter.write(SPACE):
+            waiter.add_node(SPACE, make_root("later"), vec(2))
+        assert {n.id for n in holder.nodes(SPACE)} == {"held", "later"}
 
 
 def test_refuses_other_spaces_and_wrong_dimensions_inside_a_block(pg_url):  # noqa: F811
@@ -188,8 +204,8 @@ def workload_episode(i: int):
 class _store:
     """A PostgresStore registered with the conformance space, closed on exit."""
 
-    def __init__(self, url: str):
-        self.store = PostgresStore(url)
+    def __init__(self, url: str, **options: Any):
+        self.store = PostgresStore(url, **options)
         self.store.ensure_space(SPACE, "e", DIM)
 
     def __enter__(self) -> PostgresStore:

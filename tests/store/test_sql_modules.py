@@ -6,7 +6,7 @@ import inspect
 
 from deltamem.store import _sql_postgres, _sql_sqlite, keys, migrations, postgres, sql, sqlite
 
-POSTGRES_ONLY = ["MIGRATE_LOCK", "SPACE_LOCK"]  # its advisory locks, last in its module
+POSTGRES_ONLY = ["MIGRATE_LOCK", "SPACE_LOCK", "LOCK_TIMEOUT"]  # its locks, last in its module
 
 
 def _statements(module: object) -> list[str]:

@@ -4,7 +4,7 @@
 one to see every difference between the backends' SQL. Placeholders are ``%s``, and
 ``%(space)s``/``%(id)s`` in the two recursive queries. A list parameter (``ids``) is a JSON
 array. Tables live in the first schema of the connection's ``search_path`` (``public`` by
-default). The statements only PostgreSQL needs (its advisory locks) come last.
+default). The statements only PostgreSQL needs (its advisory locks and lock timeout) come last.
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ REVOKE_KEY = "UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at I
 TOUCH_KEY = ("UPDATE api_keys SET last_used_at = %s "
              "WHERE id = %s AND (last_used_at IS NULL OR last_used_at < %s)")
 
-# -- PostgreSQL only: advisory locks ------------------------------------------------------------
+# -- PostgreSQL only: locks -------------------------------------------------------------------
 # Serialises concurrent first opens of one schema (two processes both migrating it).
 MIGRATE_LOCK = (
     "SELECT pg_advisory_xact_lock(hashtextextended('deltamem:migrate:' || current_schema(), 0))"
@@ -160,3 +160,5 @@ MIGRATE_LOCK = (
 # Writers of one space wait for each other here; the key includes the schema so that two
 # deltamem databases sharing one server (or one database, in two schemas) never contend.
 SPACE_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))"
+# How long this transaction waits for a lock (milliseconds, as text), like SQLite's busy_timeout.
+LOCK_TIMEOUT = "SELECT set_config('lock_timeout', %s, true)"

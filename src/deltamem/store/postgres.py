@@ -2,7 +2,8 @@
 
 Concurrency: ``write(space)`` is one transaction on one pooled connection, which first takes a
 transaction-scoped advisory lock keyed by (schema, space). Writers of one space therefore run one
-after the other, across threads and processes, and the facade's placement decisions (made inside
+after the other, across threads and processes (a writer waits at most ``lock_timeout``, then
+fails with ``StoreError``, as SQLite's does after ``busy_timeout``), and the facade's placement decisions (made inside
 the block) never see a stale tree; writers of different spaces do not block each other. Reads
 inside a block run on the block's connection, so they see the block's own writes.
 
@@ -54,6 +55,10 @@ class PostgresStore(SQLStore):
         url: a libpq URL, ``postgresql://user@host:port/db``; add
             ``?options=-csearch_path%3Dmyschema,public`` to keep the tables in another schema.
         pool_size: most connections this store opens (one per concurrent write block or read).
+        connect_timeout: seconds to wait for the server when connecting.
+        lock_timeout: seconds a writer waits for another writer of the same space (the
+            PostgreSQL twin of SQLite's ``busy_timeout``); then the write fails with
+            ``StoreError`` and changes nothing.
 
     Raises:
         StoreError: the server cannot be reached or lacks the ``vector`` extension.
@@ -63,8 +68,10 @@ class PostgresStore(SQLStore):
     sql: ClassVar[ModuleType] = _sql_postgres
     integrity_errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.errors.IntegrityError,)
 
-    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0):
+    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
+                 lock_timeout: float = 60.0):
         super().__init__(url)
+        self._lock_ms = str(max(1, round(lock_timeout * 1000)))
         self._current: ContextVar[_Block | None] = ContextVar(f"pg-block-{id(self)}",
                                                               default=None)
         try:
@@ -116,6 +123,7 @@ class PostgresStore(SQLStore):
     def _transaction(self, space: str) -> Iterator[_Block]:
         try:
             with self._pool.connection() as conn, conn.transaction():
+                conn.execute(self.sql.LOCK_TIMEOUT, (self._lock_ms,))
                 conn.execute(self.sql.SPACE_LOCK, (f"deltamem:{self._schema}:{space}",))
                 block = _Block(space, conn)
                 token = self._current.set(block)
@@ -124,6 +132,10 @@ class PostgresStore(SQLStore):
                     self._flush(block)
                 finally:
                     self._current.reset(token)
+        except psycopg.errors.LockNotAvailable as exc:
+            raise StoreError(f"space {space!r} stayed locked by another writer for "
+                             f"{int(self._lock_ms) / 1000:g} s (lock_timeout); nothing was "
+                             "written") from exc
         except psycopg.Error as exc:  # the lock or the COMMIT failed (ours are mapped already)
             raise StoreError(f"write to {space!r} failed: {exc}") from exc
 

@@ -3,9 +3,10 @@
 Concurrency: ``write(space)`` is one transaction on one pooled connection, which first takes a
 transaction-scoped advisory lock keyed by (schema, space). Writers of one space therefore run one
 after the other, across threads and processes (a writer waits at most ``lock_timeout``, then
-fails with ``StoreError``, as SQLite's does after ``busy_timeout``), and the facade's placement decisions (made inside
-the block) never see a stale tree; writers of different spaces do not block each other. Reads
-inside a block run on the block's connection, so they see the block's own writes.
+fails with ``StoreError``, as SQLite's does after ``busy_timeout``), and the facade's placement
+decisions (made inside the block) never see a stale tree; writers of different spaces do not
+block each other. Reads inside a block run on the block's connection, so they see the block's
+own writes.
 
 Retrieval: vectors live in an untyped ``vector`` column (each space has its own dimension). Scans
 are exact and must equal :func:`deltamem.core.scoring.top_k` bit for bit, ties included, which an

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,15 @@ def test_rerun_resumes_and_skips_logged_episodes(tmp_path: Path) -> None:
         play(again, episodes=5, seed=99)
     with pytest.raises(ConfigError, match="another configuration .*extractor"):
         play(again, episodes=5, extractor="llm")
+    # A run written before a setting existed resumes when the setting is at its default, and
+    # is refused when it is not.
+    config_path = log.parent.parent / "config.json"
+    config = json.loads(config_path.read_text())
+    del config["settings"]["ann_from"]
+    config_path.write_text(json.dumps(config))
+    assert len(read_log(play(again, episodes=5))) == 5
+    with pytest.raises(ConfigError, match="another configuration .*settings"):
+        play(again, episodes=5, settings=replace(TEST_SETTINGS, ann_from=10))
 
 
 def test_warm_start_learns_gold_then_evaluates_frozen(tmp_path: Path) -> None:

@@ -242,12 +242,18 @@ def check_config(out: Path, config: dict[str, Any]) -> None:
 
     Only the kinds and the number of episodes may change (a new arm plays the same stream; more
     episodes extend it, since the stream is a prefix of one shuffled order); any other change
-    would relabel old results with new settings.
+    would relabel old results with new settings. A memory setting added after the run was
+    written counts as unchanged at its default (new settings default to the old behaviour:
+    ``ann_from`` switches a scan to approximate only past 400,000 nodes).
     """
     path = out / "config.json"
     if not path.exists():
         return
     old = json.loads(path.read_text(encoding="utf-8"))
+    if isinstance(old.get("settings"), dict):
+        defaults = json.loads(json.dumps(asdict(Settings()), default=str))
+        old["settings"] = {**{k: v for k, v in defaults.items()
+                              if k not in old["settings"]}, **old["settings"]}
     changed = sorted(k for k in set(old) | set(config)
                      if k not in ("kinds", "episodes") and old.get(k) != config.get(k))
     if changed:

@@ -10,9 +10,12 @@ import pytest
 from deltamem_bench.choice import (
     ChoiceAgent,
     ChoiceConfig,
+    Plan,
+    adapt_step,
     candidate_set,
     guarded,
     mentioned_actions,
+    plan_phrases,
 )
 from deltamem_bench.scorer import LlamaScorer, ScorerStats
 from test_agent import SPEC, CoinRoomDouble
@@ -175,7 +178,8 @@ def test_recalled_steps_are_carried_out_by_the_scene_s_own_objects() -> None:
         0.4, "put red hot pepper in shelf")
     assert adapt_step(("take", "black", "pepper"), valid) == (0.25, "take red hot pepper")
     assert adapt_step(("take", "yellow", "onion"), valid) is None  # no shared content word
-    assert adapt_step(("first", "look", "around"), valid) == (1.0, "look around")
+    assert adapt_step(("first", "look", "around"), valid) is None  # not an instruction
+    assert adapt_step(("first", "look", "around"), valid, verb_first=False) == (1.0, "look around")
     phrases = plan_phrases("1. take yellow onion\n2. take black pepper\n"
                            "3. put black pepper in shelf\n4. put salt in folding chair")
     assert Plan(phrases).next_step(valid) == "put salt in folding chair"  # the exact one
@@ -255,3 +259,21 @@ def test_agent_plays_an_irreversible_action_only_when_named() -> None:
     assert "move east" not in [s.action for s in unnamed.episode.steps]
     planned = ChoiceAgent(ScorerDouble(coin_rank), env).run(env, SPEC, "1. move east")
     assert [s.action for s in planned.episode.steps] == ["move east", "take coin"]
+
+
+def test_the_memory_block_s_prose_is_no_plan_step() -> None:
+    """Bad case (ScienceWorld): the block's "When: Task Description: Your task is to ..." made
+    the one-word action "task" the plan's first step; the model never played it, and the plan
+    stayed stuck there for the whole episode. Only phrases that start with a verb are steps,
+    and a one-word action carries out only the phrase that is that word."""
+    block = ("Recalled from past episodes of similar tasks. Follow the procedure where it fits "
+             "the current task.\nWhen: Task Description: Your task is to find a non-living "
+             "thing.\n1. go to hallway\n2. look around\n3. inventory\n")
+    admissible = ["task", "inventory", "look around", "go to hallway", "go to kitchen"]
+    plan = Plan(plan_phrases(block), 0.25)
+    assert plan.next_step(admissible) == "go to hallway"
+    assert adapt_step(("task", "description"), admissible) is None
+    assert adapt_step(("inventory",), admissible) == (1.0, "inventory")
+    assert adapt_step(("then", "go", "to", "hallway"), admissible) is None
+    legacy = Plan(plan_phrases(block), 0.25, verb_first=False)
+    assert legacy.next_step(admissible) == "task"

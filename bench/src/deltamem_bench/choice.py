@@ -82,6 +82,9 @@ class ChoiceConfig:
             that names other objects (see :func:`adapt_step`); 1.0 plans only the actions the
             memory names exactly. 0.25 was chosen on the dev split of TextWorld Commonsense
             (exact mentions only: DeltaMem 0.27 below no memory there; 0.25: 0.06 below).
+        verb_first: A recalled phrase is a plan step only when it starts with the action's verb
+            (see :func:`adapt_step`; False is the agent of the runs before 2026-12-01 16:30 UTC,
+            whose plans matched verbs anywhere, the memory block's prose included).
         observation_chars: Observations are cut to this many characters in the prompt.
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
@@ -97,6 +100,7 @@ class ChoiceConfig:
     revisit_penalty: float = 1.0
     plan_bonus: float = 1.0
     plan_match: float = 0.25
+    verb_first: bool = True
     observation_chars: int = 600
     memory_chars: int = 2400
     context_tokens: int = 3000
@@ -160,24 +164,34 @@ def _action_words(action: str) -> tuple[str, ...]:
     return tuple(WORD.findall(action.lower()))
 
 
-def adapt_step(phrase: Sequence[str], admissible: Sequence[str]) -> tuple[float, str] | None:
+def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
+               verb_first: bool = True) -> tuple[float, str] | None:
     """The valid action that best carries out a recalled step in the current scene.
 
     Recalled steps name the objects and places of past episodes ("put black pepper in shelf");
     a capable model adapts them, a small one copies them. An action whose words occur in the
-    phrase as they are scores 1.0. Otherwise, at each place where the phrase has the action's
-    verb (its first word), the action's other content words are compared with the rest of the
-    phrase (Jaccard; glue words such as "in", "the" left out): "put red hot pepper in shelf"
-    carries out the step above with 0.4. ``(overlap, action)`` of the best action, or None when
-    none shares its verb and a content word with the phrase.
+    phrase as they are scores 1.0. Otherwise, where the phrase has the action's verb (its first
+    word), the action's other content words are compared with the rest of the phrase (Jaccard;
+    glue words such as "in", "the" left out): "put red hot pepper in shelf" carries out the
+    step above with 0.4. ``(overlap, action)`` of the best action, or None when none shares its
+    verb and a content word with the phrase.
+
+    ``verb_first``: a phrase is an instruction only when it starts with the verb, and a one-word
+    action ("task", "inventory") carries out only the phrase that is that word. Without it, the
+    verb may stand anywhere, and the memory block's own prose became plan steps: ScienceWorld's
+    "task" action matched "Task Description: ..." and, never played, blocked the whole plan.
     """
     best: tuple[float, str] | None = None
     for action in admissible:
         words = _action_words(action)
         if not words:
             continue
+        if verb_first and len(words) == 1:
+            if tuple(phrase) == words:
+                return 1.0, action
+            continue
         want = _content(words[1:])
-        for at, word in enumerate(phrase):
+        for at, word in enumerate(phrase[:1] if verb_first else phrase):
             if word != words[0]:
                 continue
             if tuple(phrase[at:at + len(words)]) == words:
@@ -205,6 +219,7 @@ class Plan:
 
     phrases: list[tuple[str, ...]]
     cutoff: float = 1.0
+    verb_first: bool = True  # see adapt_step
     done: set[int] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
     # The last _best answer and the admissible actions it was for: a step asks next_step and
@@ -221,9 +236,10 @@ class Plan:
         for index, phrase in enumerate(self.phrases):
             if index in self.done:
                 continue
-            found = adapt_step(phrase, admissible)
+            found = adapt_step(phrase, admissible, verb_first=self.verb_first)
             if found is not None and found[0] < 1.0 and found[1] in self.used:
-                found = adapt_step(phrase, [a for a in admissible if a not in self.used])
+                found = adapt_step(phrase, [a for a in admissible if a not in self.used],
+                                   verb_first=self.verb_first)
             if found is not None and found[0] >= self.cutoff:
                 score = (found[0], -index)
                 best[found[1]] = max(best.get(found[1], score), score)
@@ -452,7 +468,7 @@ class ChoiceAgent:
         score = last_score = 0.0
         won = False
         first_prompt = ""
-        plan = Plan(plan_phrases(block), self.config.plan_match)
+        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first)
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)

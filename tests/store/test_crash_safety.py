@@ -38,16 +38,20 @@ def test_sigkill_mid_learn_keeps_only_whole_episodes(tmp_path):
     db = tmp_path / "crash.db"
     script = WRITER.format(tests=str(Path(__file__).resolve().parent.parent), db=str(db))
     learned = 0
-    for delay in (0.6, 0.9, 0.75, 1.1, 0.8):
+    for delay in (0.05, 0.3, 0.15, 0.4, 0.2):
         proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
+        assert proc.stdout is not None
+        # Kill while it writes: once its first episode is in (however slow the start-up on a
+        # loaded machine), then after a delay that lands at some moment of a later write.
+        first = proc.stdout.readline()
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
         out, err = proc.communicate(timeout=30)
         assert "Traceback" not in err, err
-        learned += len(out.split())
+        learned += len((first + out).split())
         _assert_consistent(db)
-    assert learned > 5  # the writer really did work between the kills
+    assert learned >= 5  # the writer really did work between the kills
 
 
 def _assert_consistent(db) -> None:

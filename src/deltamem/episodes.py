@@ -50,8 +50,8 @@ def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
 def check_episode(episode: Episode, *, where: str | None = None) -> None:
     """Refuse an episode that a store could not hold exactly (the same rule on every backend).
 
-    Every text must be Unicode without NUL characters, the score finite, and ``meta`` plain JSON
-    (finite numbers, at most ``jsonsafe.MAX_NESTING`` levels deep).
+    Every text must be Unicode without NUL characters, the score and every step reward finite,
+    and ``meta`` plain JSON (finite numbers, at most ``jsonsafe.MAX_NESTING`` levels deep).
 
     Raises:
         EpisodeError: naming the offending field.
@@ -76,16 +76,16 @@ def check_episode(episode: Episode, *, where: str | None = None) -> None:
         raise EpisodeError(f"field {problem}", where=where, field="meta")
 
 
-def _number(score: Any, where: str | None, name: str) -> float | None:
-    if score is None:
+def _number(raw: Any, where: str | None, name: str) -> float | None:
+    if raw is None:
         return None
     try:
-        value = float(score) if isinstance(score, int | float) and not isinstance(score, bool) \
+        value = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) \
             else math.nan
     except OverflowError:  # an integer too large for a float
         value = math.inf
     if not math.isfinite(value):
-        raise EpisodeError(f"field '{name}' must be a finite number or null, got {_kind(score)}",
+        raise EpisodeError(f"field '{name}' must be a finite number or null, got {_kind(raw)}",
                            where=where, field=name)
     return value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -19,6 +20,7 @@ from deltamem.llm.base import Message
 from deltamem.testing.llm import FunctionLLM
 from deltamem_bench.agent import AgentConfig
 from deltamem_bench.cli import register
+from deltamem_bench.envs.base import EpisodeSpec
 from deltamem_bench.factory import MEMORY_KINDS
 from deltamem_bench.report import summarize, table, verdict, write_report
 from deltamem_bench.runner import RunOptions, episode_stream, read_log, run_bench
@@ -221,3 +223,49 @@ def test_bench_runs_every_memory_kind_with_the_local_model(tmp_path: Path) -> No
         assert row["successes"] == int(records[0]["success"])
         assert records[0]["usage"]["agent"]["llm_calls"] == records[0]["steps"]
     assert (out / "report.html").stat().st_size > 0
+
+
+class TwoFamilies:
+    """A double of an environment's episode listing: family ``a`` has three times ``b``'s
+    episodes (as ScienceWorld's tasks differ in their numbers of variations)."""
+
+    name = "two-families-double"
+    splits = ("train", "test")
+
+    def specs(self, split: str, *, count: int, families: Any = None) -> list[EpisodeSpec]:
+        return ([EpisodeSpec("a", v, split) for v in range(30)]
+                + [EpisodeSpec("b", v, split) for v in range(10)])
+
+
+def test_stream_deals_the_families_in_turn() -> None:
+    """Any prefix of the stream holds the families evenly, whatever their sizes; each family's
+    episodes are shuffled by the seed; a family that runs out leaves the rest to the others."""
+    stream = episode_stream(TwoFamilies(), "test", 40, seed=3)
+    assert [s.task_name for s in stream[:20]] == ["a", "b"] * 10
+    assert [s.task_name for s in stream[20:]] == ["a"] * 20
+    assert sorted(s.variation for s in stream if s.task_name == "b") == list(range(10))
+    assert [s.variation for s in stream if s.task_name == "b"] != list(range(10))
+    assert episode_stream(TwoFamilies(), "test", 6, seed=3) == stream[:6]
+
+
+def test_one_family_stream_is_the_plain_shuffle() -> None:
+    """With one family the stream is the seed's shuffle of the pool, as before families were
+    balanced (so earlier one-family runs resume on the same episodes)."""
+    env = CoinRoomDouble()
+    pool = list(env.specs("test", count=5))
+    random.Random(1).shuffle(pool)
+    assert episode_stream(env, "test", 5, seed=1) == pool[:5]
+
+
+def test_a_run_from_before_balanced_families_is_not_resumed(tmp_path: Path) -> None:
+    """A run of several families records its balanced stream; its config without that record
+    (written when the whole pool was shuffled) is another configuration."""
+    run_bench(ENV, [], None, out=tmp_path, embedder=HashingEmbedder(), options=options(),
+              env=TwoFamilies())
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["stream"] == "families in turn"
+    del config["stream"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="another configuration .*stream"):
+        run_bench(ENV, [], None, out=tmp_path, embedder=HashingEmbedder(), options=options(),
+                  env=TwoFamilies())

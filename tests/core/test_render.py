@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from real_text import chain_of, knowledge, lessons, skills, text
 
-from deltamem.core.model import Outcome, Tree
+from deltamem.core.model import Knowledge, Outcome, Skill, Tree
 from deltamem.core.render import (
+    ENV_HEADER,
+    TASK_HEADER,
     Style,
     estimate_tokens,
     render_chain,
@@ -85,3 +87,19 @@ def test_render_experience_shows_every_item(exp):
 def test_a_chain_renders_as_its_context_body(chain, style):
     """One tree's rendering is the body of that tree's section of the context."""
     assert render_chain(chain, style) in render_context(chain, [], style)
+
+
+def test_scene_knowledge_without_facts_is_left_out():
+    """A matched scene whose composed knowledge holds no fact adds nothing to the block (no
+    header, no trigger); the skill beside it is still shown. A fact added by a delta shows."""
+    skill = chain_of([Skill("find a living thing", ("go to kitchen",))])
+    empty = chain_of([Knowledge("This room is called the workshop.")], tree=Tree.ENV)
+    style = Style.COMPOSED
+    context = render_context(skill, empty, style)
+    assert TASK_HEADER in context and "go to kitchen" in context
+    assert ENV_HEADER not in context and "workshop" not in context
+    assert render_context([], empty, style) == render_chain(empty, style) == ""
+    grown = chain_of([Knowledge("This room is called the workshop."),
+                      Knowledge("This room is called the workshop.", ("red wire: on the table",))],
+                     tree=Tree.ENV)
+    assert "- red wire: on the table" in render_context([], grown, style)

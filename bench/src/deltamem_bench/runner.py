@@ -22,6 +22,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -101,12 +102,25 @@ class RunOptions:
 
 def episode_stream(env: Environment, split: str, count: int, seed: int,
                    families: Sequence[str] | None = None) -> list[EpisodeSpec]:
-    """``count`` episodes of ``split``, in a fixed order drawn with ``seed``."""
+    """``count`` episodes of ``split``, in a fixed order drawn with ``seed``, families balanced.
+
+    Each family's episodes (ScienceWorld task, ALFWorld task type, TWX game) are shuffled with
+    ``seed``, then dealt in turn, one family after the other: any prefix holds every family as
+    evenly as it can (40 episodes of ten tasks are four of each). A shuffle of the whole pool
+    would follow the split's sizes instead (a task with many variations would fill the stream).
+    With one family this is exactly ``random.Random(seed).shuffle`` of the pool.
+    """
     pool = list(env.specs(split, count=count, families=families))
     if not pool:
         raise ConfigError(f"{env.name}: split {split!r} has no episodes")
-    random.Random(seed).shuffle(pool)
-    return pool[:count]
+    rng = random.Random(seed)
+    groups: dict[str, list[EpisodeSpec]] = {}
+    for spec in pool:
+        groups.setdefault(spec.task_name, []).append(spec)
+    for group in groups.values():
+        rng.shuffle(group)
+    dealt = [spec for turn in zip_longest(*groups.values()) for spec in turn if spec is not None]
+    return dealt[:count]
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -276,16 +290,6 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
 
     opts = options or RunOptions()
     out.mkdir(parents=True, exist_ok=True)
-    actor = scorer.name if opts.agent_kind == "choice" and scorer else getattr(llm, "name", "")
-    config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict()},
-                                   default=str))
-    check_config(out, config)
-    previous = json.loads((out / "config.json").read_text(encoding="utf-8")).get("kinds", []) \
-        if (out / "config.json").exists() else []
-    all_kinds = list(dict.fromkeys([*previous, *kinds]))
-    (out / "config.json").write_text(json.dumps({**config, "kinds": all_kinds}, indent=2),
-                                     encoding="utf-8")
-    embedder = embedder or make_embedder(opts.settings.embedder)
     own_env = env is None
     environment = env or make_env(env_name, **opts.env_options)
     stream = console or Console(stderr=True)
@@ -298,6 +302,21 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
         if opts.protocol == "warm":
             train_specs = episode_stream(environment, opts.train_split or train_split,
                                          opts.train_episodes, opts.seed, opts.families)
+        actor = scorer.name if opts.agent_kind == "choice" and scorer else getattr(llm, "name", "")
+        config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict()},
+                                       default=str))
+        if len({spec.task_name for spec in [*eval_specs, *train_specs]}) > 1:
+            # Why: runs written before the families were balanced drew another stream from the
+            # same options; the key makes resuming one of them a changed configuration. A
+            # one-family stream is the same either way and carries no key.
+            config["stream"] = "families in turn"
+        check_config(out, config)
+        previous = json.loads((out / "config.json").read_text(encoding="utf-8")).get(
+            "kinds", []) if (out / "config.json").exists() else []
+        all_kinds = list(dict.fromkeys([*previous, *kinds]))
+        (out / "config.json").write_text(json.dumps({**config, "kinds": all_kinds}, indent=2),
+                                         encoding="utf-8")
+        embedder = embedder or make_embedder(opts.settings.embedder)
         per_kind = len(train_specs) + len(eval_specs)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("SR {task.fields[sr]}"), TimeElapsedColumn())

@@ -219,8 +219,11 @@ def _blocks(chain: Sequence[Node], style: Style, section: int, query: str) -> li
         return [_patch_units(chain, section)]
     blocks: list[list[_Unit]] = []
     usable = success_prefix(chain)
-    if usable:
-        blocks.append(_experience_units(compose_chain(usable), usable, (section, 0), query))
+    composed = compose_chain(usable) if usable else None
+    # Scene knowledge without a single fact tells the agent nothing but its trigger (an episode
+    # whose trace held no fact still roots a scene): it is left out, not shown as an empty block.
+    if composed is not None and not (isinstance(composed, Knowledge) and not composed.facts):
+        blocks.append(_experience_units(composed, usable, (section, 0), query))
     if chain[-1].outcome is Outcome.FAILURE:
         lesson = compose_chain(chain)
         if isinstance(lesson, Lesson):

@@ -29,7 +29,7 @@ from deltamem.episodes import episode_to_dict
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
-from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
+from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset, Transition
 
 _ACTION = re.compile(r"^\s*(?:>\s*)?action\s*[:：]\s*(.*)$", re.IGNORECASE)
 _THOUGHT = re.compile(r"^\s*thought\s*[:：]\s*(.*)$", re.IGNORECASE)
@@ -83,6 +83,25 @@ class ParsedAction:
     action: str
     thought: str | None = None
     marked: bool = False  # an explicit "Action:" line was present
+
+
+@dataclass
+class Record:
+    """An episode's steps as they are played: each step's reward is its change of the score;
+    ``score`` is the best score reached, ``won`` whether any step won."""
+
+    steps: list[Step] = field(default_factory=list)
+    score: float = 0.0
+    won: bool = False
+    last_score: float = 0.0
+
+    def add(self, action: str, transition: Transition, thought: str | None = None) -> None:
+        """Record ``action`` and what it did."""
+        self.steps.append(Step(action=action, observation=transition.observation.strip(),
+                               thought=thought, reward=transition.score - self.last_score))
+        self.last_score = transition.score
+        self.score = max(self.score, transition.score)
+        self.won = self.won or transition.won
 
 
 @dataclass
@@ -255,13 +274,12 @@ class ReActAgent:
         first = self.first_message(reset, block)
         limit = self.config.max_steps or env.max_steps
         usage = Usage()
-        steps: list[Step] = []
+        record = Record()
         turns: list[tuple[str, str]] = []
         raw: list[str] = []
         admissible = reset.admissible
         invalid = snapped = streak = 0
-        score = last_score = 0.0
-        won = aborted = False
+        aborted = False
         for _ in range(limit):
             msgs = self.messages(first, turns, admissible)
             completion = self.llm.complete(msgs, temperature=self.config.temperature,
@@ -277,12 +295,8 @@ class ReActAgent:
                 valid = False
             invalid += int(not valid)
             streak = 0 if valid else streak + 1
-            steps.append(Step(action=action, observation=transition.observation.strip(),
-                              thought=thought, reward=transition.score - last_score))
-            last_score = transition.score
+            record.add(action, transition, thought)
             turns.append((action, transition.observation))
-            score = max(score, transition.score)
-            won = won or transition.won
             if transition.done:
                 break
             if streak >= self.config.max_invalid:
@@ -295,8 +309,8 @@ class ReActAgent:
             "env": self.env_name, "invalid": invalid, "snapped": snapped, "aborted": aborted,
             "usage": usage.to_dict(),
         }
-        episode = Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,
-                          score=score, meta=meta)
+        episode = Episode(task=reset.task, env=reset.scene, steps=tuple(record.steps),
+                          success=record.won, score=record.score, meta=meta)
         return AgentResult(episode, usage, invalid, snapped, aborted, raw, first)
 
 
@@ -338,24 +352,18 @@ def replay(env: Environment, spec: EpisodeSpec, actions: Sequence[str]) -> Episo
     """
     limit = env.max_steps
     env.max_steps = max(limit, len(actions) + 1)
-    steps: list[Step] = []
-    score = last_score = 0.0
-    won = False
+    record = Record()
     try:
         env.load(spec)
         reset = env.reset()
         for action in actions:
             transition = env.step(action)
-            steps.append(Step(action=action, observation=transition.observation.strip(),
-                              reward=transition.score - last_score))
-            last_score = transition.score
-            score = max(score, transition.score)
-            won = won or transition.won
+            record.add(action, transition)
             if transition.done:
                 break
     finally:
         env.max_steps = limit
     meta = {"task_name": spec.task_name, "variation": spec.variation, "split": spec.split,
             "source": "gold"}
-    return Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,
-                   score=score, meta=meta)
+    return Episode(task=reset.task, env=reset.scene, steps=tuple(record.steps),
+                   success=record.won, score=record.score, meta=meta)

@@ -55,9 +55,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from deltamem.core.model import Episode, Step
+from deltamem.core.model import Episode
 from deltamem.usage import Usage
-from deltamem_bench.agent import INVALID_REPLY, WORD, AgentResult, clean_action, cut_text
+from deltamem_bench.agent import (
+    INVALID_REPLY,
+    WORD,
+    AgentResult,
+    Record,
+    clean_action,
+    cut_text,
+)
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 from deltamem_bench.scorer import Scorer
 
@@ -457,7 +464,7 @@ class ChoiceAgent:
         block = memory(reset) if callable(memory) else memory
         current = self._opening(reset, block)
         limit = self.config.max_steps or env.max_steps
-        steps: list[Step] = []
+        record = Record()
         history: list[tuple[str, str]] = []
         drop = 0
         raw: list[str] = []
@@ -465,8 +472,6 @@ class ChoiceAgent:
         admissible = reset.admissible if reset.admissible is not None else env.admissible()
         state = reset.observation.strip()
         invalid = 0
-        score = last_score = 0.0
-        won = False
         first_prompt = ""
         plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first)
         for _ in range(limit):
@@ -484,14 +489,10 @@ class ChoiceAgent:
             bad = bool(INVALID_REPLY.match(reply))
             invalid += int(bad)
             tried[(state, action)] = bad or reply == state
-            steps.append(Step(action=action, observation=reply,
-                              reward=transition.score - last_score))
-            last_score = transition.score
+            record.add(action, transition)
             history.append((current, action))
             current = f"Observation: {cut_text(reply, self.config.observation_chars)}"
             state = reply
-            score = max(score, transition.score)
-            won = won or transition.won
             if transition.done:
                 break
             admissible = env.admissible()
@@ -506,6 +507,6 @@ class ChoiceAgent:
             "tokens_cached": work.cached_tokens, "tokens_per_s": round(work.tokens_per_s, 1),
             "usage": usage.to_dict(),
         }
-        episode = Episode(task=reset.task, env=reset.scene, steps=tuple(steps), success=won,
-                          score=score, meta=meta)
+        episode = Episode(task=reset.task, env=reset.scene, steps=tuple(record.steps),
+                          success=record.won, score=record.score, meta=meta)
         return AgentResult(episode, usage, invalid, 0, False, raw, first_prompt)

@@ -9,10 +9,10 @@ exact McNemar p), as a table and as JSON (``<out>/suite.json``).
 Suites:
     full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
              ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start; all
-             arms on Commonsense and ScienceWorld (the others: no memory, DeltaMem, Synapse,
-             long context); the DeltaMem ablations on Commonsense; an online run there (the
-             memory starts empty and learns on the evaluation stream). Entries run in this
-             order, each resumable on its own.
+             arms on Commonsense, ScienceWorld and ALFWorld (on Coin Collector and online: no
+             memory, DeltaMem, Synapse, long context); the DeltaMem ablations on Commonsense;
+             an online run there (the memory starts empty and learns on the evaluation
+             stream). Entries run in this order, each resumable on its own.
     quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
              (no memory, DeltaMem, Synapse, long context, and DeltaMem env-only, task-only and
              flat), Coin Collector and four ScienceWorld tasks (no memory, DeltaMem, Synapse,
@@ -57,9 +57,9 @@ SUITES: dict[str, list[dict[str, Any]]] = {
         {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 40,
          "protocol": "online", "max_steps": 10, "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
-         "memory": f"{CORE},awm,reasoningbank", "episodes": 40, "train_episodes": 40,
+         "memory": ARMS, "episodes": 40, "train_episodes": 40,
          "protocol": "warm", "max_steps": 12},
-        {"name": "alfworld-warm", "env": "alfworld-generated", "memory": CORE, "episodes": 40,
+        {"name": "alfworld-warm", "env": "alfworld-generated", "memory": ARMS, "episodes": 40,
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},
     ],
     "quick": [

@@ -193,6 +193,49 @@ def test_recalled_steps_are_carried_out_by_the_scene_s_own_objects() -> None:
     assert plan.next_step(valid) is None
 
 
+def test_an_adapted_step_keeps_the_objects_the_task_names() -> None:
+    """A past object may give way to the scene's, a task's object may not: with the task's
+    words as ``keep``, "move keychain 1 to sidetable 1" is not carried out by "move box 1 to
+    sidetable 1", while "take keychain 1 from drawer 2" still adapts to another receptacle."""
+    valid = ["go to drawer 1", "take box 1 from sidetable 1", "move box 1 to sidetable 1",
+             "take keychain 1 from ottoman 1"]
+    task = frozenset({"your", "task", "put", "keychain", "sidetable"})
+    move = ("move", "keychain", "1", "to", "sidetable", "1")
+    assert adapt_step(move, valid) == (0.5, "move box 1 to sidetable 1")
+    assert adapt_step(move, valid, keep=task) is None
+    take = ("take", "keychain", "1", "from", "drawer", "2")
+    assert adapt_step(take, valid, keep=task) == (0.4, "take keychain 1 from ottoman 1")
+    assert adapt_step(("go", "to", "drawer", "1"), valid, keep=task) == (1.0, "go to drawer 1")
+    assert Plan([move], cutoff=0.25).next_step(valid) == "move box 1 to sidetable 1"
+    assert Plan([move], cutoff=0.25, keep=task).next_step(valid) is None
+
+
+@dataclass
+class CoinAndBoxRoomDouble(CoinRoomDouble):
+    """The coin room whose pantry also holds a box ("take box" is listed before "take coin")."""
+
+    def admissible(self) -> list[str] | None:
+        moves = ["move east"] if self.room == "kitchen" else ["move west", "take box", "take coin"]
+        return ["look around", "inventory", *moves]
+
+
+def test_agent_plan_does_not_swap_the_task_s_object() -> None:
+    """The recalled "take gold coin from box" ties between "take box" and "take coin"; the task
+    names the coin, so the agent's plan takes the coin (and the old rule took the box)."""
+    def indifferent(prompt: str, candidate: str) -> float:
+        return 0.5 if candidate == "look around" else 0.0
+
+    memory = "1. move east\n2. take gold coin from box"
+    env = CoinAndBoxRoomDouble()
+    kept = ChoiceAgent(ScorerDouble(indifferent), env).run(env, SPEC, memory)
+    assert [s.action for s in kept.episode.steps] == ["move east", "take coin"]
+    env = CoinAndBoxRoomDouble()
+    swapped = ChoiceAgent(ScorerDouble(indifferent), env,
+                          ChoiceConfig(keep_task_objects=False, max_steps=2)).run(env, SPEC,
+                                                                                 memory)
+    assert [s.action for s in swapped.episode.steps] == ["move east", "take box"]
+
+
 def test_long_episodes_drop_old_steps_in_one_go() -> None:
     """Past the budget, old steps are dropped until the prompt takes 60% of it, and the drop
     point then stays put for the next steps (the cache is not rebuilt every step)."""

@@ -28,10 +28,12 @@ lesson or a FAILURE note, are left out) are split into phrases (:func:`plan_phra
 is carried out by the admissible action it names, or, when it names the objects of a past
 episode, by the admissible action of the same verb whose words overlap it most
 (:func:`adapt_step`; "put black pepper in shelf" -> "put red hot pepper in shelf"), if the
-overlap reaches ``plan_match``. The plan's next step (:class:`Plan`) is always a candidate and
-its score gets ``plan_bonus``; playing it marks its phrase done. This is how a small model
-follows a recalled procedure and uses recalled facts; it applies to every memory's text the
-same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
+overlap reaches ``plan_match`` and the action keeps every word of the phrase that the task names
+(a recalled "move keychain 1 to sidetable 1" is not carried out by "move box 1 to sidetable 1"
+when the task is to put a keychain there). The plan's next step (:class:`Plan`) is always a
+candidate and its score gets ``plan_bonus``; playing it marks its phrase done. This is how a
+small model follows a recalled procedure and uses recalled facts; it applies to every memory's
+text the same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
 
 Irreversible actions. An action that ends the episode when it names the wrong object (the
 environment's ``irreversible`` prefixes: ScienceWorld's ``focus on``) is a candidate only when
@@ -92,6 +94,10 @@ class ChoiceConfig:
         verb_first: A recalled phrase is a plan step only when it starts with the action's verb
             (see :func:`adapt_step`; False is the agent of the runs before 2026-12-01 16:30 UTC,
             whose plans matched verbs anywhere, the memory block's prose included).
+        keep_task_objects: An adapted plan step keeps the objects the task names (see
+            :func:`adapt_step`; False is the agent of the runs before 2026-12-01 22:00 UTC, whose
+            plans swapped them: "move keychain 1 to sidetable 1" became "move box 1 to sidetable
+            1" in a game whose task is "put a keychain in sidetable").
         observation_chars: Observations are cut to this many characters in the prompt.
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
@@ -108,6 +114,7 @@ class ChoiceConfig:
     plan_bonus: float = 1.0
     plan_match: float = 0.25
     verb_first: bool = True
+    keep_task_objects: bool = True
     observation_chars: int = 600
     memory_chars: int = 2400
     context_tokens: int = 3000
@@ -172,7 +179,8 @@ def _action_words(action: str) -> tuple[str, ...]:
 
 
 def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
-               verb_first: bool = True) -> tuple[float, str] | None:
+               verb_first: bool = True,
+               keep: frozenset[str] = frozenset()) -> tuple[float, str] | None:
     """The valid action that best carries out a recalled step in the current scene.
 
     Recalled steps name the objects and places of past episodes ("put black pepper in shelf");
@@ -187,6 +195,12 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     action ("task", "inventory") carries out only the phrase that is that word. Without it, the
     verb may stand anywhere, and the memory block's own prose became plan steps: ScienceWorld's
     "task" action matched "Task Description: ..." and, never played, blocked the whole plan.
+
+    ``keep``: the words of the current task. A past object may be replaced by the scene's own,
+    but a word of the phrase that the task names must stay in the adapted action: the task's
+    objects are the goal. Without it, "move keychain 1 to sidetable 1" was carried out by "move
+    box 1 to sidetable 1" in a game whose task is "put a keychain in sidetable" (in 19 of
+    DeltaMem's 40 ALFWorld test games of the agent-v3 run an adapted step dropped a task word).
     """
     best: tuple[float, str] | None = None
     for action in admissible:
@@ -203,7 +217,10 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
                 continue
             if tuple(phrase[at:at + len(words)]) == words:
                 return 1.0, action
-            score = _overlap(want, _content(phrase[at + 1:]))
+            rest = _content(phrase[at + 1:])
+            if not rest & keep <= want:
+                continue
+            score = _overlap(want, rest)
             if score > 0 and (best is None or score > best[0]):
                 best = (score, action)
     return best
@@ -227,6 +244,7 @@ class Plan:
     phrases: list[tuple[str, ...]]
     cutoff: float = 1.0
     verb_first: bool = True  # see adapt_step
+    keep: frozenset[str] = frozenset()  # the task's words (see adapt_step)
     done: set[int] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
     # The last _best answer and the admissible actions it was for: a step asks next_step and
@@ -243,10 +261,10 @@ class Plan:
         for index, phrase in enumerate(self.phrases):
             if index in self.done:
                 continue
-            found = adapt_step(phrase, admissible, verb_first=self.verb_first)
+            found = adapt_step(phrase, admissible, verb_first=self.verb_first, keep=self.keep)
             if found is not None and found[0] < 1.0 and found[1] in self.used:
                 found = adapt_step(phrase, [a for a in admissible if a not in self.used],
-                                   verb_first=self.verb_first)
+                                   verb_first=self.verb_first, keep=self.keep)
             if found is not None and found[0] >= self.cutoff:
                 score = (found[0], -index)
                 best[found[1]] = max(best.get(found[1], score), score)
@@ -473,7 +491,9 @@ class ChoiceAgent:
         state = reset.observation.strip()
         invalid = 0
         first_prompt = ""
-        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first)
+        keep = _content(_action_words(reset.task)) if self.config.keep_task_objects else set()
+        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first,
+                    frozenset(keep))
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)

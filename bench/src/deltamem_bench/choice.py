@@ -202,6 +202,11 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     box 1 to sidetable 1" in a game whose task is "put a keychain in sidetable".
     """
     best: tuple[float, str] | None = None
+    # The phrase's content after each place its verb may stand, and the task's words in it: the
+    # same for every action, so computed once, not once per admissible action.
+    starts = range(min(1, len(phrase))) if verb_first else range(len(phrase))
+    rests = [_content(phrase[at + 1:]) for at in starts]
+    needed = [rest & keep for rest in rests]
     for action in admissible:
         words = _action_words(action)
         if not words:
@@ -216,10 +221,9 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
                 continue
             if tuple(phrase[at:at + len(words)]) == words:
                 return 1.0, action
-            rest = _content(phrase[at + 1:])
-            if not rest & keep <= want:
+            if not needed[at] <= want:
                 continue
-            score = _overlap(want, rest)
+            score = _overlap(want, rests[at])
             if score > 0 and (best is None or score > best[0]):
                 best = (score, action)
     return best
@@ -490,9 +494,9 @@ class ChoiceAgent:
         state = reset.observation.strip()
         invalid = 0
         first_prompt = ""
-        keep = _content(_action_words(reset.task)) if self.config.keep_task_objects else set()
-        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first,
-                    frozenset(keep))
+        keep = frozenset(_content(_action_words(reset.task))
+                         if self.config.keep_task_objects else ())
+        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first, keep)
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)

@@ -148,6 +148,27 @@ def test_consolidated_roots_count_in_stored_chars(mem):
     assert mem.stats()["stored_chars"] == sum(node_chars(n) for n in mem.nodes())
 
 
+def test_consolidated_root_keeps_the_evidence_of_its_chain(mem):
+    """Bad case: a skill compiled from five successful episodes was recalled with "Source: 0
+    past episodes (0 succeeded, 0 failed)" (consolidation writes a new root, which no episode
+    wrote or matched yet)."""
+    mem.learn(make_episode())
+    longer = ("go to kitchen", "open microwave", "take apple", "heat apple")
+    done = [mem.learn(make_episode(actions=longer)) for _ in range(4)]
+    compiled = [c for r in done for c in r.consolidated if c.tree == "task"]
+    assert len(compiled) == 1
+    assert mem.get(compiled[0].root).meta["evidence"] == {"episodes": 5, "successes": 5,
+                                                          "failures": 0}
+    recall = mem.recall(make_episode().task, "")
+    assert recall.task.node is not None and recall.task.node.id == compiled[0].root
+    assert "Source: 5 past episodes (5 succeeded, 0 failed), compiled from 2 earlier nodes." \
+        in recall.context
+    # Episodes that match the new root add to what it inherited.
+    mem.learn(make_episode(actions=longer))
+    assert "Source: 6 past episodes (6 succeeded, 0 failed)" in mem.recall(
+        make_episode().task, "").context
+
+
 @pytest.mark.parametrize("budget", [0, 20, 60, 90, 120, 160, 240, 400, 10_000])
 def test_budget_is_never_exceeded_and_keeps_the_most_useful_parts(loose, budget):
     """The context fits the budget; the skill's head and first steps go in before any fact."""

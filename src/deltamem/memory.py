@@ -36,6 +36,7 @@ from deltamem.core.tree import (
     Placement,
     choose_placement,
     compose_chain,
+    consolidation_meta,
     due_for_consolidation,
     growth_chain,
 )
@@ -531,8 +532,7 @@ class DeltaMem:
         vector = self.store.vector(self.space, node.id)
         assert vector is not None
         root = _new_root(node.tree, node.key, compiled.experience,
-                         {"consolidated_from": node.id, "note": compiled.note,
-                          **{k: v for k, v in node.meta.items() if k == "layout"}},
+                         {**consolidation_meta(chain), "note": compiled.note},
                          lineage=tuple(n.id for n in chain))
         with self._writing():
             fresh = self.store.get_node(self.space, node.id)

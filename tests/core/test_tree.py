@@ -19,9 +19,12 @@ from deltamem.core.model import (
 )
 from deltamem.core.tree import (
     Action,
+    Evidence,
+    chain_evidence,
     check_forest,
     choose_placement,
     compose_chain,
+    consolidation_meta,
     due_for_consolidation,
     place,
     success_prefix,
@@ -109,6 +112,29 @@ def test_due_for_consolidation_rules():
     assert not due_for_consolidation(f, 3)
     done = child(r, BASE, Skill("x"), "g", successes=9, consolidated=True)
     assert not due_for_consolidation(done, 3)
+
+
+def test_chain_evidence_counts_the_writer_and_every_match():
+    """The root's writer, plus the hits of every node of the chain, with their outcomes."""
+    written = Node("r", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=BASE,
+                   episode_id="ep-1", hits=2, successes=1, failures=1)
+    d = child(written, BASE, Skill("x"), "d", hits=3, successes=3)
+    assert chain_evidence([written, d]) == Evidence(episodes=6, successes=5, failures=1)
+    # A consolidated root inherits its chain's evidence and adds its own matches.
+    meta = consolidation_meta([written, d])
+    assert meta["consolidated_from"] == "d" and meta["evidence"] == Evidence(6, 5, 1).to_dict()
+    compiled = Node("c", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=Skill("x"),
+                    lineage=("r", "d"), meta=meta, hits=1, successes=1)
+    assert chain_evidence([compiled]) == Evidence(episodes=7, successes=6, failures=1)
+
+
+def test_chain_evidence_ignores_malformed_inherited_counts():
+    """meta comes back from imports as plain JSON: a count that is not a count adds nothing
+    (recall must not fail on it)."""
+    for evidence in ("many", {"episodes": "5", "successes": -2, "failures": True}, None, [1]):
+        node = Node("c", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=BASE,
+                    lineage=("r",), meta={"evidence": evidence}, hits=1, successes=1)
+        assert chain_evidence([node]) == Evidence(episodes=1, successes=1, failures=0)
 
 
 def test_check_forest_reports_problems():

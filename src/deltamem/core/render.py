@@ -17,7 +17,7 @@ from enum import StrEnum
 from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, apply_text_edits
 from deltamem.core.knowledge import fact_subject
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, Outcome, Skill
-from deltamem.core.tree import compose_chain, success_prefix
+from deltamem.core.tree import chain_evidence, compose_chain, success_prefix
 
 
 class Style(StrEnum):
@@ -294,22 +294,13 @@ def _status(node: Node) -> str:
 
 
 def provenance(chain: Sequence[Node]) -> str:
-    """Where a recalled part came from: the episodes behind its chain, and their outcomes.
-
-    Counted: the episode that wrote the chain's root plus every episode that matched one of the
-    chain's nodes since (deduplicated into it or extended it), with their outcomes. A
-    consolidated root was written by consolidation, not by an episode; it says how many nodes it
-    was compiled from.
-    """
-    root = chain[0]
-    wrote = 1 if root.episode_id else 0
-    successes = sum(n.successes for n in chain) + int(wrote and root.outcome is Outcome.SUCCESS)
-    failures = sum(n.failures for n in chain) + int(wrote and root.outcome is Outcome.FAILURE)
-    episodes = wrote + sum(n.hits for n in chain)
-    text = (f"Source: {episodes} past episode{'s' if episodes != 1 else ''} "
-            f"({successes} succeeded, {failures} failed)")
-    if root.lineage:
-        text += f", compiled from {len(root.lineage)} earlier nodes"
+    """Where a recalled part came from: the episodes behind its chain (:func:`chain_evidence`),
+    and their outcomes; a consolidated root also says how many nodes it was compiled from."""
+    found = chain_evidence(chain)
+    text = (f"Source: {found.episodes} past episode{'s' if found.episodes != 1 else ''} "
+            f"({found.successes} succeeded, {found.failures} failed)")
+    if chain[0].lineage:
+        text += f", compiled from {len(chain[0].lineage)} earlier nodes"
     return text + "."
 
 

@@ -135,6 +135,58 @@ def due_for_consolidation(node: Node, threshold: int) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """The episodes behind a chain: how many, and how they ended."""
+
+    episodes: int = 0
+    successes: int = 0
+    failures: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {"episodes": self.episodes, "successes": self.successes,
+                "failures": self.failures}
+
+
+def chain_evidence(chain: Sequence[Node]) -> Evidence:
+    """The episodes behind ``chain``: the episode that wrote its root plus every episode that
+    matched one of its nodes since (deduplicated into it or extended it).
+
+    A consolidated root was written by consolidation, not by an episode; it carries the evidence
+    of the chain it was compiled from in ``meta["evidence"]`` (see :func:`consolidation_meta`),
+    so that a skill compiled from seven successes does not read as backed by none.
+    """
+    root = chain[0]
+    wrote = 1 if root.episode_id else 0
+    inherited = root.meta.get("evidence") if root.lineage else None
+    base = inherited if isinstance(inherited, dict) else {}
+    return Evidence(
+        episodes=_count(base, "episodes") + wrote + sum(n.hits for n in chain),
+        successes=(_count(base, "successes") + sum(n.successes for n in chain)
+                   + int(wrote and root.outcome is Outcome.SUCCESS)),
+        failures=(_count(base, "failures") + sum(n.failures for n in chain)
+                  + int(wrote and root.outcome is Outcome.FAILURE)),
+    )
+
+
+def _count(counts: dict[str, object], name: str) -> int:
+    # meta comes back from imports and other writers as plain JSON: anything but a count is 0.
+    value = counts.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def consolidation_meta(chain: Sequence[Node]) -> dict[str, object]:
+    """The metadata of the root compiled from ``chain``: where it came from and its evidence
+    (the layout of the compiled node's scene is kept, so that same-layout ordering still
+    applies to it)."""
+    last = chain[-1]
+    meta: dict[str, object] = {"consolidated_from": last.id,
+                               "evidence": chain_evidence(chain).to_dict()}
+    if "layout" in last.meta:
+        meta["layout"] = last.meta["layout"]
+    return meta
+
+
 def check_forest(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[str]:
     """Integrity problems of a forest as ``"<id>: <problem>"`` lines (empty list when sound).
 

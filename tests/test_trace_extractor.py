@@ -38,11 +38,67 @@ def test_look_around_loop_is_not_copied_into_the_skill():
     look = Step("look around", TWX_KITCHEN)
     ep = Episode(task="find the coin", env=TWX_KITCHEN, success=True,
                  steps=(look,) * 6 + (Step("dance", "I don't understand that."),
-                                      Step("move west", TWX_CORRIDOR), look,
+                                      Step("move west", TWX_CORRIDOR),
+                                      Step("look around", TWX_CORRIDOR),
                                       Step("take coin", "You take the coin.")))
     skill = TraceExtractor().skill(ep)
     # Repeats of the step just kept and rejected actions go; a later look (after a move) stays.
     assert skill.steps == ("look around", "move west", "look around", "take coin")
+
+
+TWX_PANTRY = ("You are in the pantry. In one part of the room you see a folding chair, that has "
+              "nothing on it. There is also a shelf, that has nothing on it. \nTo the South you "
+              "see the kitchen. ")
+TWX_BEDROOM = ("You are in the bedroom. In one part of the room you see a bed. \nTo the East you "
+               "see the corridor. ")
+
+
+def test_rooms_looked_into_and_left_are_not_copied_into_the_skill():
+    """Bad case: Coin Collector's gold path (north into the pantry and back, west into the
+    corridor, into the bedroom and back) became a 13-step skill that sent an agent back and
+    forth until it ran out of steps; the route is three moves."""
+    steps = [Step("look around", TWX_KITCHEN)]
+    steps += [Step("move north", TWX_PANTRY), Step("move south", TWX_KITCHEN)] * 2
+    steps += [Step("move west", TWX_CORRIDOR), Step("move west", TWX_BEDROOM),
+              Step("move east", TWX_CORRIDOR), Step("move north", TWX_PANTRY + " (other)"),
+              Step("take coin", "You take the coin.")]
+    ep = Episode(task="find the coin", env=TWX_KITCHEN, success=True, steps=tuple(steps))
+    assert TraceExtractor().skill(ep).steps == ("look around", "move west", "move north",
+                                                "take coin")
+
+
+def test_retraced_rooms_only_count_when_the_descriptions_match_word_for_word():
+    """A room that looks different on the way back (something changed there) keeps the walk."""
+    changed = TWX_KITCHEN.replace("a stove", "a stove and a coin")
+    ep = Episode(task="find the coin", env=TWX_KITCHEN, success=True,
+                 steps=(Step("move west", TWX_CORRIDOR), Step("move east", changed),
+                        Step("take coin", "You take the coin.")))
+    assert TraceExtractor().skill(ep).steps == ("move west", "move east", "take coin")
+
+
+def test_repeated_replies_and_looks_are_not_mistaken_for_retraced_moves():
+    """ScienceWorld answers every door with "The door is now open." and a look after a focus
+    shows the same room: neither pair is a detour (both steps are needed)."""
+    sw_room = "This room is called the outside. In it, you see: \n\ta baby elephant\n"
+    ep = Episode(task="focus on the elephant", env="This room is called the hallway.",
+                 success=True,
+                 steps=(Step("open door to greenhouse", "The door is now open."),
+                        Step("go to greenhouse", "You move to the greenhouse."),
+                        Step("open door to outside", "The door is now open."),
+                        Step("go to outside", "You move to the outside."),
+                        Step("look around", sw_room),
+                        Step("focus on baby elephant", "You focus on the baby elephant."),
+                        Step("look around", sw_room),
+                        Step("focus on adult elephant", "You focus on the adult elephant.")))
+    assert TraceExtractor().skill(ep).steps == tuple(s.action for s in ep.steps)
+
+
+def test_the_last_step_is_never_dropped_as_a_retraced_move():
+    """Walking back into the start room can be the goal ("return to the kitchen")."""
+    ep = Episode(task="visit the corridor and return to the kitchen", env=TWX_KITCHEN,
+                 success=True,
+                 steps=(Step("move west", TWX_CORRIDOR), Step("move east", TWX_KITCHEN)))
+    assert TraceExtractor().skill(ep).steps == ("move west", "move east")
 
 
 def test_failure_lesson_keeps_the_error_and_what_worked():

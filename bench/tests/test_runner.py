@@ -133,6 +133,59 @@ def test_warm_start_learns_gold_then_evaluates_frozen(tmp_path: Path) -> None:
     assert all(r["recall"]["matched"] for r in evals)
 
 
+class WanderingGoldDouble(CoinRoomDouble):
+    """Test double whose gold path differs on every call, like TextWorldExpress's Coin
+    Collector gold agent (a random walk): call n looks around n times first."""
+
+    calls: int = 0
+
+    def gold_actions(self) -> list[str] | None:
+        self.calls += 1
+        return ["look around"] * self.calls + ["move east", "take coin"]
+
+
+def test_every_kind_learns_the_same_gold_episodes_and_a_rerun_reuses_them(tmp_path: Path) -> None:
+    """Bad case: each arm replayed Coin Collector's random gold walk itself, so the arms of one
+    run learned from different trajectories (and a rerun from others again)."""
+    llm = FunctionLLM(coin_player)
+    env = WanderingGoldDouble()
+    opts = options(episodes=1, seed=0, protocol="warm", train_episodes=3)
+    logs = run_bench(ENV, ["deltamem", "synapse"], llm, out=tmp_path, embedder=HashingEmbedder(),
+                     options=opts, env=env)
+    assert env.calls == 3  # played once per train episode, not once per kind
+    steps = {kind: [r["steps"] for r in read_log(log) if r["phase"] == "train"]
+             for kind, log in logs.items()}
+    assert steps["deltamem"] == steps["synapse"] == [3, 4, 5]
+    gold = read_log(tmp_path / "gold.jsonl")
+    assert [len(r["episode"]["steps"]) for r in gold] == [3, 4, 5]
+    # A kind added later (here on a resumed run) learns the recorded episodes, not new walks.
+    later = run_bench(ENV, ["long-context"], llm, out=tmp_path, embedder=HashingEmbedder(),
+                      options=opts, env=env)["long-context"]
+    assert env.calls == 3
+    assert [r["steps"] for r in read_log(later) if r["phase"] == "train"] == [3, 4, 5]
+
+
+def test_a_gold_record_of_another_stream_or_a_damaged_one_is_refused(tmp_path: Path) -> None:
+    llm = FunctionLLM(coin_player)
+    opts = options(episodes=1, seed=0, protocol="warm", train_episodes=2)
+    run_bench(ENV, ["synapse"], llm, out=tmp_path / "a", embedder=HashingEmbedder(),
+              options=opts, env=CoinRoomDouble())
+    gold = tmp_path / "a" / "gold.jsonl"
+    records = read_log(gold)
+    records[0]["spec"]["variation"] += 100
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "gold.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    with pytest.raises(ConfigError, match="another episode stream"):
+        run_bench(ENV, ["synapse"], llm, out=tmp_path / "b", embedder=HashingEmbedder(),
+                  options=opts, env=CoinRoomDouble())
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "gold.jsonl").write_text('{"index": 0}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a gold record"):
+        run_bench(ENV, ["synapse"], llm, out=tmp_path / "c", embedder=HashingEmbedder(),
+                  options=opts, env=CoinRoomDouble())
+
+
 def test_report_numbers_match_the_logs(tmp_path: Path) -> None:
     """summary.json, plots and report.html are written; SR and CI come from the JSONL."""
     llm = FunctionLLM(coin_player)

@@ -6,7 +6,9 @@ Protocols (deltamem-spec.md §6.1):
   the evaluation stream, and the next episode sees the updated memory.
 * ``warm`` - first build the memory from GOLD trajectories of train-split episodes
   (``env.gold_actions()`` replayed in the environment), then evaluate on held-out episodes,
-  frozen (default) or still learning.
+  frozen (default) or still learning. The gold trajectories are played once per run and kept
+  in ``<out>/gold.jsonl``, so every memory kind, and every resumed or later kind, learns from
+  the same ones (:class:`GoldEpisodes`: an engine's gold path may be random).
 
 The stream is fixed by the seed: the split's episodes are shuffled with ``random.Random(seed)``
 and the first ``episodes`` taken, identically for every memory kind. Each memory kind writes
@@ -30,8 +32,10 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from deltamem.config import Settings
+from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
-from deltamem.errors import ConfigError
+from deltamem.episodes import episode_from_dict, episode_to_dict
+from deltamem.errors import ConfigError, EpisodeError
 from deltamem.llm.base import LLM
 from deltamem_bench.agent import AgentConfig, AgentResult, ReActAgent, gold_episode
 from deltamem_bench.choice import ChoiceAgent, ChoiceConfig
@@ -43,6 +47,7 @@ from deltamem_bench.scorer import Scorer
 PROTOCOLS = ("online", "warm")
 AGENT_KINDS = ("choice", "react")
 LOG_NAME = "episodes.jsonl"
+GOLD_NAME = "gold.jsonl"
 
 
 @dataclass(frozen=True)
@@ -139,15 +144,59 @@ def _spec_dict(spec: EpisodeSpec) -> dict[str, Any]:
     return {"task_name": spec.task_name, "variation": spec.variation, "split": spec.split}
 
 
+class GoldEpisodes:
+    """The warm start's gold episodes of one run, played once and shared by every memory kind.
+
+    Why: an engine's gold path need not be fixed by the episode. TextWorldExpress's Coin
+    Collector gold agent walks at random (the same seed gave paths of 5 and 3 steps, one after
+    the other), so arms that each replayed it learned from different trajectories, and a rerun
+    from others again. The first request for a train index plays the gold path and appends it
+    to ``path``; later ones (another kind, a resumed run) read it back.
+    """
+
+    def __init__(self, env: Environment, path: Path) -> None:
+        self.env = env
+        self.path = path
+        self._episodes: dict[int, tuple[dict[str, Any], Episode]] = {}
+        for number, record in enumerate(read_log(path), 1):
+            try:
+                episode = episode_from_dict(record["episode"], where=f"{path}:{number}")
+                self._episodes[int(record["index"])] = (record["spec"], episode)
+            except (KeyError, TypeError, ValueError, EpisodeError) as exc:
+                raise ConfigError(f"{path}:{number} is not a gold record ({exc}); "
+                                  "remove the file to replay the gold paths") from exc
+
+    def get(self, index: int, spec: EpisodeSpec) -> Episode:
+        """The gold episode of train ``index`` (played now if no kind has played it yet).
+
+        Raises:
+            ConfigError: the record of ``index`` is for another episode (another stream), or
+                the environment has no gold path.
+        """
+        known = self._episodes.get(index)
+        if known is not None:
+            if known[0] != _spec_dict(spec):
+                raise ConfigError(f"{self.path} was written for another episode stream "
+                                  f"(train {index}: {known[0]} != {_spec_dict(spec)})")
+            return known[1]
+        episode = gold_episode(self.env, spec)
+        record = {"index": index, "spec": _spec_dict(spec), "episode": episode_to_dict(episode)}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._episodes[index] = (_spec_dict(spec), episode)
+        return episode
+
+
 class KindRun:
     """One memory kind's run over the planned episodes, appending to its log."""
 
     def __init__(self, kind: str, memory: Memory, agent: Agent, env: Environment,
-                 directory: Path) -> None:
+                 directory: Path, gold: GoldEpisodes) -> None:
         self.kind = kind
         self.memory = memory
         self.agent = agent
         self.env = env
+        self.gold = gold
         self.log = directory / LOG_NAME
         self.done = {(r["phase"], r["index"]): r for r in read_log(self.log)}
 
@@ -176,7 +225,7 @@ class KindRun:
         if self._check("train", index, spec):
             return
         started = time.perf_counter()
-        episode = gold_episode(self.env, spec)
+        episode = self.gold.get(index, spec)
         update = self.memory.update(episode, {})
         self._append({
             "phase": "train", "index": index, "kind": self.kind, "spec": _spec_dict(spec),
@@ -317,6 +366,7 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
         (out / "config.json").write_text(json.dumps({**config, "kinds": all_kinds}, indent=2),
                                          encoding="utf-8")
         embedder = embedder or make_embedder(opts.settings.embedder)
+        gold = GoldEpisodes(environment, out / GOLD_NAME)
         per_kind = len(train_specs) + len(eval_specs)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("SR {task.fields[sr]}"), TimeElapsedColumn())
@@ -328,7 +378,7 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
                                      extractor=opts.extractor, settings=opts.settings,
                                      budget_chars=opts.memory_chars)
                 agent = make_agent(llm, scorer, environment, opts)
-                runner = KindRun(kind, memory, agent, environment, directory)
+                runner = KindRun(kind, memory, agent, environment, directory, gold)
                 bar = progress.add_task(f"{env_name} · {kind}", total=per_kind, sr="-")
                 try:
                     for i, spec in enumerate(train_specs):

@@ -7,9 +7,14 @@ Rules (deterministic, documented in docs/extractors.md):
   ("Nothing happens.", "The door is already open."), and a *repeat* when it has the same action
   and the same observation as the step kept just before it.
 * Task tree, successful episode -> ``Skill``: activation = the task text; steps = the actions in
-  order without rejected steps and repeats (a ``look around`` loop becomes one ``look around``).
-  No-op steps stay: "open door to kitchen" did nothing here because the door was open, and is
-  needed where it is closed. termination = the last observation.
+  order without rejected steps and repeats (a ``look around`` loop becomes one ``look around``)
+  and without *retraced moves*: a move into another described room followed by a move that
+  brings back, word for word, the room description seen before it (``move north``, ``move
+  south``: a room looked into and left) is a detour that changed nothing the agent could see,
+  and the pair is dropped, nested pairs too (:func:`without_retraced_moves`; TextWorldExpress's
+  gold paths for Coin Collector walk into rooms and back). No-op steps stay: "open door to
+  kitchen" did nothing here because the door was open, and is needed where it is closed.
+  termination = the last observation.
 * Task tree, failed episode -> ``Lesson``: situation = the task text; failed = each step whose
   observation reads as an error (or, when none does, the last step), written
   ``<action> (step N) -> "<observation>"`` so the error text is kept; worked = the other actions
@@ -126,6 +131,31 @@ def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
     return kept
 
 
+def without_retraced_moves(kept: list[tuple[int, Step]], start: str = "") -> list[tuple[int, Step]]:
+    """``kept`` (from :func:`useful_steps`) without the moves the agent retraced.
+
+    A pair of consecutive steps is retraced when the first one's observation describes a room
+    (``core.knowledge.scene_room``), the second one's describes another room, and that second
+    description is word for word the one seen before the first step (``start``, the scene,
+    before step one). Only room descriptions count: action replies repeat for different state
+    changes ("The door is now open." after each door), and a ``look around`` after a ``focus
+    on`` shows the same room although the focus changed the episode. Pairs nest, so a walk into
+    two rooms and back drops all four moves. The last step is never dropped.
+    """
+    stack: list[tuple[int, Step, str]] = []  # (index, step, observation before it)
+    current = _WS.sub(" ", start).strip()
+    for position, (index, step) in enumerate(kept):
+        seen = _WS.sub(" ", step.observation).strip()
+        room = scene_room(seen)
+        if (stack and position < len(kept) - 1 and room and seen == stack[-1][2]
+                and scene_room(stack[-1][1].observation) not in ("", room)):
+            stack.pop()
+        else:
+            stack.append((index, step, current))
+        current = seen
+    return [(index, step) for index, step, _ in stack]
+
+
 def _same(a: Step, b: Step) -> bool:
     return _WS.sub(" ", a.action).strip() == _WS.sub(" ", b.action).strip() and \
         _WS.sub(" ", a.observation).strip() == _WS.sub(" ", b.observation).strip()
@@ -161,7 +191,8 @@ class TraceExtractor:
         last = episode.steps[-1].observation if episode.steps else ""
         return Skill(
             activation=clean(episode.task, self.max_chars),
-            steps=tuple(clean(s.action, self.max_chars) for _, s in useful_steps(episode.steps)),
+            steps=tuple(clean(s.action, self.max_chars) for _, s in
+                        without_retraced_moves(useful_steps(episode.steps), episode.env)),
             termination=clean(last, self.max_chars),
         )
 

@@ -151,8 +151,9 @@ class GoldEpisodes:
     Collector gold agent walks at random (the same seed gave paths of 5 and 3 steps, one after
     the other) and ScienceWorld's picks among valid answers (the same find-living-thing
     variation, reset twice, focused on a butterfly, then on a blue jay), so arms that each
-    replayed them learned from different trajectories, and a rerun from others again. The first request for a train index plays the gold path and appends it
-    to ``path``; later ones (another kind, a resumed run) read it back.
+    replayed them learned from different trajectories, and a rerun from others again. The
+    first request for a train index plays the gold path and appends it to ``path``; later ones
+    (another kind, a resumed run) read it back.
     """
 
     def __init__(self, env: Environment, path: Path) -> None:

@@ -175,17 +175,18 @@ class GoldEpisodes:
             ConfigError: the record of ``index`` is for another episode (another stream), or
                 the environment has no gold path.
         """
+        want = _spec_dict(spec)
         known = self._episodes.get(index)
         if known is not None:
-            if known[0] != _spec_dict(spec):
+            if known[0] != want:
                 raise ConfigError(f"{self.path} was written for another episode stream "
-                                  f"(train {index}: {known[0]} != {_spec_dict(spec)})")
+                                  f"(train {index}: {known[0]} != {want})")
             return known[1]
         episode = gold_episode(self.env, spec)
-        record = {"index": index, "spec": _spec_dict(spec), "episode": episode_to_dict(episode)}
+        record = {"index": index, "spec": want, "episode": episode_to_dict(episode)}
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
-        self._episodes[index] = (_spec_dict(spec), episode)
+        self._episodes[index] = (want, episode)
         return episode
 
 

@@ -97,25 +97,30 @@ _TW_STATE = re.compile(r",? that (?:is|has) (.+)$", re.IGNORECASE)
 _SW_DOOR = re.compile(r"^a door to (?:the )?(.+?) \(that is (\w+)\)$", re.IGNORECASE)
 
 
+def _flat(text: str) -> str:
+    """``text`` with its whitespace collapsed to single spaces and trimmed."""
+    return _WS.sub(" ", text).strip()
+
+
 def clean(text: str, max_chars: int) -> str:
     """Collapse whitespace and cut to ``max_chars`` characters."""
-    text = _WS.sub(" ", text).strip()
+    text = _flat(text)
     return text if len(text) <= max_chars else text[: max_chars - 3].rstrip() + "..."
 
 
 def first_sentence(text: str, max_chars: int) -> str:
-    text = _WS.sub(" ", text).strip()
+    text = _flat(text)
     return clean(_SENTENCE_END.split(text, maxsplit=1)[0], max_chars)
 
 
 def rejected(observation: str) -> bool:
     """Whether an observation is an invalid-action reply (the step did not happen)."""
-    return bool(_REJECTED.match(_WS.sub(" ", observation).strip()))
+    return bool(_REJECTED.match(_flat(observation)))
 
 
 def says_nothing(observation: str) -> bool:
     """Whether an observation carries no scene information (empty, rejected or a no-op)."""
-    text = _WS.sub(" ", observation).strip()
+    text = _flat(observation)
     return not text or bool(_REJECTED.match(text) or _NO_OP.match(text))
 
 
@@ -142,23 +147,23 @@ def without_retraced_moves(kept: list[tuple[int, Step]], start: str = "") -> lis
     on`` shows the same room although the focus changed the episode. Pairs nest, so a walk into
     two rooms and back drops all four moves. The last step is never dropped.
     """
-    stack: list[tuple[int, Step, str]] = []  # (index, step, observation before it)
-    current = _WS.sub(" ", start).strip()
+    stack: list[tuple[int, Step, str, str]] = []  # (index, step, room it shows, view before)
+    current = _flat(start)
     for position, (index, step) in enumerate(kept):
-        seen = _WS.sub(" ", step.observation).strip()
+        seen = _flat(step.observation)
         room = scene_room(seen)
-        if (stack and position < len(kept) - 1 and room and seen == stack[-1][2]
-                and scene_room(stack[-1][1].observation) not in ("", room)):
+        if (stack and position < len(kept) - 1 and room and seen == stack[-1][3]
+                and stack[-1][2] not in ("", room)):
             stack.pop()
         else:
-            stack.append((index, step, current))
+            stack.append((index, step, room, current))
         current = seen
-    return [(index, step) for index, step, _ in stack]
+    return [(index, step) for index, step, _, _ in stack]
 
 
 def _same(a: Step, b: Step) -> bool:
-    return _WS.sub(" ", a.action).strip() == _WS.sub(" ", b.action).strip() and \
-        _WS.sub(" ", a.observation).strip() == _WS.sub(" ", b.observation).strip()
+    return _flat(a.action) == _flat(b.action) and \
+        _flat(a.observation) == _flat(b.observation)
 
 
 class TraceExtractor:
@@ -240,7 +245,7 @@ class TraceExtractor:
             if says_nothing(observation) or observation in seen:
                 continue  # a repeated identical observation says nothing new
             seen.add(observation)
-            moved = _MOVED.match(_WS.sub(" ", observation).strip())
+            moved = _MOVED.match(_flat(observation))
             named = scene_room(observation) or (moved.group(1).strip().lower() if moved else "")
             if named:
                 room = named
@@ -255,7 +260,7 @@ class TraceExtractor:
         if describes_room:
             yield from self._room_facts(observation, room)
             return
-        text = _WS.sub(" ", observation).strip()
+        text = _flat(observation)
         if _AGENT_ONLY.search(text):
             return  # the agent's own state (focus, inventory, waiting) is no scene fact
         revealing = _REVEALING.match(text)
@@ -279,7 +284,7 @@ class TraceExtractor:
         exits: list[str] = []
         if "\t" in observation:  # ScienceWorld: one item per tab-indented line
             for line in observation.splitlines():
-                item = _WS.sub(" ", line).strip()
+                item = _flat(line)
                 if not line.startswith("\t") or not item or item == "the agent":
                     continue
                 door = _SW_DOOR.match(item)
@@ -289,7 +294,7 @@ class TraceExtractor:
                 else:
                     contents.append(item.rstrip("."))
         else:  # TextWorld(Express): sentences
-            for sentence in _SENTENCE_END.split(_WS.sub(" ", observation).strip()):
+            for sentence in _SENTENCE_END.split(_flat(observation)):
                 sentence = sentence.strip().rstrip(".")
                 exit_ = _TW_EXIT.match(sentence)
                 if exit_:

@@ -167,6 +167,36 @@ def test_plan_follows_the_memory_and_skips_warnings() -> None:
     assert alone.run(env, SPEC, memory).episode.steps[0].action == "look around"
 
 
+def test_a_step_the_agent_passes_over_goes_behind_the_others() -> None:
+    """A plan step the model refuses whatever the bonus is not offered again before the open
+    steps passed over fewer times; without the rule it hid every later step to the end."""
+    valid = ["look around", "move east", "take coin"]
+    plan = Plan([("look", "around"), ("move", "east"), ("take", "coin")])
+    assert plan.next_step(valid) == "look around"
+    plan.played("inventory", valid)  # passed over: the next open step comes first
+    assert plan.passed == {0: 1} and plan.next_step(valid) == "move east"
+    plan.played("inventory", valid)
+    assert plan.next_step(valid) == "take coin"
+    plan.played("inventory", valid)  # every step passed over once: the earliest again
+    assert plan.next_step(valid) == "look around"
+    plan.played("take coin", valid)  # playing a step that was not asked for does it
+    assert 2 in plan.done and plan.passed == {0: 2, 1: 1, 2: 1}
+    stuck = Plan([("look", "around"), ("move", "east")], defer_passed=False)
+    stuck.played("inventory", valid)
+    assert stuck.passed == {} and stuck.next_step(valid) == "look around"
+
+    def shuns_look(prompt: str, candidate: str) -> float:
+        return {"look around": -5.0, "inventory": 0.5, "move west": 0.6}.get(candidate, 0.0)
+
+    memory = "1. look around\n2. move east\n3. take coin"
+    env = CoinRoomDouble()
+    deferred = ChoiceAgent(ScorerDouble(shuns_look), env).run(env, SPEC, memory).episode
+    assert [s.action for s in deferred.steps] == ["inventory", "move east", "take coin"]
+    assert deferred.success
+    old = ChoiceAgent(ScorerDouble(shuns_look), env, ChoiceConfig(defer_passed=False))
+    assert not old.run(env, SPEC, memory).episode.success  # "look around" blocked the plan
+
+
 def test_recalled_steps_are_carried_out_by_the_scene_s_own_objects() -> None:
     """A step naming a past episode's object maps onto the valid action of the same verb that
     shares the most content words; below ``cutoff`` (1.0: exact only) it is not planned."""

@@ -31,7 +31,8 @@ episode, by the admissible action of the same verb whose words overlap it most
 overlap reaches ``plan_match`` and the action keeps every word of the phrase that the task names
 (a recalled "move keychain 1 to sidetable 1" is not carried out by "move box 1 to sidetable 1"
 when the task is to put a keychain there). The plan's next step (:class:`Plan`) is always a
-candidate and its score gets ``plan_bonus``; playing it marks its phrase done. This is how a
+candidate and its score gets ``plan_bonus``; playing it marks its phrase done, passing it over
+sends it behind the open phrases passed over fewer times. This is how a
 small model follows a recalled procedure and uses recalled facts; it applies to every memory's
 text the same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
 
@@ -98,6 +99,12 @@ class ChoiceConfig:
             :func:`adapt_step`; False is the agent of the runs before 2026-12-01 21:15 UTC, whose
             plans swapped them: "move keychain 1 to sidetable 1" became "move box 1 to sidetable
             1" in a game whose task is "put a keychain in sidetable").
+        defer_passed: A plan step the agent passed over goes behind the open steps it has not
+            passed over (see :class:`Plan`; False is the agent of the runs before 2026-12-02
+            04:00 UTC, whose plan offered the same refused step until the episode ended: on
+            ScienceWorld, 49% of DeltaMem's steps were spent in a run of three or more such
+            refusals, "look around" offered twelve times while "go to hallway", the next step,
+            was never offered).
         observation_chars: Observations are cut to this many characters in the prompt.
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
@@ -115,6 +122,7 @@ class ChoiceConfig:
     plan_match: float = 0.25
     verb_first: bool = True
     keep_task_objects: bool = True
+    defer_passed: bool = True
     observation_chars: int = 600
     memory_chars: int = 2400
     context_tokens: int = 3000
@@ -242,14 +250,23 @@ class Plan:
     cabinet". An adapted step (overlap below 1.0) is never carried out by an action that
     already carried out another phrase: two facts about one cabinet do not send the same object
     there twice.
+
+    ``defer_passed``: a step the agent passed over (it played another action while that step
+    was the plan's next) is not offered again before every open step passed over fewer times:
+    the order is fewest passes, then best carried out, then earliest. A small model refuses
+    some steps whatever the bonus ("look around" in a room it already sees, 3-4 nats below the
+    model's favourite); without the rule such a step stayed the next step to the end of the
+    episode and hid every later one.
     """
 
     phrases: list[tuple[str, ...]]
     cutoff: float = 1.0
     verb_first: bool = True  # see adapt_step
     keep: frozenset[str] = frozenset()  # the task's words (see adapt_step)
+    defer_passed: bool = True
     done: set[int] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
+    passed: dict[int, int] = field(default_factory=dict)  # phrase index -> times passed over
     # The last _best answer and the admissible actions it was for: a step asks next_step and
     # then played with the same actions; played clears it when it changes done/used.
     _last: tuple[tuple[str, ...], dict[str, tuple[float, int]]] | None = field(
@@ -277,10 +294,20 @@ class Plan:
     def next_step(self, admissible: Sequence[str]) -> str | None:
         """The action the plan asks for now, or None."""
         best = self._best(admissible)
-        return max(best, key=best.__getitem__) if best else None
+
+        def order(action: str) -> tuple[int, float, int]:
+            overlap, earlier = best[action]
+            return -self.passed.get(-earlier, 0), overlap, earlier
+
+        return max(best, key=order) if best else None
 
     def played(self, action: str, admissible: Sequence[str]) -> None:
-        """Record that ``action`` was played: the phrase it carries out best is done."""
+        """Record that ``action`` was played: the phrase it carries out best is done, and the
+        step the plan asked for, if it was another, was passed over."""
+        asked = self.next_step(admissible)
+        if self.defer_passed and asked is not None and asked != action:
+            index = -self._best(admissible)[asked][1]
+            self.passed[index] = self.passed.get(index, 0) + 1
         best = self._best(admissible).get(action)
         if best is not None:
             self.done.add(-best[1])
@@ -496,7 +523,8 @@ class ChoiceAgent:
         first_prompt = ""
         keep = frozenset(_content(_action_words(reset.task))
                          if self.config.keep_task_objects else ())
-        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first, keep)
+        plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first, keep,
+                    self.config.defer_passed)
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)

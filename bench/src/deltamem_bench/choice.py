@@ -101,7 +101,7 @@ class ChoiceConfig:
             1" in a game whose task is "put a keychain in sidetable").
         defer_passed: A plan step the agent passed over goes behind the open steps it has not
             passed over (see :class:`Plan`; False is the agent of the runs before 2026-12-02
-            04:00 UTC, whose plan offered the same refused step until the episode ended: on
+            03:40 UTC, whose plan offered the same refused step until the episode ended: on
             ScienceWorld, 49% of DeltaMem's steps were spent in a run of three or more such
             refusals, "look around" offered twelve times while "go to hallway", the next step,
             was never offered).

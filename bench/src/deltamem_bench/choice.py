@@ -304,11 +304,12 @@ class Plan:
     def played(self, action: str, admissible: Sequence[str]) -> None:
         """Record that ``action`` was played: the phrase it carries out best is done, and the
         step the plan asked for, if it was another, was passed over."""
+        carried = self._best(admissible)
         asked = self.next_step(admissible)
         if self.defer_passed and asked is not None and asked != action:
-            index = -self._best(admissible)[asked][1]
+            index = -carried[asked][1]
             self.passed[index] = self.passed.get(index, 0) + 1
-        best = self._best(admissible).get(action)
+        best = carried.get(action)
         if best is not None:
             self.done.add(-best[1])
             self.used.add(action)

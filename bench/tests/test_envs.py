@@ -118,15 +118,42 @@ def test_scienceworld_adapters_share_one_jvm_safely(sciworld) -> None:
 
     sciworld.load(EpisodeSpec("find-plant", 0, "train"))
     sciworld.reset()
-    jvm = sw._shared_server()
     other = make_env("scienceworld")
     try:
         other.load(EpisodeSpec("find-plant", 1, "train"))
-        assert sw._shared_server() is jvm
+        jvm = sw._shared_server()
+        other.reset()
+        assert sw._shared_server() is jvm  # one JVM in the process, the one of the newest load
         with pytest.raises(EnvError, match="another"):
             sciworld.step("look around")
     finally:
         other.close()
+
+
+@pytest.mark.envs
+def test_scienceworld_episode_is_a_function_of_its_spec() -> None:
+    """The same variation loaded again after other episodes shows the same world.
+
+    In one long-lived JVM it did not: chemistry-mix 27 listed its cups in another order and
+    named its valid actions differently after three other loads, so two memory arms played
+    different worlds under the same spec.
+    """
+    env = make_env("scienceworld", max_steps=12)
+    try:
+        def world(spec: EpisodeSpec) -> tuple[str, list[str]]:
+            env.load(spec)
+            start = env.reset()
+            return start.observation, env.admissible() or []
+
+        spec = EpisodeSpec("chemistry-mix", 27, "test")
+        first = world(spec)
+        for other in (EpisodeSpec("find-living-thing", 297, "test"),
+                      EpisodeSpec("lifespan-shortest-lived", 94, "test"),
+                      EpisodeSpec("find-animal", 299, "test")):
+            world(other)
+        assert world(spec) == first
+    finally:
+        env.close()
 
 
 @pytest.mark.envs

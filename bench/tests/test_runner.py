@@ -116,6 +116,24 @@ def test_rerun_resumes_and_skips_logged_episodes(tmp_path: Path) -> None:
         play(again, episodes=5, settings=replace(TEST_SETTINGS, ann_from=10))
 
 
+def test_a_run_whose_worlds_were_made_otherwise_is_refused(tmp_path: Path) -> None:
+    """An environment that says how it makes its worlds has that in the run's configuration:
+    a run written before (ScienceWorld's episodes then shared one JVM) is not resumed."""
+    class FreshWorlds(CoinRoomDouble):
+        worlds = "a fresh engine per episode"
+
+    def play(env: CoinRoomDouble, out: Path) -> None:
+        run_bench(ENV, ["none"], FunctionLLM(coin_player), out=out, embedder=HashingEmbedder(),
+                  options=options(episodes=2), env=env)
+
+    play(FreshWorlds(), tmp_path / "new")
+    config = json.loads((tmp_path / "new" / "config.json").read_text())
+    assert config["worlds"] == "a fresh engine per episode"
+    play(CoinRoomDouble(), tmp_path / "old")
+    with pytest.raises(ConfigError, match="another configuration .*worlds"):
+        play(FreshWorlds(), tmp_path / "old")
+
+
 def test_warm_start_learns_gold_then_evaluates_frozen(tmp_path: Path) -> None:
     """Warm start: train records come from gold replays; a frozen memory does not grow."""
     llm = FunctionLLM(coin_player)

@@ -362,6 +362,11 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
             # same options; the key makes resuming one of them a changed configuration. A
             # one-family stream is the same either way and carries no key.
             config["stream"] = "families in turn"
+        worlds = getattr(environment, "worlds", None)
+        if worlds:
+            # Why: ScienceWorld runs written while its episodes shared one JVM played worlds that
+            # depended on the episodes before; the key makes resuming one a changed configuration.
+            config["worlds"] = worlds
         check_config(out, config)
         previous = json.loads((out / "config.json").read_text(encoding="utf-8")).get(
             "kinds", []) if (out / "config.json").exists() else []

@@ -1,9 +1,14 @@
 """ScienceWorld (the official ``scienceworld`` package: 30 tasks, train/dev/test variations).
 
-One JVM per process: starting ScienceWorld's Java server costs about 1.5-2 s, so every
-:class:`ScienceWorldEnvironment` in a process shares one lazily started server and switches
-episodes with ``load``. Only one of them may drive it at a time; an adapter whose episode was
-replaced by another adapter's ``load`` raises :class:`EnvError` instead of playing the wrong game.
+One JVM per process at a time, and a fresh one for every episode: the engine's world for a
+task and variation depends on what its JVM loaded before (chemistry-mix variation 27, loaded
+again after three other episodes, lists its room's cups in another order and names its valid
+actions differently; rerun in a new process, 4 of DeltaMem's 40 test episodes played
+differently). So :meth:`ScienceWorldEnvironment.load` starts a new JVM (about 1-2 s, against
+10-20 s for an episode) and an episode is a function of its spec: every memory arm plays the
+same world. Every :class:`ScienceWorldEnvironment` in a process shares that one server; only one
+of them may drive it at a time, and an adapter whose episode was replaced by another adapter's
+``load`` raises :class:`EnvError` instead of playing the wrong game.
 
 Scores: the engine reports progress in 0..1 (negative when the task is failed, e.g. focusing on
 the wrong object). :class:`Transition.score` clips it to 0..1; success is ``score >= 1`` as in the
@@ -54,6 +59,12 @@ def _shared_server() -> Any:
         return _server
 
 
+def _restart_server() -> Any:
+    """Stop the shared JVM, if any, and start a fresh one (see the module docstring: why)."""
+    shutdown_jvm()
+    return _shared_server()
+
+
 def shutdown_jvm() -> None:
     """Stop the shared ScienceWorld JVM (it also dies with the process)."""
     global _server, _owner
@@ -101,6 +112,8 @@ class ScienceWorldEnvironment:
     splits = ("train", "test")
     # Focusing on the wrong object ends the episode with a negative score.
     irreversible: tuple[str, ...] = ("focus on",)
+    # Recorded in a run's configuration, so that a run whose episodes shared a JVM is not resumed.
+    worlds = "a fresh engine per episode"
 
     def __init__(self, *, max_steps: int = DEFAULT_MAX_STEPS,
                  simplification: str = DEFAULT_SIMPLIFICATION, gold_paths: bool = False,
@@ -146,7 +159,7 @@ class ScienceWorldEnvironment:
                 f"variation {spec.variation} of {spec.task_name!r} is not in the "
                 f"{spec.split!r} split; list them with variations(task, split)"
             )
-        server = self._claim()
+        server = self._claim(fresh=True)
         server.load(spec.task_name, spec.variation, self.simplification,
                     generateGoldPath=self.gold_paths)
         self._spec = spec
@@ -196,6 +209,7 @@ class ScienceWorldEnvironment:
         server = self._server_for_episode()
         if not self.gold_paths:
             assert self._spec is not None
+            server = self._claim(fresh=True)
             server.load(self._spec.task_name, self._spec.variation, self.simplification,
                         generateGoldPath=True)
             self._counter.finish()
@@ -221,11 +235,11 @@ class ScienceWorldEnvironment:
         if task_name not in names:
             raise ConfigError(f"unknown ScienceWorld task {task_name!r}; known: {names}")
 
-    def _claim(self) -> Any:
-        """Take the shared engine for this adapter."""
+    def _claim(self, *, fresh: bool = False) -> Any:
+        """Take the shared engine for this adapter (a new JVM if ``fresh``)."""
         global _owner
         self._check_open()
-        server = _shared_server()
+        server = _restart_server() if fresh else _shared_server()
         with _lock:
             _owner = self
         return server

@@ -85,7 +85,10 @@ class Environment(Protocol):
     * ``irreversible`` - prefixes of actions that end the episode when they name the wrong object
       (ScienceWorld's ``focus on``); an agent plays one only when the task or the memory names
       its object;
-    * :meth:`specs` - the episodes of a split.
+    * :meth:`specs` - the episodes of a split;
+    * optionally ``worlds`` - how the engine makes an episode's world, where that decides what a
+      spec plays; the runner records it in the run's configuration, so a run made otherwise is
+      not resumed (ScienceWorld: a fresh engine per episode).
     """
 
     name: str

@@ -7,12 +7,12 @@ arm's progress and success and the paired difference against no memory (95% boot
 exact McNemar p), as a table and as JSON (``<out>/suite.json``).
 
 Suites:
-    full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorldExpress (two games),
-             ScienceWorld (ten tasks) and generated ALFWorld (six task types), warm start; all
-             arms on Commonsense, ScienceWorld and ALFWorld (on Coin Collector and online: no
-             memory, DeltaMem, Synapse, long context); the DeltaMem ablations on Commonsense;
-             an online run there (the memory starts empty and learns on the evaluation
-             stream). Entries run in this order, each resumable on its own.
+    full   - what issue 10 asks for: 40 held-out episodes per arm on TextWorld Commonsense,
+             ScienceWorld (ten tasks) and generated ALFWorld (six task types), 120 on Coin
+             Collector (no memory wins most of its first 40), warm start, every arm; the
+             DeltaMem ablations on Commonsense; an online run there over 120 episodes (the
+             memory starts empty and learns on the evaluation stream; no memory, DeltaMem,
+             Synapse, long context). Entries run in this order, each resumable on its own.
     quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
              (no memory, DeltaMem, Synapse, long context, and DeltaMem env-only, task-only and
              flat), Coin Collector and four ScienceWorld tasks (no memory, DeltaMem, Synapse,
@@ -51,10 +51,10 @@ SUITES: dict[str, list[dict[str, Any]]] = {
         {"name": "twx-twc-warm", "env": "twx-twc", "memory": ARMS, "ablations": True,
          "episodes": 40, "train_episodes": 40, "protocol": "warm", "max_steps": 10,
          "game_params": TWC},
-        {"name": "twx-coin-warm", "env": "twx-coin", "memory": CORE, "episodes": 40,
+        {"name": "twx-coin-warm", "env": "twx-coin", "memory": ARMS, "episodes": 120,
          "train_episodes": 10, "protocol": "warm", "max_steps": 12,
          "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
-        {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 40,
+        {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 120,
          "protocol": "online", "max_steps": 10, "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
          "memory": ARMS, "episodes": 40, "train_episodes": 40,

@@ -6,12 +6,13 @@ import pytest
 
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
+from deltamem.core.tree import chain_evidence
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import NodeNotFound
 from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
-from helpers import make_episode
+from helpers import TEST_SETTINGS, make_episode
 
 LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
 
@@ -30,6 +31,54 @@ def test_record_outcome_counts_on_the_recalled_nodes(mem):
     assert mem.get(task_node).failures == before.failures + 1
     assert record.to_dict() == {"nodes": [task_node, env_node], "success": True,
                                 "consolidated": []}
+
+
+SHOES = ("open shoe cabinet", "take brown shoes", "put brown shoes in shoe cabinet")
+COATS = ("take gray coat", "put gray coat in coat hanger", "look at coat hanger")
+TIDY = "pick up objects, then place them in their usual locations"
+HALL = "a corridor with a shoe cabinet"
+
+
+def test_learn_with_the_recall_counts_the_outcome_on_the_recalled_skill(mem):
+    """The skill the agent was handed carries the episode's outcome even when the episode is
+    placed elsewhere; learning without the recall counts only where the episode goes."""
+    shoes = mem.learn(make_episode(task=TIDY, actions=SHOES)).task.node
+    recall = mem.recall(TIDY, HALL)
+    assert recall.task.node.id == shoes
+    result = mem.learn(make_episode(task=TIDY, actions=COATS, success=False, env=HALL), recall)
+    assert result.recalled[0] == shoes and result.task.matched != shoes
+    assert result.to_dict()["recalled"] == result.recalled
+    assert (mem.get(shoes).hits, mem.get(shoes).failures) == (1, 1)
+    mem.learn(make_episode(task=TIDY, actions=COATS, success=False))
+    assert mem.get(shoes).failures == 1
+
+
+def test_a_skill_followed_in_failed_episodes_loses_its_rank(mem):
+    """One game's win recalled in every later game (same task text) used to be handed out
+    however often it failed; once its record is mostly failures it scores like a failure, and
+    the other skill wins. Explain shows why."""
+    skills = {mem.learn(make_episode(task=TIDY, actions=a, env=HALL)).task.node
+              for a in (COATS, SHOES)}
+    first = mem.recall(TIDY, HALL).task.node.id
+    (other,) = skills - {first}
+    record = chain_evidence([mem.get(first)])  # its writer, and the other one if placed under it
+    for _ in range(record.successes - record.failures + 1):
+        recall = mem.recall(TIDY, HALL)
+        assert recall.task.node.id == first
+        mem.learn(make_episode(task=TIDY, actions=("inventory", "look"),
+                                success=False, env=HALL), recall)
+    recall = mem.recall(TIDY, HALL, top_k=4)
+    assert recall.task.node.id == other
+    rows = {r["id"]: r for r in recall.task.explain()["candidates"]}
+    assert rows[first]["discredited"] and rows[first]["penalty"] == TEST_SETTINGS.penalty
+    assert rows[first]["score"] < rows[other]["score"] and not rows[other]["discredited"]
+    # record_outcome feeds the same record: failed uses discredit the other skill too.
+    record = chain_evidence([mem.get(other)])
+    for _ in range(record.successes - record.failures + 1):
+        mem.record_outcome([other], success=False)
+    # Both skills now tie with the lesson (same vector, scored as failures): the newer node wins.
+    best = mem.recall(TIDY, HALL).task.best
+    assert best is not None and best.failure and best.id not in skills
 
 
 def test_record_outcome_on_unknown_node_counts_nothing(mem):
@@ -83,3 +132,22 @@ def test_list_nodes_filters_by_tree_kind_outcome_and_text(mem):
     assert len(mem.list_nodes(Tree.TASK, kind=NodeKind.DELTA)) == 1
     assert [r["key"] for r in mem.list_nodes(Tree.TASK, contains="PLATE")] == ["wash the plate"]
     assert set(task_rows[0]) >= {"id", "kind", "outcome", "key", "parent", "depth", "hits"}
+
+
+def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path, monkeypatch):
+    """Re-scoring may drop every pooled candidate below one the scan left out: the scan is
+    widened until the answer is exact."""
+    import deltamem.memory
+
+    monkeypatch.setattr(deltamem.memory, "POOL", 2)
+    with DeltaMem(SQLiteStore(tmp_path / "p.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS.with_(flat=True)) as mem:
+        oldest, *newer = (mem.learn(make_episode(task=TIDY, actions=(f"take item {i}",),
+                                                 env=HALL)).task.node for i in range(4))
+        assert mem.recall(TIDY, HALL).task.node.id == newer[-1]
+        for node in newer:
+            mem.record_outcome([node], success=False)
+            mem.record_outcome([node], success=False)
+        recall = mem.recall(TIDY, HALL, top_k=2)
+        assert recall.task.node.id == oldest
+        assert [c.discredited for c in recall.task.candidates] == [False, True]

@@ -93,6 +93,48 @@ def test_repeated_replies_and_looks_are_not_mistaken_for_retraced_moves():
     assert TraceExtractor().skill(ep).steps == tuple(s.action for s in ep.steps)
 
 
+TWC_HALL = ("-= Hallway =-\nYou arrive in a hallway. You see a shoe cabinet. The shoe cabinet is "
+            "closed. You make out a brown business shoes on the floor.")
+
+
+def test_steps_the_agent_undid_are_not_copied_into_the_skill():
+    """Bad case (online run, stream episode 43): the agent's first win opened and shut the shoe
+    cabinet on the way; every later game recalled that walk as its skill, and played 51
+    open-then-close pairs a game in 10 steps."""
+    ep = Episode(task="tidy up the house", env=TWC_HALL, success=True, steps=(
+        Step("open shoe cabinet", "You open the shoe cabinet."),
+        Step("close shoe cabinet", "You close the shoe cabinet."),
+        Step("open shoe cabinet", "You open the shoe cabinet."),
+        Step("take brown business shoes", "You pick up the brown business shoes."),
+        Step("put brown business shoes in shoe cabinet", "You put the shoes in the cabinet.")))
+    assert TraceExtractor().skill(ep).steps == (
+        "open shoe cabinet", "take brown business shoes",
+        "put brown business shoes in shoe cabinet")
+
+
+def test_detours_nest_and_only_true_undos_count():
+    """Once a detour goes, the steps around it are consecutive: a room entered, a cupboard
+    opened and shut there, the room left is all detour. A close that did nothing ("already
+    closed") undoes nothing, two different objects are not a pair, and a device switched on
+    and off did its work meanwhile (ScienceWorld's sink fills a cup)."""
+    ep = Episode(task="find the coin", env=TWX_KITCHEN, success=True, steps=(
+        Step("move north", TWX_PANTRY),
+        Step("open cupboard", "You open the cupboard."),
+        Step("close cupboard", "You close the cupboard."),
+        Step("move south", TWX_KITCHEN),
+        Step("open fridge", "You open the fridge."),
+        Step("close oven", "The oven is already closed."),
+        Step("close fridge", "You close the fridge."),
+        Step("open drawer", "You open the drawer."),
+        Step("close cabinet", "You close the cabinet."),
+        Step("activate sink", "The sink is now activated."),
+        Step("deactivate sink", "The sink is now deactivated."),
+        Step("take coin", "You take the coin.")))
+    assert TraceExtractor().skill(ep).steps == (
+        "open fridge", "close oven", "close fridge", "open drawer", "close cabinet",
+        "activate sink", "deactivate sink", "take coin")
+
+
 def test_the_last_step_is_never_dropped_as_a_retraced_move():
     """Walking back into the start room can be the goal ("return to the kitchen")."""
     ep = Episode(task="visit the corridor and return to the kitchen", env=TWX_KITCHEN,
@@ -117,6 +159,22 @@ def test_failure_lesson_says_what_the_matched_skill_did_that_was_not_tried():
                              "kubectl apply -f k8s/prod"))
     lesson = TraceExtractor().extract(ExtractRequest(DEPLOY, Tree.TASK, matched=skill)).experience
     assert isinstance(lesson, Lesson) and lesson.untried == ("open change ticket",)
+
+
+def test_a_step_that_lowered_the_score_is_a_failed_step():
+    """Bad case (online Commonsense): "You put the hiking boots in the umbrella stand." reads as
+    fine but took a point away; the lesson listed it as worked. A step that lowered the score
+    is failed, with the drop; a step that earned nothing is not blamed for it."""
+    ep = Episode(task="tidy up", env="You are in the corridor.", success=False, steps=(
+        Step("take hiking boots", "You take the hiking boots.", reward=0.25),
+        Step("put hiking boots in umbrella stand",
+             "You put the hiking boots in the umbrella stand.", reward=-0.25),
+        Step("open shoe cabinet", "You open the shoe cabinet.", reward=0.0),
+        Step("take gray coat", "You take the gray coat.", reward=0.25)))
+    lesson = TraceExtractor().lesson(ep)
+    assert lesson.failed == ('put hiking boots in umbrella stand (step 2, score -0.25) -> '
+                             '"You put the hiking boots in the umbrella stand."',)
+    assert lesson.worked == ("take hiking boots", "open shoe cabinet", "take gray coat")
 
 
 def test_failure_without_an_error_blames_the_last_step():
@@ -227,3 +285,21 @@ def test_long_text_is_capped():
     ep = make_episode(actions=("look",), observations=("x" * 5000,))
     knowledge = TraceExtractor(max_chars=100).knowledge(ep)
     assert len(knowledge.facts[0]) <= 110
+
+
+def test_a_won_episodes_mistakes_are_neither_steps_nor_facts():
+    """Bad case (online Commonsense, dev split): the agent's first win put the peanut oil on the
+    folding chair twice (each -0.25) before the shelf; the skill and the scene knowledge of
+    that win sent every later game's objects to the chair. A step that lowered the score is
+    left out of the skill and gives no fact, however the episode ended."""
+    ep = Episode(task="tidy up", env="You are in the pantry.", success=True, steps=(
+        Step("take peanut oil", "You take the peanut oil.", reward=0.25),
+        Step("put peanut oil in folding chair", "You put the peanut oil in the folding chair.",
+             reward=-0.25),
+        Step("take peanut oil", "You take the peanut oil.", reward=0.25),
+        Step("put peanut oil in shelf", "You put the peanut oil in the shelf.", reward=0.25)))
+    extractor = TraceExtractor()
+    # With the mistake gone, taking the oil back repeats the step before it.
+    assert extractor.skill(ep).steps == ("take peanut oil", "put peanut oil in shelf")
+    assert extractor.knowledge(ep).facts == (
+        "put peanut oil in shelf in the pantry: You put the peanut oil in the shelf.",)

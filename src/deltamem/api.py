@@ -163,6 +163,8 @@ class CandidateOut(Model):
     id: str
     similarity: float
     failure: bool
+    discredited: bool = Field(description="A success scored as a failure: its record is mostly "
+                                          "failures.")
     penalty: float
     score: float
     depth: int
@@ -212,6 +214,7 @@ class LearnOut(Model):
     episode: str
     task: WriteOut
     env: WriteOut
+    recalled: list[str] = Field(description="Nodes the agent was handed that counted the outcome.")
     consolidated: list[ConsolidationOut]
     usage: UsageOut
 

@@ -7,12 +7,14 @@ It computes nothing itself: scoring, placement, composition and rendering live i
 from __future__ import annotations
 
 import hashlib
+import heapq
 import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +33,14 @@ from deltamem.core.model import (
     experience_chars,
 )
 from deltamem.core.render import Style, estimate_tokens, render_context
+from deltamem.core.scoring import penalised
 from deltamem.core.tree import (
     Action,
     Placement,
     choose_placement,
     compose_chain,
     consolidation_meta,
+    discredited,
     due_for_consolidation,
     growth_chain,
 )
@@ -245,9 +249,12 @@ class DeltaMem:
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         if not key.strip():
             return result
-        found = self._scan(tree, query, max(k, POOL))
-        ranked = self._same_scene(tree, key, found, limit=max(k, 1)) if tree is Tree.ENV else \
-            self._started_here(found, layout_signature(scene))
+        if tree is Tree.ENV:
+            found = self._scan(tree, query, max(k, POOL))
+            ranked = self._same_scene(tree, key, found, limit=max(k, 1))
+        else:
+            ranked = self._started_here(self._task_ranked(query, max(k, 1)),
+                                        layout_signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
         if result.best is None or result.best.score < threshold:
@@ -264,6 +271,45 @@ class DeltaMem:
     def _scan(self, tree: Tree, query: Vector, k: int) -> list[Candidate]:
         return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,
                                approximate_from=self.settings.ann_from)
+
+    def _task_ranked(self, query: Vector, need: int) -> list[Candidate]:
+        """Task-tree candidates best first, with discredited skills scored as failures.
+
+        A success whose record is mostly failures (``core.tree.discredited``) is re-scored
+        ``cos - penalty`` and the candidates re-sorted (score, then shallower, then newer).
+        Without one among the best, this is the scan itself. Re-scoring only lowers scores, so
+        the first ``need`` re-scored candidates (and the ties of the last) are exact once a
+        scanned score falls below theirs; until then the scan is widened.
+        """
+        k = max(need, POOL)
+        while True:
+            found = self._scan(Tree.TASK, query, k)
+            kept, complete = self._rescored(found, need)
+            if not any(c.discredited for c, _ in kept):
+                return found
+            if complete or len(found) < k:
+                break
+            k *= 4
+        kept.sort(key=lambda pair: (-pair[0].score, pair[0].depth, -pair[1]))
+        return [c for c, _ in kept]
+
+    def _rescored(self, found: list[Candidate],
+                  need: int) -> tuple[list[tuple[Candidate, float]], bool]:
+        """``found`` in scan order, discredited ones re-scored, each with its creation time, up
+        to the first candidate that cannot reach the best ``need`` (then ``True``: complete)."""
+        kept: list[tuple[Candidate, float]] = []
+        for candidate in found:
+            if len(kept) >= need and candidate.score < heapq.nlargest(
+                    need, (c.score for c, _ in kept))[-1]:
+                return kept, True  # it and every later candidate score below the kept ones
+            node = self.store.get_node(self.space, candidate.id)
+            if node is None:  # deleted by another writer since the scan
+                continue
+            if discredited(node):
+                candidate = replace(candidate, failure=True, discredited=True,
+                                    score=penalised(candidate.similarity, self.settings.penalty))
+            kept.append((candidate, node.created_at))
+        return kept, False
 
     def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:
         """Task-tree candidates with the best score's exact ties learned in a scene of
@@ -308,7 +354,8 @@ class DeltaMem:
 
     def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
         sim = cosine(query, vector) if vector is not None else 0.0
-        penalty = self.settings.penalty if node.outcome is Outcome.FAILURE else 0.0
+        failure = node.outcome is Outcome.FAILURE or (node.tree is Tree.TASK and discredited(node))
+        penalty = self.settings.penalty if failure else 0.0
         return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)
 
     # -- write path -----------------------------------------------------------------------
@@ -319,7 +366,11 @@ class DeltaMem:
         """Learn one finished episode; atomic (all of it is stored, or none of it).
 
         ``recall`` is the recall the agent made before the episode; passing it saves embedding
-        the keys again and shows the extractor the chains the agent saw. Placement itself is
+        the keys again, shows the extractor the chains the agent saw, and counts the episode's
+        outcome on the nodes it handed the agent (``LearnResult.recalled``): a skill followed
+        in more failed episodes than successful ones is then scored like a failure
+        (``core.tree.discredited``). Without it, learning recalls afresh and counts the outcome
+        only on the nodes the episode is placed on. Placement itself is
         decided inside the write transaction, against the memory as it is then, so concurrent
         writers never place against a stale tree.
         """
@@ -355,7 +406,9 @@ class DeltaMem:
 
     def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
                started: float) -> LearnResult:
-        if recall is None or recall.task.key != episode.task or recall.env.key != episode.env:
+        shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
+                                                                           episode.env)
+        if recall is None or not shown:
             recall = self.recall(episode.task, episode.env)
             usage.add(recall.usage)  # a recall the caller made was already reported to it
         extractions = {
@@ -371,6 +424,7 @@ class DeltaMem:
                                        episode, episode_id)
                 for tree in TREES
             }
+            recalled = self._count_recalled(recall, writes, episode.success) if shown else []
             self.store.add_episode(self.space, EpisodeRecord(
                 id=episode_id, task=episode.task, env=episode.env, success=episode.success,
                 score=episode.score, steps=episode_to_dict(episode)["steps"], meta=episode.meta,
@@ -378,13 +432,31 @@ class DeltaMem:
                 flat_chars=sum(experience_chars(x.flat) for x in extractions.values()),
                 created_at=time.time(),
             ))
-        result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage)
+        result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage,
+                             recalled=recalled)
         if self.settings.auto_consolidate:
-            for write in writes.values():
-                if write.matched is not None:
-                    result.consolidated += self._consolidate_if_due(write.matched, usage)
+            matched = [w.matched for w in writes.values() if w.matched is not None]
+            for node_id in matched + (recalled if episode.success else []):
+                result.consolidated += self._consolidate_if_due(node_id, usage)
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return result
+
+    def _count_recalled(self, recall: Recall, writes: dict[Tree, TreeWrite],
+                        success: bool) -> list[str]:
+        """Count the episode's outcome on the nodes the agent was handed (the match of each tree)
+        unless the episode was placed on that same node (``_write_tree`` counted it there), so
+        that a skill followed in failed episodes carries them in its record. Returns the ids."""
+        counted = []
+        for tree, tree_recall in ((Tree.TASK, recall.task), (Tree.ENV, recall.env)):
+            node = tree_recall.node
+            if node is None or node.id == writes[tree].matched:
+                continue
+            if self.store.get_node(self.space, node.id) is None:  # deleted since the recall
+                continue
+            self.store.bump(self.space, node.id, hits=1, successes=int(success),
+                            failures=int(not success))
+            counted.append(node.id)
+        return counted
 
     def _extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
         if self.extractor.uses_llm and recall.matched:
@@ -407,7 +479,8 @@ class DeltaMem:
         """A node written by an identical trajectory, among the exact ties of the best match."""
         if recall.query is None or recall.best is None:
             return None
-        found = self._scan(recall.tree, recall.query, POOL)
+        found = self._task_ranked(recall.query, 1) if recall.tree is Tree.TASK else \
+            self._scan(recall.tree, recall.query, POOL)
         for candidate in found:
             if candidate.score != recall.best.score:
                 break
@@ -498,8 +571,9 @@ class DeltaMem:
         """Count a success or a failure on recalled nodes, without learning a new episode.
 
         ``nodes`` is a :class:`Recall` (its matched node in each tree) or node ids. Use it when
-        the agent followed a recalled memory but has no trajectory to hand over; :meth:`learn`
-        already counts the outcome on the nodes it matches, so do not call both for one episode.
+        the agent followed a recalled memory but has no trajectory to hand over, or learns
+        without passing the recall (over REST or MCP). :meth:`learn` given the recall already
+        counts the outcome on the recalled nodes, so do not call both for one episode.
         A success can make a chain due for consolidation, which then runs as after ``learn``.
 
         Raises:

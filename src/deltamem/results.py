@@ -76,6 +76,7 @@ class TreeRecall:
         """Every term of the decision: similarity, penalty, score, threshold, verdict."""
         rows = [
             {"id": c.id, "similarity": round(c.similarity, 6), "failure": c.failure,
+             "discredited": c.discredited,
              "penalty": round(self.penalty if c.failure else 0.0, 6), "score": round(c.score, 6),
              "depth": c.depth, "clears_threshold": c.score >= self.threshold}
             for c in self.candidates
@@ -150,17 +151,22 @@ def consolidation_report(done: Sequence[Consolidation], *, dry_run: bool = False
 
 @dataclass(slots=True)
 class LearnResult:
-    """Outcome of learning one episode."""
+    """Outcome of learning one episode.
+
+    ``recalled``: the nodes the agent was handed (the ``recall`` passed to ``learn``) that
+    counted the episode's outcome besides the nodes it was placed on.
+    """
 
     episode_id: str
     task: TreeWrite
     env: TreeWrite
     consolidated: list[Consolidation] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    recalled: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"episode": self.episode_id, "task": self.task.to_dict(),
-                "env": self.env.to_dict(),
+                "env": self.env.to_dict(), "recalled": list(self.recalled),
                 "consolidated": [c.to_dict() for c in self.consolidated],
                 "usage": self.usage.to_dict()}
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from deltamem.core.scoring import similarities, top_k
+from deltamem.core.scoring import penalised, similarities, top_k
 
 
 def unit(*xs):
@@ -29,6 +29,14 @@ def test_failure_penalty_demotes_a_failure():
     best = top_k(m, f, d, q, penalty=0.05)[0]
     assert best.position == 1
     assert best.score == best.similarity
+
+
+def test_penalised_ties_exactly_with_a_scanned_failure():
+    """A node re-scored as a failure gets the very score the scan gives a failure of its vector."""
+    q = unit(3, 1, 2)
+    m, f, d = arrays([unit(1, 2, 2), unit(1, 2, 2)], failures=[True, False])
+    failure, success = sorted(top_k(m, f, d, q, penalty=0.05, k=2), key=lambda s: s.position)
+    assert penalised(success.similarity, 0.05) == failure.score
 
 
 def test_ties_prefer_shallower_then_newer():

@@ -25,6 +25,7 @@ from deltamem.core.tree import (
     choose_placement,
     compose_chain,
     consolidation_meta,
+    discredited,
     due_for_consolidation,
     place,
     success_prefix,
@@ -126,6 +127,26 @@ def test_chain_evidence_counts_the_writer_and_every_match():
     compiled = Node("c", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=Skill("x"),
                     lineage=("r", "d"), meta=meta, hits=1, successes=1)
     assert chain_evidence([compiled]) == Evidence(episodes=7, successes=6, failures=1)
+
+
+def test_discredited_when_a_success_record_is_mostly_failures():
+    """The episode that wrote a success counts as one success; one failed use more than the
+    successes discredits it, a failure is never discredited (it is penalised already)."""
+    def written(**counts):
+        return Node("r", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=BASE,
+                    episode_id="ep-1", **counts)
+    assert not discredited(written())
+    assert not discredited(written(hits=1, failures=1))
+    assert discredited(written(hits=2, failures=2))
+    assert not discredited(written(hits=3, successes=1, failures=2))
+    lesson = Node("f", Tree.TASK, NodeKind.ROOT, Outcome.FAILURE, "key", content=Lesson("x"),
+                  episode_id="ep-2", hits=5, failures=5)
+    assert not discredited(lesson)
+    # A consolidated root carries the evidence of its chain: seven successes outweigh two failures.
+    compiled = Node("c", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "key", content=BASE,
+                    lineage=("r", "d"), meta={"evidence": Evidence(7, 7, 0).to_dict()}, hits=2,
+                    failures=2)
+    assert not discredited(compiled)
 
 
 def test_chain_evidence_ignores_malformed_inherited_counts():

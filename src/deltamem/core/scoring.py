@@ -90,6 +90,12 @@ def top_k(
     ]
 
 
+def penalised(similarity: float, penalty: float) -> float:
+    """The score of a failure with ``similarity``, in the arithmetic of :func:`top_k`, so that a
+    node re-scored as a failure ties exactly with a failure node of the same vector."""
+    return float(np.float32(similarity) - np.float32(penalty))
+
+
 def accepts(score: float, threshold: float) -> bool:
     """Whether a best score clears the tree's retrieval threshold."""
     return score >= threshold

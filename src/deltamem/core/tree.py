@@ -135,6 +135,22 @@ def due_for_consolidation(node: Node, threshold: int) -> bool:
     )
 
 
+def discredited(node: Node) -> bool:
+    """Whether a successful experience's record is mostly failures.
+
+    A node's record is the episode that wrote it plus every episode that matched it or was
+    handed it at recall and then ended (:func:`chain_evidence` of the node alone). A skill
+    that more episodes failed with than succeeded with no longer earns its success: recall
+    scores it like a failure (``cos - penalty``), so an untried or better-kept alternative wins,
+    and a skill that only ever worked in the game it was learned in stops being handed out.
+    Failure nodes are already penalised; the rule has no threshold of its own.
+    """
+    if node.outcome is Outcome.FAILURE:
+        return False
+    record = chain_evidence([node])
+    return record.failures > record.successes
+
+
 @dataclass(frozen=True, slots=True)
 class Evidence:
     """The episodes behind a chain: how many, and how they ended."""

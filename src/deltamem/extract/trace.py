@@ -7,17 +7,20 @@ Rules (deterministic, documented in docs/extractors.md):
   ("Nothing happens.", "The door is already open."), and a *repeat* when it has the same action
   and the same observation as the step kept just before it.
 * Task tree, successful episode -> ``Skill``: activation = the task text; steps = the actions in
-  order without rejected steps and repeats (a ``look around`` loop becomes one ``look around``)
-  and without *retraced moves*: a move into another described room followed by a move that
-  brings back, word for word, the room description seen before it (``move north``, ``move
-  south``: a room looked into and left) is a detour that changed nothing the agent could see,
-  and the pair is dropped, nested pairs too (:func:`without_retraced_moves`; TextWorldExpress's
-  gold paths for Coin Collector walk into rooms and back). No-op steps stay: "open door to
-  kitchen" did nothing here because the door was open, and is needed where it is closed.
-  termination = the last observation.
+  order without rejected steps, repeats (a ``look around`` loop becomes one ``look around``)
+  and mistakes (a step that lowered the score, ``Step.reward < 0``: an agent's own win may put
+  a thing in the wrong place on its way), and without *detours* (:func:`without_detours`): a
+  *retraced move*, a move into another described room followed by a move that brings back,
+  word for word, the room description seen before it (``move north``, ``move south``: a room
+  looked into and left; TextWorldExpress's gold paths for Coin Collector walk into rooms and
+  back), and an *undone step*, ``open X`` followed by ``close X`` or the other way round (an
+  agent's own wins open and shut cabinets on the way); nested pairs go too. No-op steps stay:
+  "open door to kitchen" did nothing here because the door was open, and is needed where it is
+  closed. termination = the last observation.
 * Task tree, failed episode -> ``Lesson``: situation = the task text; failed = each step whose
-  observation reads as an error (or, when none does, the last step), written
-  ``<action> (step N) -> "<observation>"`` so the error text is kept; worked = the other actions
+  observation reads as an error or that lowered the score (``Step.reward < 0``; or, when none
+  does, the last step), written ``<action> (step N) -> "<observation>"`` (``(step N, score
+  -0.25)`` for a score drop) so the error text is kept; worked = the other actions
   (repeats removed); untried = the steps of the skill the episode matched that it never played
   (empty when it matched none: a trace cannot know more).
 * Environment tree, any outcome -> ``Knowledge``: trigger = the first sentence of the scene text;
@@ -29,9 +32,9 @@ Rules (deterministic, documented in docs/extractors.md):
   - "You open the wood door, revealing the laundry room." after ``open door to north`` gives
     ``North of the kitchen: the laundry room (through the wood door)``;
   - "You move the pot to the sink." gives ``pot: in the sink``;
-  - in a failed episode, a placement ("You move/put/place the X ...") whose step is known to
-    have earned nothing (``Step.reward <= 0``) gives nothing: the agent's own wrong placement
-    is not where the X goes;
+  - a placement ("You move/put/place the X ...") that lowered the score (``Step.reward < 0``),
+    or in a failed episode one known to have earned nothing (``<= 0``), gives nothing: the
+    agent's own wrong placement is not where the X goes;
   - movement replies only update the current room; replies about the agent itself (focus,
     inventory, waiting) give nothing;
   - any other informative reply gives ``<action> [in the <room>]: <reply>`` (what an object does);
@@ -124,11 +127,18 @@ def says_nothing(observation: str) -> bool:
     return not text or bool(_REJECTED.match(text) or _NO_OP.match(text))
 
 
+def lowered_score(step: Step) -> bool:
+    """Whether the step is known to have lowered the environment's score (a mistake)."""
+    return step.reward is not None and step.reward < 0
+
+
 def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
-    """The steps (1-based index, step) left after dropping rejected steps and repeats."""
+    """The steps (1-based index, step) left after dropping rejected steps, repeats and
+    mistakes: a step that lowered the score (``Step.reward < 0``) is no part of a procedure,
+    even in an episode that was won in the end."""
     kept: list[tuple[int, Step]] = []
     for i, step in enumerate(steps, 1):
-        if rejected(step.observation):
+        if rejected(step.observation) or lowered_score(step):
             continue
         if kept and _same(kept[-1][1], step):
             continue
@@ -136,29 +146,46 @@ def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
     return kept
 
 
-def without_retraced_moves(kept: list[tuple[int, Step]], start: str = "") -> list[tuple[int, Step]]:
-    """``kept`` (from :func:`useful_steps`) without the moves the agent retraced.
+def without_detours(kept: list[tuple[int, Step]], start: str = "") -> list[tuple[int, Step]]:
+    """``kept`` (from :func:`useful_steps`) without the detours: pairs of consecutive steps
+    that left the world as the agent found it.
 
-    A pair of consecutive steps is retraced when the first one's observation describes a room
-    (``core.knowledge.scene_room``), the second one's describes another room, and that second
-    description is word for word the one seen before the first step (``start``, the scene,
-    before step one). Only room descriptions count: action replies repeat for different state
-    changes ("The door is now open." after each door), and a ``look around`` after a ``focus
-    on`` shows the same room although the focus changed the episode. Pairs nest, so a walk into
-    two rooms and back drops all four moves. The last step is never dropped.
+    * A *retraced move*: the first step's observation describes a room
+      (``core.knowledge.scene_room``), the second one's describes another room, and that second
+      description is word for word the one seen before the first step (``start``, the scene,
+      before step one). Only room descriptions count: action replies repeat for different state
+      changes ("The door is now open." after each door), and a ``look around`` after a ``focus
+      on`` shows the same room although the focus changed the episode.
+    * An *undone step*: the second step closes what the first opened or opens what it closed
+      (:func:`_undoes`).
+
+    Pairs nest, so a walk into two rooms and back drops all four moves, and ``open door``,
+    ``move north``, ``move south``, ``close door`` is all detour. The last step is never dropped.
     """
     stack: list[tuple[int, Step, str, str]] = []  # (index, step, room it shows, view before)
     current = _flat(start)
     for position, (index, step) in enumerate(kept):
         seen = _flat(step.observation)
         room = scene_room(seen)
-        if (stack and position < len(kept) - 1 and room and seen == stack[-1][3]
-                and stack[-1][2] not in ("", room)):
+        retraced = (room and seen == stack[-1][3] and stack[-1][2] not in ("", room)) \
+            if stack else False
+        if stack and position < len(kept) - 1 and (retraced or _undoes(stack[-1][1], step)):
             stack.pop()
         else:
             stack.append((index, step, room, current))
         current = seen
     return [(index, step) for index, step, _, _ in stack]
+
+
+def _undoes(first: Step, second: Step) -> bool:
+    """Whether ``second`` closes what ``first`` opened or opens what it closed (``open X`` /
+    ``close X``), neither reply a no-op. Only opening and closing: switching a device off is
+    no undo (ScienceWorld's sink runs for the step it is on)."""
+    if says_nothing(first.observation) or says_nothing(second.observation):
+        return False
+    a, b = _flat(first.action).lower(), _flat(second.action).lower()
+    return any(a.startswith(x + " ") and b.startswith(y + " ") and a[len(x):] == b[len(y):]
+               for x, y in (("open", "close"), ("close", "open")))
 
 
 def _same(a: Step, b: Step) -> bool:
@@ -197,14 +224,19 @@ class TraceExtractor:
         return Skill(
             activation=clean(episode.task, self.max_chars),
             steps=tuple(clean(s.action, self.max_chars) for _, s in
-                        without_retraced_moves(useful_steps(episode.steps), episode.env)),
+                        without_detours(useful_steps(episode.steps), episode.env)),
             termination=clean(last, self.max_chars),
         )
 
     def lesson(self, episode: Episode, matched: Skill | None = None) -> Lesson:
-        """The failure record: failing steps with their error text, what worked, what not."""
+        """The failure record: failing steps with their error text, what worked, what not.
+
+        A step fails when its reply reads as an error or when it lowered the score
+        (``Step.reward < 0``: "You put the hiking boots in the umbrella stand." reads as fine,
+        and undid a point); without either, the last step is blamed."""
         steps = episode.steps
-        errors = [i for i, s in enumerate(steps, 1) if _ERROR.search(s.observation)]
+        errors = [i for i, s in enumerate(steps, 1)
+                  if _ERROR.search(s.observation) or lowered_score(s)]
         if not errors and steps:
             errors = [len(steps)]
         failed = tuple(self._quote(i, steps[i - 1]) for i in errors)
@@ -217,8 +249,11 @@ class TraceExtractor:
 
     def _quote(self, index: int, step: Step) -> str:
         action = clean(step.action, 120)
-        observation = clean(step.observation, self.max_chars - len(action) - 16)
-        return f'{action} (step {index}) -> "{observation}"'
+        where = f"step {index}"
+        if lowered_score(step):
+            where += f", score {step.reward:g}"
+        observation = clean(step.observation, self.max_chars - len(action) - len(where) - 8)
+        return f'{action} ({where}) -> "{observation}"'
 
     def knowledge(self, episode: Episode, known: Knowledge | None = None) -> Knowledge:
         """The episode's facts, superseding the ``known`` ones when it matched a known scene.
@@ -250,7 +285,10 @@ class TraceExtractor:
             if named:
                 room = named
             if not moved:
-                unrewarded = not episode.success and step.reward is not None and step.reward <= 0
+                # A placement that lowered the score is wrong, however the episode ended; in a
+                # failed episode one that earned nothing is not known to be right either.
+                unrewarded = lowered_score(step) or (
+                    not episode.success and step.reward is not None and step.reward <= 0)
                 facts += self._statements(step.action, observation, room, bool(named),
                                           unrewarded)
         return supersede((), facts)[: self.max_facts]

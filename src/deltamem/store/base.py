@@ -36,13 +36,18 @@ Vector = npt.NDArray[np.float32]
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
-    """One scored node from a scan."""
+    """One scored node from a scan.
+
+    ``discredited``: a successful node scored as a failure because its record is mostly
+    failures (``core.tree.discredited``); the facade sets it, scans never do.
+    """
 
     id: str
     similarity: float
     failure: bool
     depth: int
     score: float
+    discredited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from deltamem.core.model import Episode, Step
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import ConfigError
 from deltamem.testing.llm import ScriptedLLM
@@ -163,3 +164,27 @@ def test_parse_kinds_checks_names_and_adds_ablations() -> None:
                                                            "deltamem-nocons", "deltamem-flat"]
     with pytest.raises(ConfigError, match="unknown memory kind"):
         parse_kinds("none,memgpt")
+
+
+def test_successes_only_memory_hands_out_no_lesson(tmp_path: Path) -> None:
+    """``deltamem-successes`` keeps learning failures (their counts discredit skills) but never
+    hands one to the agent; the full memory warns with the lesson."""
+    failed = Episode(task="tidy the hall", env="You are in the hall.", success=False, steps=(
+        Step("put boots in umbrella stand", "You put the boots in the umbrella stand.",
+             reward=-0.25),))
+    won = Episode(task="tidy the hall", env="You are in the hall.", success=True, steps=(
+        Step("put boots in shoe cabinet", "You put the boots in the shoe cabinet.",
+             reward=0.25),))
+    texts = {}
+    for kind in ("deltamem", "deltamem-successes"):
+        memory = make_memory(kind, tmp_path / kind, embedder=HashingEmbedder(), llm=None,
+                             extractor="trace", settings=TEST_SETTINGS)
+        memory.update(failed, {})
+        texts[kind] = memory.context(failed.task, failed.env)[0]
+        memory.update(won, {})
+        texts[kind + " after a win"] = memory.context(won.task, won.env)[0]
+        memory.close()
+    assert "FAILED" in texts["deltamem"] and "umbrella stand" in texts["deltamem"]
+    assert texts["deltamem-successes"] == ""
+    assert "put boots in shoe cabinet" in texts["deltamem-successes after a win"]
+    assert "umbrella stand" not in texts["deltamem-successes after a win"]

@@ -3,12 +3,17 @@
 Kinds: ``none``, ``deltamem``, ``synapse``, ``awm``, ``reasoningbank``, ``long-context``, and
 the DeltaMem ablations ``deltamem-task`` (inject only the task tree), ``deltamem-env`` (only the
 environment tree), ``deltamem-nopenalty`` (failure penalty 0), ``deltamem-nocons`` (no
-consolidation) and ``deltamem-flat`` (every episode a root: no deltas, no consolidation).
+consolidation) and ``deltamem-flat`` (every episode a root: no deltas, no consolidation); and,
+outside the ablation set, ``deltamem-successes``: the memory hands the agent only what succeeded
+(failure penalty 1, so no lesson, failed scene and discredited skill clears a threshold).
+A warm start learns only gold successes, where it is the full memory: it is an arm of the
+online entry, where SmolLM2-135M copies the actions a lesson says failed (docs/results.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
@@ -25,7 +30,14 @@ from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory
 MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank", "long-context")
 ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons",
                   "deltamem-flat")
-ALL_KINDS = MEMORY_KINDS + ABLATION_KINDS
+ALL_KINDS = (*MEMORY_KINDS, *ABLATION_KINDS, "deltamem-successes")
+# What each DeltaMem variant changes in the settings it is given.
+_SETTING_CHANGES: dict[str, dict[str, Any]] = {
+    "deltamem-nopenalty": {"penalty": 0.0},
+    "deltamem-successes": {"penalty": 1.0},  # cos - 1 <= 0: no failure clears a threshold
+    "deltamem-nocons": {"auto_consolidate": False},
+    "deltamem-flat": {"flat": True, "auto_consolidate": False},
+}
 
 
 def parse_kinds(text: str, *, ablations: bool = False) -> list[str]:
@@ -59,15 +71,10 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | No
     if kind == "none":
         return NoMemory()
     if kind.startswith("deltamem"):
-        mode = {"deltamem-task": "task", "deltamem-env": "env"}.get(kind, "both")
-        if kind == "deltamem-nopenalty":
-            base = base.with_(penalty=0.0)
-        elif kind == "deltamem-nocons":
-            base = base.with_(auto_consolidate=False)
-        elif kind == "deltamem-flat":
-            base = base.with_(flat=True, auto_consolidate=False)
-        elif kind != "deltamem" and mode == "both":
+        if kind not in ALL_KINDS:
             raise ConfigError(f"unknown memory kind {kind!r}")
+        mode = {"deltamem-task": "task", "deltamem-env": "env"}.get(kind, "both")
+        base = base.with_(**_SETTING_CHANGES.get(kind, {}))
         return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
                               llm=llm if extractor == "llm" else None, settings=base,
                               mode=mode, name=kind, budget_chars=budget_chars)

@@ -298,9 +298,9 @@ class DeltaMem:
         """``found`` in scan order, discredited ones re-scored, each with its creation time, up
         to the first candidate that cannot reach the best ``need`` (then ``True``: complete)."""
         kept: list[tuple[Candidate, float]] = []
+        best: list[float] = []  # min-heap of the best ``need`` kept scores; best[0] is the bar
         for candidate in found:
-            if len(kept) >= need and candidate.score < heapq.nlargest(
-                    need, (c.score for c, _ in kept))[-1]:
+            if len(best) >= need and candidate.score < best[0]:
                 return kept, True  # it and every later candidate score below the kept ones
             node = self.store.get_node(self.space, candidate.id)
             if node is None:  # deleted by another writer since the scan
@@ -309,6 +309,10 @@ class DeltaMem:
                 candidate = replace(candidate, failure=True, discredited=True,
                                     score=penalised(candidate.similarity, self.settings.penalty))
             kept.append((candidate, node.created_at))
+            if len(best) < need:
+                heapq.heappush(best, candidate.score)
+            else:
+                heapq.heappushpop(best, candidate.score)
         return kept, False
 
     def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:

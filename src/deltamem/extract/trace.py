@@ -21,8 +21,10 @@ Rules (deterministic, documented in docs/extractors.md):
   observation reads as an error or that lowered the score (``Step.reward < 0``; or, when none
   does, the last step), written ``<action> (step N) -> "<observation>"`` (``(step N, score
   -0.25)`` for a score drop) so the error text is kept; worked = the other actions
-  (repeats removed); untried = the steps of the skill the episode matched that it never played
-  (empty when it matched none: a trace cannot know more).
+  (repeats removed), less those the environment scored at nothing (``Step.reward <= 0``: in a
+  lost game, opening an empty cabinet is no evidence of what works); untried = the steps of
+  the skill the episode matched that it never played (empty when it matched none: a trace
+  cannot know more).
 * Environment tree, any outcome -> ``Knowledge``: trigger = the first sentence of the scene text;
   facts = statements ``"<subject>: <statement>"`` about the scene (see ``core.knowledge``):
 
@@ -32,9 +34,10 @@ Rules (deterministic, documented in docs/extractors.md):
   - "You open the wood door, revealing the laundry room." after ``open door to north`` gives
     ``North of the kitchen: the laundry room (through the wood door)``;
   - "You move the pot to the sink." gives ``pot: in the sink``;
-  - a placement ("You move/put/place the X ...") that lowered the score (``Step.reward < 0``),
-    or in a failed episode one known to have earned nothing (``<= 0``), gives nothing: the
-    agent's own wrong placement is not where the X goes;
+  - a step that lowered the score (``Step.reward < 0``), or in a failed episode one known to
+    have earned nothing (``<= 0``), gives no action fact: the agent's own wrong placement is
+    not where the X goes, and "open cabinet: You open the cabinet." from a lost game is no
+    knowledge worth handing out (a room description or a door it revealed still counts);
   - movement replies only update the current room; replies about the agent itself (focus,
     inventory, waiting) give nothing;
   - any other informative reply gives ``<action> [in the <room>]: <reply>`` (what an object does);
@@ -87,7 +90,6 @@ _AGENT_ONLY = re.compile(
 _REVEALING = re.compile(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
 _MOVED_OBJECT = re.compile(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
                            re.IGNORECASE)
-_PUT = re.compile(r"^you (?:put|place|drop) ", re.IGNORECASE)
 _ACTION_DIRECTION = re.compile(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
 # A TextWorld(Express) description: object sentences, then exits by compass direction.
 _TW_EXIT = re.compile(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
@@ -130,6 +132,15 @@ def says_nothing(observation: str) -> bool:
 def lowered_score(step: Step) -> bool:
     """Whether the step is known to have lowered the environment's score (a mistake)."""
     return step.reward is not None and step.reward < 0
+
+
+def earned_nothing(step: Step) -> bool:
+    """Whether the environment scored the step and it gained nothing (``Step.reward <= 0``).
+
+    In a failed episode such a step is no evidence of what works: it is no "worked" step of the
+    lesson and gives no action fact (``open cabinet: It's empty inside.`` played by an agent
+    that lost)."""
+    return step.reward is not None and step.reward <= 0
 
 
 def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
@@ -240,7 +251,8 @@ class TraceExtractor:
         if not errors and steps:
             errors = [len(steps)]
         failed = tuple(self._quote(i, steps[i - 1]) for i in errors)
-        worked_steps = [s for i, s in useful_steps(steps) if i not in errors]
+        worked_steps = [s for i, s in useful_steps(steps)
+                        if i not in errors and not earned_nothing(s)]
         worked = tuple(dict.fromkeys(clean(s.action, self.max_chars) for s in worked_steps))
         played = {clean(s.action, self.max_chars) for s in steps}
         untried = tuple(s for s in (matched.steps if matched else ()) if s not in played)
@@ -286,9 +298,8 @@ class TraceExtractor:
                 room = named
             if not moved:
                 # A placement that lowered the score is wrong, however the episode ended; in a
-                # failed episode one that earned nothing is not known to be right either.
-                unrewarded = lowered_score(step) or (
-                    not episode.success and step.reward is not None and step.reward <= 0)
+                # failed episode a step that earned nothing is not known to be right either.
+                unrewarded = lowered_score(step) or (not episode.success and earned_nothing(step))
                 facts += self._statements(step.action, observation, room, bool(named),
                                           unrewarded)
         return supersede((), facts)[: self.max_facts]
@@ -308,9 +319,9 @@ class TraceExtractor:
             yield self._fact(f"{direction.group(1).capitalize()} of the {room}",
                              f"the {beyond} (through the {door})")
             return
+        if unrewarded:
+            return  # a placement or an action reply that the score did not confirm
         placed = _MOVED_OBJECT.match(text)
-        if unrewarded and (placed or _PUT.match(text)):
-            return  # a placement of a failed episode that the score did not confirm
         if placed:
             yield self._fact(placed.group(1), f"in the {placed.group(2)}")
             return

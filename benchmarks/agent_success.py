@@ -40,10 +40,6 @@ from deltamem_bench.cli import run_bench_command
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
 # The arms that do not call the model to write (AWM and ReasoningBank do, at training time).
 CORE = "none,deltamem,synapse,long-context"
-# Online: the arms that learn from the agent's own episodes without calling the model to write.
-# (v7 also ran DeltaMem handing out only successes, `deltamem-successes`; it did worse on test
-# than the full memory and left the suite, docs/results.md.)
-ONLINE = CORE
 SW_TASKS = ("find-living-thing,find-plant,find-animal,find-non-living-thing,"
             "lifespan-longest-lived,lifespan-shortest-lived,identify-life-stages-1,"
             "power-component,test-conductivity,chemistry-mix")
@@ -58,7 +54,8 @@ SUITES: dict[str, list[dict[str, Any]]] = {
         {"name": "twx-coin-warm", "env": "twx-coin", "memory": ARMS, "episodes": 120,
          "train_episodes": 10, "protocol": "warm", "max_steps": 12,
          "game_params": "numLocations=4,includeDoors=0,numDistractorItems=0"},
-        {"name": "twx-twc-online", "env": "twx-twc", "memory": ONLINE, "episodes": 120,
+        # (v7 also ran `deltamem-successes` here; it did worse on test, docs/results.md.)
+        {"name": "twx-twc-online", "env": "twx-twc", "memory": CORE, "episodes": 120,
          "protocol": "online", "max_steps": 10, "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
          "memory": ARMS, "episodes": 40, "train_episodes": 40,

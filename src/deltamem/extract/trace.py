@@ -297,7 +297,7 @@ class TraceExtractor:
             if named:
                 room = named
             if not moved:
-                # A placement that lowered the score is wrong, however the episode ended; in a
+                # A step that lowered the score was wrong, however the episode ended; in a
                 # failed episode a step that earned nothing is not known to be right either.
                 unrewarded = lowered_score(step) or (not episode.success and earned_nothing(step))
                 facts += self._statements(step.action, observation, room, bool(named),

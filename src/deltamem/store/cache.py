@@ -24,6 +24,7 @@ class TreeIndex(VectorIndex):
         super().__init__(dim)
         self.generation = generation
         self.position = 0
+        self.saved = 0  # rows held by the last snapshot written or loaded (store/snapshot.py)
 
 
 class IndexCache:

@@ -109,6 +109,18 @@ class VectorIndex:
             if self.approximate is not None:
                 self.approximate.add(self._matrix[start:self.size])
 
+    def adopt(self, *, ids: list[str], matrix: Any, codes: Any, scales: Any, failures: Any,
+              depths: Any, bound: tuple[float, float, float]) -> None:
+        """Take over the rows of a saved index (:mod:`deltamem.store.snapshot`) as they are:
+        the arrays may be read-only memory maps, copied into growable buffers on the first
+        append. ``bound`` is the saved (residual, decoded, norm) maxima of those rows."""
+        self.ids = ids
+        self.size = len(ids)
+        self._matrix, self._codes, self._scales = matrix, codes, scales
+        self._failures, self._depths = failures, depths
+        self._residual, self._decoded, self._norm = (float(b) for b in bound)
+        self.approximate = None
+
     def _grow(self) -> None:
         cap = max(1024, self._matrix.shape[0] * 2)
         self._matrix = _resized(self._matrix, cap)

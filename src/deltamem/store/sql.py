@@ -278,12 +278,24 @@ class SQLStore(ABC):
             key = (space, tree.value)
             index = self._indexes.get(key)
             if index is None or index.generation < generation:
-                index = self._indexes.put(key, TreeIndex(dim, generation))
+                index = self._indexes.put(key, self._new_index(conn, space, tree, generation,
+                                                               dim))
             # A reader whose snapshot is older than the index (generation or position) just
             # scans what the index holds: it is at least as fresh as what the reader could see.
             if index.generation == generation and position > index.position:
                 self._catch_up(conn, index, space, tree, upto=position)
+                self._caught_up(conn, space, tree, index)
             return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
+
+    def _new_index(self, conn: Conn, space: str, tree: Tree, generation: int,
+                   dim: int) -> TreeIndex:
+        """A fresh index for a (space, tree) this process has not indexed at ``generation``:
+        empty here; a backend may start it from a saved snapshot it has checked is current."""
+        return TreeIndex(dim, generation)
+
+    def _caught_up(self, conn: Conn, space: str, tree: Tree, index: TreeIndex) -> None:
+        """Called after the shared ``index`` appended committed rows (a backend may save it)."""
+        return None
 
     def _catch_up(self, conn: Conn, index: TreeIndex, space: str, tree: Tree, *,
                   upto: int) -> None:

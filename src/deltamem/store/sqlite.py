@@ -26,11 +26,21 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from deltamem.core.model import Tree
 from deltamem.errors import SpaceNotFound, StoreError
-from deltamem.store import _sql_sqlite, migrations
+from deltamem.store import _sql_sqlite, migrations, snapshot
 from deltamem.store.base import Vector
+from deltamem.store.cache import TreeIndex
 from deltamem.store.index import to_blob
-from deltamem.store.sql import Block, SQLStore
+from deltamem.store.sql import Block, Conn, SQLStore
+
+# What a snapshot's stamp is checked against (store/snapshot.py): the space's creation time, and
+# how many rows of the tree sit at or before the snapshot's position, and the last one's id.
+_SNAPSHOT_CHECK = (
+    "SELECT (SELECT created_at FROM spaces WHERE space = ?1), "
+    "(SELECT count(*) FROM nodes WHERE space = ?1 AND tree = ?2 AND seq <= ?3), "
+    "(SELECT id FROM nodes WHERE space = ?1 AND tree = ?2 AND seq <= ?3 "
+    "ORDER BY seq DESC LIMIT 1)")
 
 
 @dataclass(slots=True)
@@ -46,15 +56,21 @@ class SQLiteStore(SQLStore):
         busy_timeout: seconds a writer waits for another process's write lock.
         create: create a missing file (and its directory); with False it must exist
             (``SpaceNotFound`` otherwise).
+        snapshot_every: save a tree's index beside the file (``<path>.index/``) once it has
+            grown by this many rows, so that a new process opens a large memory fast
+            (:mod:`deltamem.store.snapshot`); 0 turns snapshots off (never used for
+            ``:memory:``).
     """
 
     sql: ClassVar[ModuleType] = _sql_sqlite
     integrity_errors: ClassVar[tuple[type[Exception], ...]] = (sqlite3.IntegrityError,)
 
-    def __init__(self, path: str | Path, *, busy_timeout: float = 60.0, create: bool = True):
+    def __init__(self, path: str | Path, *, busy_timeout: float = 60.0, create: bool = True,
+                 snapshot_every: int = snapshot.SNAPSHOT_EVERY):
         self.path = str(path)
         super().__init__(f"sqlite:{self.path}")
         self._memory = self.path == ":memory:"
+        self._snapshot_every = 0 if self._memory else max(0, snapshot_every)
         if not self._memory:
             if not create and not Path(self.path).is_file():
                 raise SpaceNotFound(f"no database at {self.path}; learn or import into it "
@@ -158,6 +174,33 @@ class SQLiteStore(SQLStore):
                      params: Sequence[Any]) -> Iterable[Sequence[Any]]:
         for row in conn.execute(sql, params):
             yield (*row[:-1], np.frombuffer(row[-1], dtype="<f4"))
+
+    # -- index snapshots (store/snapshot.py) -----------------------------------------------
+    def _new_index(self, conn: Conn, space: str, tree: Tree, generation: int,
+                   dim: int) -> TreeIndex:
+        if self._snapshot_every:
+            where = snapshot.folder(self.path, space, tree.value)
+            found = snapshot.peek(where)
+            if found is not None:
+                meta, stamp = found
+                created, rows, last = conn.execute(
+                    _SNAPSHOT_CHECK, (space, tree.value, stamp.position)).fetchone()
+                if (stamp.generation, stamp.created_at, stamp.rows, stamp.last_id) == \
+                        (generation, created, rows, last):
+                    index = snapshot.load(where, meta, stamp, dim)
+                    if index is not None:
+                        index.saved = index.size
+                        return index
+        return TreeIndex(dim, generation)
+
+    def _caught_up(self, conn: Conn, space: str, tree: Tree, index: TreeIndex) -> None:
+        if not self._snapshot_every or index.size - index.saved < self._snapshot_every:
+            return
+        created = conn.execute(_SNAPSHOT_CHECK, (space, tree.value, 0)).fetchone()[0]
+        stamp = snapshot.Stamp(index.generation, float(created), index.position, index.size,
+                               index.ids[-1])
+        snapshot.save(snapshot.folder(self.path, space, tree.value), index, stamp)
+        index.saved = index.size
 
     def integrity_check(self) -> list[str]:
         """SQLite's own page-level check (``['ok']`` when the file is sound)."""

@@ -20,7 +20,7 @@ Semantics every backend must keep:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -108,8 +108,18 @@ class Store(Protocol):
 
     def get_node(self, space: str, node_id: str) -> Node | None: ...
 
+    def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
+        """Many nodes in one round trip, keyed by id in the order of ``node_ids`` (duplicates
+        once); missing ids are absent from the result."""
+        ...
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
+        ...
+
+    def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
+        """``chain`` of many nodes in one round trip, keyed by id in the order of ``node_ids``;
+        missing ids are absent from the result."""
         ...
 
     def children(self, space: str, node_id: str) -> list[Node]: ...

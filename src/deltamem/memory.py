@@ -6,23 +6,22 @@ It computes nothing itself: scoring, placement, composition and rendering live i
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from deltamem import jsonsafe, reports, transfer
 from deltamem.config import Settings
-from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
+from deltamem.core import ranking
+from deltamem.core.knowledge import layout_signature
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -32,15 +31,14 @@ from deltamem.core.model import (
     Tree,
     experience_chars,
 )
+from deltamem.core.ranking import POOL, trace_signature
 from deltamem.core.render import Style, estimate_tokens, render_context
-from deltamem.core.scoring import penalised
 from deltamem.core.tree import (
     Action,
     Placement,
     choose_placement,
     compose_chain,
     consolidation_meta,
-    discredited,
     due_for_consolidation,
     growth_chain,
 )
@@ -80,9 +78,12 @@ from deltamem.usage import Usage
 TREES = (Tree.TASK, Tree.ENV)
 # Space names appear in URLs, logs and file names: keep them to a safe alphabet.
 SPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
-# How many candidates a writer compares (see DeltaMem._placement), and how many exact ties
-# the dedup-before-the-model check looks through.
-POOL = 32
+_R = TypeVar("_R")
+
+
+def _asks_more(answer: object) -> bool:
+    """Whether a ranking rule's answer asks for the nodes of more candidates."""
+    return answer is None or (isinstance(answer, ranking.Ranked) and answer.fetch_more)
 
 
 class DeltaMem:
@@ -253,8 +254,9 @@ class DeltaMem:
             found = self._scan(tree, query, max(k, POOL))
             ranked = self._same_scene(tree, key, found, limit=max(k, 1))
         else:
-            ranked = self._started_here(self._task_ranked(query, max(k, 1)),
-                                        layout_signature(scene))
+            ranked, nodes = self._task_ranked(query, max(k, 1))
+            ranked = ranking.started_here(
+                ranked, self._nodes_of(ranking.best_ties(ranked), nodes), layout_signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
         if result.best is None or result.best.score < threshold:
@@ -272,95 +274,57 @@ class DeltaMem:
         return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,
                                approximate_from=self.settings.ann_from)
 
-    def _task_ranked(self, query: Vector, need: int) -> list[Candidate]:
-        """Task-tree candidates best first, with discredited skills scored as failures.
-
-        A success whose record is mostly failures (``core.tree.discredited``) is re-scored
-        ``cos - penalty`` and the candidates re-sorted (score, then shallower, then newer).
-        Without one among the best, this is the scan itself. Re-scoring only lowers scores, so
-        the first ``need`` re-scored candidates (and the ties of the last) are exact once a
-        scanned score falls below theirs; until then the scan is widened.
-        """
+    def _task_ranked(self, query: Vector, need: int) -> tuple[list[Candidate], dict[str, Node]]:
+        """Task-tree candidates best first, discredited skills scored as failures
+        (``core.ranking.task_ranked``), with the nodes fetched for them: one scan and at most
+        two batch fetches per round, the scan widened ×4 until the answer is exact."""
         k = max(need, POOL)
         while True:
             found = self._scan(Tree.TASK, query, k)
-            kept, complete = self._rescored(found, need)
-            if not any(c.discredited for c, _ in kept):
-                return found
-            if complete or len(found) < k:
-                break
+            exhausted = len(found) < k
+            rule = partial(ranking.task_ranked, found, need=need, penalty=self.settings.penalty,
+                           exhausted=exhausted)
+            ranked, nodes = self._fetching(
+                found, ranking.first_round(found, need),
+                lambda nodes, fetched: rule(nodes, fetched=fetched))  # noqa: B023 - called here
+            if ranked.candidates is not None:
+                return ranked.candidates, nodes
             k *= 4
-        kept.sort(key=lambda pair: (-pair[0].score, pair[0].depth, -pair[1]))
-        return [c for c, _ in kept]
 
-    def _rescored(self, found: list[Candidate],
-                  need: int) -> tuple[list[tuple[Candidate, float]], bool]:
-        """``found`` in scan order, discredited ones re-scored, each with its creation time, up
-        to the first candidate that cannot reach the best ``need`` (then ``True``: complete)."""
-        kept: list[tuple[Candidate, float]] = []
-        best: list[float] = []  # min-heap of the best ``need`` kept scores; best[0] is the bar
-        for candidate in found:
-            if len(best) >= need and candidate.score < best[0]:
-                return kept, True  # it and every later candidate score below the kept ones
-            node = self.store.get_node(self.space, candidate.id)
-            if node is None:  # deleted by another writer since the scan
-                continue
-            if discredited(node):
-                candidate = replace(candidate, failure=True, discredited=True,
-                                    score=penalised(candidate.similarity, self.settings.penalty))
-            kept.append((candidate, node.created_at))
-            if len(best) < need:
-                heapq.heappush(best, candidate.score)
-            else:
-                heapq.heappushpop(best, candidate.score)
-        return kept, False
+    def _fetching(self, found: Sequence[Candidate], first: int,
+                  rank: Callable[[dict[str, Node], int], _R]) -> tuple[_R, dict[str, Node]]:
+        """Run a ranking rule over ``found`` with the nodes of its first ``first`` candidates
+        fetched in one call, then (if the rule asks for more) the rest in a second call."""
+        nodes = self.store.get_nodes(self.space, [c.id for c in found[:first]])
+        answer = rank(nodes, first)
+        if _asks_more(answer) and first < len(found):
+            nodes.update(self.store.get_nodes(self.space, [c.id for c in found[first:]]))
+            answer = rank(nodes, len(found))
+        return answer, nodes
 
-    def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:
-        """Task-tree candidates with the best score's exact ties learned in a scene of
-        ``layout`` first (``core.knowledge.same_layout_first``): variations of a task often share
-        one task text, and the skill that started where the agent stands has the right route."""
-        if not layout or len(found) < 2 or found[1].score != found[0].score:
-            return found
-        layouts = {}
-        for candidate in found:
-            if candidate.score != found[0].score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
-            layouts[candidate.id] = str(node.meta.get("layout", "")) if node else ""
-        return same_layout_first(found, layouts, layout)
+    def _nodes_of(self, candidates: Sequence[Candidate], have: dict[str, Node]) -> dict[str, Node]:
+        """``have`` completed with the nodes of ``candidates`` it lacks (one call, or none)."""
+        missing = [c.id for c in candidates if c.id not in have]
+        return {**have, **self.store.get_nodes(self.space, missing)} if missing else have
 
     def _same_scene(self, tree: Tree, key: str, found: list[Candidate],
                     limit: int | None = None) -> list[Candidate]:
-        """``found`` for the environment tree: only nodes learned in a scene of the same layout,
-        and among exact ties the newest first (``core.knowledge.latest_first``).
-
-        Nodes of one scene text share a vector and tie exactly; the newest of them holds the
-        latest word about the scene (its chain has every later fact superseding the older ones),
-        so recall shows it and learning extends it. A consolidated root still wins over the node
-        it was compiled from (it is newer).
-
-        With ``limit``, only the first ``limit`` are needed: candidates are fetched in order until
-        ``limit`` are kept and the run of ties of the last one is complete (``latest_first`` only
-        reorders within such runs), instead of fetching every candidate."""
+        """``found`` for the environment tree (``core.ranking.same_scene``): only scenes of the
+        key's layout, newest first among ties; the nodes fetched in one or two batch calls."""
         if tree is Tree.TASK:
             return found
         layout = layout_signature(key)
-        kept: list[Candidate] = []
-        created: dict[str, float] = {}
-        for candidate in found:
-            if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
-            if node is not None and layout_signature(node.key) == layout:
-                kept.append(candidate)
-                created[candidate.id] = node.created_at
-        return latest_first(kept, created)
+        first = len(found) if limit is None else ranking.first_round(found, limit)
+        kept, _ = self._fetching(found, first, lambda nodes, fetched: ranking.same_scene(
+            found, nodes, layout, layout_signature, limit=limit, fetched=fetched))
+        assert kept is not None  # every node was fetched by the second call
+        return kept
 
     def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
-        sim = cosine(query, vector) if vector is not None else 0.0
-        failure = node.outcome is Outcome.FAILURE or (node.tree is Tree.TASK and discredited(node))
-        penalty = self.settings.penalty if failure else 0.0
-        return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)
+        link = ranking.link(node, cosine(query, vector) if vector is not None else None,
+                            self.settings.penalty)
+        return ChainLink(node.id, node.kind.value, node.outcome.value, link.similarity,
+                         link.score)
 
     # -- write path -----------------------------------------------------------------------
     @memory_span("upsert_memory", lambda r: {
@@ -483,12 +447,12 @@ class DeltaMem:
         """A node written by an identical trajectory, among the exact ties of the best match."""
         if recall.query is None or recall.best is None:
             return None
-        found = self._task_ranked(recall.query, 1) if recall.tree is Tree.TASK else \
-            self._scan(recall.tree, recall.query, POOL)
-        for candidate in found:
-            if candidate.score != recall.best.score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
+        found, nodes = self._task_ranked(recall.query, 1) if recall.tree is Tree.TASK else \
+            (self._scan(recall.tree, recall.query, POOL), {})
+        ties = [c for c in ranking.best_ties(found) if c.score == recall.best.score]
+        nodes = self._nodes_of(ties, nodes)
+        for candidate in ties:
+            node = nodes.get(candidate.id)
             if node is not None and node.meta.get("trace") == signature:
                 return node
         return None
@@ -525,8 +489,9 @@ class DeltaMem:
             return [], Placement(Action.ROOT)
         threshold = self.settings.threshold(tree.value)
         found = self._scan(tree, query, POOL)
-        chains = [self.store.chain(self.space, c.id)
-                  for c in self._same_scene(tree, key, found) if c.score >= threshold]
+        ids = [c.id for c in self._same_scene(tree, key, found) if c.score >= threshold]
+        fetched = self.store.chains(self.space, ids)
+        chains = [fetched[i] for i in ids if i in fetched]
         placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)
         return (chains[index] if index is not None else []), placement
 
@@ -780,24 +745,6 @@ def _new_root(tree: Tree, key: str, content: Experience, meta: dict[str, Any], *
               lineage: tuple[str, ...] = ()) -> Node:
     return Node(id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
                 key=key, content=content, lineage=lineage, created_at=time.time(), meta=meta)
-
-
-def trace_signature(episode: Episode, tree: Tree) -> str:
-    """Fingerprint of what an extractor sees of an episode for one tree.
-
-    Task tree: the actions and the outcome; environment tree: actions and observations.
-    """
-    h = hashlib.blake2b(digest_size=12)
-    h.update(tree.value.encode())
-    if tree is Tree.TASK:
-        h.update(episode.task.encode() + b"\x00" + str(episode.success).encode())
-    else:
-        h.update(episode.env.encode())
-    for step in episode.steps:
-        h.update(b"\x01" + step.action.encode())
-        if tree is Tree.ENV:
-            h.update(b"\x02" + step.observation.encode())
-    return h.hexdigest()
 
 
 def _layout_meta(tree: Tree, env: str) -> dict[str, Any]:

@@ -29,25 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from deltamem.core.model import Node, Tree
+from deltamem.core.ranking import Candidate as Candidate  # re-exported: a scan returns them
 from deltamem.errors import StoreError
 
 Vector = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One scored node from a scan.
-
-    ``discredited``: a successful node scored as a failure because its record is mostly
-    failures (``core.tree.discredited``); the facade sets it, scans never do.
-    """
-
-    id: str
-    similarity: float
-    failure: bool
-    depth: int
-    score: float
-    discredited: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ def test_record_outcome_counts_on_the_recalled_nodes(mem):
     mem.record_outcome([task_node], success=False)
     assert mem.get(task_node).failures == before.failures + 1
     assert record.to_dict() == {"nodes": [task_node, env_node], "success": True,
-                                "consolidated": []}
+                                "consolidated": [], "deferred": []}
 
 
 SHOES = ("open shoe cabinet", "take brown shoes", "put brown shoes in shoe cabinet")

@@ -30,7 +30,7 @@ def test_record_outcome_counts_on_the_recalled_nodes(mem):
     mem.record_outcome([task_node], success=False)
     assert mem.get(task_node).failures == before.failures + 1
     assert record.to_dict() == {"nodes": [task_node, env_node], "success": True,
-                                "consolidated": []}
+                                "consolidated": [], "deferred": []}
 
 
 SHOES = ("open shoe cabinet", "take brown shoes", "put brown shoes in shoe cabinet")
@@ -134,20 +134,19 @@ def test_list_nodes_filters_by_tree_kind_outcome_and_text(mem):
     assert set(task_rows[0]) >= {"id", "kind", "outcome", "key", "parent", "depth", "hits"}
 
 
-def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path, monkeypatch):
+def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path):
     """Re-scoring may drop every pooled candidate below one the scan left out: the scan is
-    widened until the answer is exact."""
-    import deltamem.memory
+    widened until the answer is exact (the rule itself: tests/core/test_ranking.py)."""
+    from deltamem.core.ranking import POOL
 
-    monkeypatch.setattr(deltamem.memory, "POOL", 2)
     with DeltaMem(SQLiteStore(tmp_path / "p.db"), HashingEmbedder(), TraceExtractor(),
                   settings=TEST_SETTINGS.with_(flat=True)) as mem:
         oldest, *newer = (mem.learn(make_episode(task=TIDY, actions=(f"take item {i}",),
-                                                 env=HALL)).task.node for i in range(4))
+                                                 env=HALL)).task.node for i in range(POOL + 2))
         assert mem.recall(TIDY, HALL).task.node.id == newer[-1]
-        for node in newer:
-            mem.record_outcome([node], success=False)
-            mem.record_outcome([node], success=False)
+        with mem.transaction():
+            for node in newer:
+                mem.store.bump(mem.space, node, hits=2, failures=2)
         recall = mem.recall(TIDY, HALL, top_k=2)
         assert recall.task.node.id == oldest
         assert [c.discredited for c in recall.task.candidates] == [False, True]

@@ -11,7 +11,7 @@ import deltamem
 
 CORE = Path(deltamem.__file__).parent / "core"
 ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum", "json", "re",
-                   "typing", "numpy", "deltamem"}
+                   "typing", "numpy", "deltamem", "hashlib", "heapq"}
 
 
 PUBLIC = [

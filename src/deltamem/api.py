@@ -216,6 +216,8 @@ class LearnOut(Model):
     env: WriteOut
     recalled: list[str] = Field(description="Nodes the agent was handed that counted the outcome.")
     consolidated: list[ConsolidationOut]
+    deferred: list[str] = Field(default=[], description="Nodes whose due consolidation failed "
+                                "(the model or store); the episode is stored, do not resend it.")
     usage: UsageOut
 
 
@@ -234,6 +236,8 @@ class OutcomeOut(Model):
     nodes: list[str] = Field(description="The nodes whose counters were bumped.")
     success: bool
     consolidated: list[ConsolidationOut]
+    deferred: list[str] = Field(default=[], description="Nodes whose due consolidation failed; "
+                                "the outcome is counted, do not resend it.")
 
 
 class ConsolidateOut(Model):

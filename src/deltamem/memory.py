@@ -1,28 +1,26 @@
-"""The :class:`DeltaMem` facade: wires a store, an embedder and an extractor to the pure core.
+"""The :class:`DeltaMem` facade: wires a store, an embedder and an extractor to the engine.
 
-It owns transactions (one per learned episode, one per consolidation) and accounts for usage.
-It computes nothing itself: scoring, placement, composition and rendering live in ``core``.
+It validates input, embeds, owns the write blocks (one per learned episode, one per
+consolidation) and accounts for usage. The work is done by its collaborators in
+``deltamem.engine`` -- :class:`~deltamem.engine.read.Reader` (ranking, chains),
+:class:`~deltamem.engine.write.Writer` (extraction, placement, writes) and
+:class:`~deltamem.engine.consolidate.Consolidator` -- over the rules of ``core``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import heapq
 import re
 import secrets
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from deltamem import jsonsafe, reports, transfer
 from deltamem.config import Settings
-from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
+from deltamem.core.knowledge import layout_signature
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -32,20 +30,15 @@ from deltamem.core.model import (
     Tree,
     experience_chars,
 )
+from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
+from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
-from deltamem.core.scoring import penalised
-from deltamem.core.tree import (
-    Action,
-    Placement,
-    choose_placement,
-    compose_chain,
-    consolidation_meta,
-    discredited,
-    due_for_consolidation,
-    growth_chain,
-)
+from deltamem.core.tree import compose_chain
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
+from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
+from deltamem.engine.read import Reader, TreeRead
+from deltamem.engine.write import Writer
 from deltamem.episodes import check_episode, episode_to_dict
 from deltamem.errors import (
     ConfigError,
@@ -57,17 +50,13 @@ from deltamem.errors import (
     StoreError,
 )
 from deltamem.extract import make_extractor
-from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.extract.base import Extractor
 from deltamem.results import (
     BatchResult,
-    ChainLink,
     Consolidation,
     LearnResult,
     OutcomeRecord,
     Recall,
-    TreeRecall,
-    TreeWrite,
-    cosine,
     node_row,
 )
 from deltamem.store import open_store
@@ -77,12 +66,11 @@ from deltamem.telemetry import memory_span
 from deltamem.threads import blas_threads
 from deltamem.usage import Usage
 
+__all__ = ["POOL", "TREES", "DeltaMem", "check_space", "new_node_id", "trace_signature"]
+
 TREES = (Tree.TASK, Tree.ENV)
 # Space names appear in URLs, logs and file names: keep them to a safe alphabet.
 SPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
-# How many candidates a writer compares (see DeltaMem._placement), and how many exact ties
-# the dedup-before-the-model check looks through.
-POOL = 32
 
 
 class DeltaMem:
@@ -100,16 +88,30 @@ class DeltaMem:
                  space: str = "default", settings: Settings | None = None, create: bool = True):
         self.store = store
         self.embedder = embedder
-        self.extractor = extractor
+        self._extractor = extractor
         self.space = space
         self.settings = settings or Settings.from_env()
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
+        # The scene layout of a text (core.knowledge.layout_signature): the one place it is named.
+        self.reader = Reader(store, space, self.settings, layout_signature)
+        self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim)
+        self.consolidator = Consolidator(store, space, self.settings, extractor, self._writing)
         self._exists = space_info(store, space) is not None
         if self._exists:
             store.ensure_space(space, embedder.name, embedder.dim)  # checks the embedder
         elif not create:
             raise self._not_found()
+
+    @property
+    def extractor(self) -> Extractor:
+        """What turns episodes into experiences (replaceable: the writer and the consolidator
+        follow)."""
+        return self._extractor
+
+    @extractor.setter
+    def extractor(self, extractor: Extractor) -> None:
+        self._extractor = self.writer.extractor = self.consolidator.extractor = extractor
 
     @property
     def exists(self) -> bool:
@@ -194,18 +196,21 @@ class DeltaMem:
             problem = jsonsafe.text_problem(text)
             if problem:
                 raise EpisodeError(f"field '{name}' {problem}", field=name)
-        q_task, q_env = self._embed([task, env], usage)
-        with self._intact():
-            recalls = {
-                tree: self._recall_tree(tree, key, q, top_k or self.settings.top_k, scene=env)
-                for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))
-            }
+        reads = self._read(task, env, top_k or self.settings.top_k, usage)
+        recalls = {tree: read.recall for tree, read in reads.items()}
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
                                  Style(self.settings.style), budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
                       context_tokens=estimate_tokens(context))
+
+    def _read(self, task: str, env: str, k: int, usage: Usage) -> dict[Tree, TreeRead]:
+        """Both trees' reads for ``task`` and ``env`` (embedded in one call), nothing rendered."""
+        q_task, q_env = self._embed([task, env], usage)
+        with self._intact():
+            return {tree: self.reader.tree(tree, key, q, k, scene=env)
+                    for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))}
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
         """One embedder call for the texts not in the cache (``usage`` counts only those)."""
@@ -243,125 +248,6 @@ class DeltaMem:
             raise StoreError(f"space {self.space!r} holds a chain that does not compose ({exc}); "
                              "run `deltamem check`") from exc
 
-    def _recall_tree(self, tree: Tree, key: str, query: Vector, k: int, *,
-                     scene: str = "") -> TreeRecall:
-        threshold = self.settings.threshold(tree.value)
-        result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
-        if not key.strip():
-            return result
-        if tree is Tree.ENV:
-            found = self._scan(tree, query, max(k, POOL))
-            ranked = self._same_scene(tree, key, found, limit=max(k, 1))
-        else:
-            ranked = self._started_here(self._task_ranked(query, max(k, 1)),
-                                        layout_signature(scene))
-        result.candidates = ranked[: max(k, 1)]
-        result.best = result.candidates[0] if result.candidates else None
-        if result.best is None or result.best.score < threshold:
-            return result
-        result.chain = self.store.chain(self.space, result.best.id)
-        if not result.chain:  # deleted by another writer since the scan: nothing matched
-            result.best = None
-            return result
-        result.experience = compose_chain(result.chain)
-        vectors = self.store.vectors(self.space, [n.id for n in result.chain])
-        result.links = [self._link(node, query, vectors.get(node.id)) for node in result.chain]
-        return result
-
-    def _scan(self, tree: Tree, query: Vector, k: int) -> list[Candidate]:
-        return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,
-                               approximate_from=self.settings.ann_from)
-
-    def _task_ranked(self, query: Vector, need: int) -> list[Candidate]:
-        """Task-tree candidates best first, with discredited skills scored as failures.
-
-        A success whose record is mostly failures (``core.tree.discredited``) is re-scored
-        ``cos - penalty`` and the candidates re-sorted (score, then shallower, then newer).
-        Without one among the best, this is the scan itself. Re-scoring only lowers scores, so
-        the first ``need`` re-scored candidates (and the ties of the last) are exact once a
-        scanned score falls below theirs; until then the scan is widened.
-        """
-        k = max(need, POOL)
-        while True:
-            found = self._scan(Tree.TASK, query, k)
-            kept, complete = self._rescored(found, need)
-            if not any(c.discredited for c, _ in kept):
-                return found
-            if complete or len(found) < k:
-                break
-            k *= 4
-        kept.sort(key=lambda pair: (-pair[0].score, pair[0].depth, -pair[1]))
-        return [c for c, _ in kept]
-
-    def _rescored(self, found: list[Candidate],
-                  need: int) -> tuple[list[tuple[Candidate, float]], bool]:
-        """``found`` in scan order, discredited ones re-scored, each with its creation time, up
-        to the first candidate that cannot reach the best ``need`` (then ``True``: complete)."""
-        kept: list[tuple[Candidate, float]] = []
-        best: list[float] = []  # min-heap of the best ``need`` kept scores; best[0] is the bar
-        for candidate in found:
-            if len(best) >= need and candidate.score < best[0]:
-                return kept, True  # it and every later candidate score below the kept ones
-            node = self.store.get_node(self.space, candidate.id)
-            if node is None:  # deleted by another writer since the scan
-                continue
-            if discredited(node):
-                candidate = replace(candidate, failure=True, discredited=True,
-                                    score=penalised(candidate.similarity, self.settings.penalty))
-            kept.append((candidate, node.created_at))
-            if len(best) < need:
-                heapq.heappush(best, candidate.score)
-            else:
-                heapq.heappushpop(best, candidate.score)
-        return kept, False
-
-    def _started_here(self, found: list[Candidate], layout: str) -> list[Candidate]:
-        """Task-tree candidates with the best score's exact ties learned in a scene of
-        ``layout`` first (``core.knowledge.same_layout_first``): variations of a task often share
-        one task text, and the skill that started where the agent stands has the right route."""
-        if not layout or len(found) < 2 or found[1].score != found[0].score:
-            return found
-        layouts = {}
-        for candidate in found:
-            if candidate.score != found[0].score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
-            layouts[candidate.id] = str(node.meta.get("layout", "")) if node else ""
-        return same_layout_first(found, layouts, layout)
-
-    def _same_scene(self, tree: Tree, key: str, found: list[Candidate],
-                    limit: int | None = None) -> list[Candidate]:
-        """``found`` for the environment tree: only nodes learned in a scene of the same layout,
-        and among exact ties the newest first (``core.knowledge.latest_first``).
-
-        Nodes of one scene text share a vector and tie exactly; the newest of them holds the
-        latest word about the scene (its chain has every later fact superseding the older ones),
-        so recall shows it and learning extends it. A consolidated root still wins over the node
-        it was compiled from (it is newer).
-
-        With ``limit``, only the first ``limit`` are needed: candidates are fetched in order until
-        ``limit`` are kept and the run of ties of the last one is complete (``latest_first`` only
-        reorders within such runs), instead of fetching every candidate."""
-        if tree is Tree.TASK:
-            return found
-        layout = layout_signature(key)
-        kept: list[Candidate] = []
-        created: dict[str, float] = {}
-        for candidate in found:
-            if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
-            if node is not None and layout_signature(node.key) == layout:
-                kept.append(candidate)
-                created[candidate.id] = node.created_at
-        return latest_first(kept, created)
-
-    def _link(self, node: Node, query: Vector, vector: Vector | None) -> ChainLink:
-        sim = cosine(query, vector) if vector is not None else 0.0
-        failure = node.outcome is Outcome.FAILURE or (node.tree is Tree.TASK and discredited(node))
-        penalty = self.settings.penalty if failure else 0.0
-        return ChainLink(node.id, node.kind.value, node.outcome.value, sim, sim - penalty)
-
     # -- write path -----------------------------------------------------------------------
     @memory_span("upsert_memory", lambda r: {
         "gen_ai.memory.record.id": r.episode_id, "deltamem.task.action": r.task.action.value,
@@ -379,10 +265,9 @@ class DeltaMem:
         writers never place against a stale tree.
         """
         started = time.perf_counter()
-        usage = Usage()
         check_episode(episode)
         with self._intact():
-            return self._learn(episode, recall, usage, started)
+            return self._learn(episode, recall, Usage(), started)
 
     def learn_many(self, episodes: Sequence[Episode]) -> BatchResult:
         """Learn episodes in order, all in one transaction: every one is stored, or none is.
@@ -410,28 +295,37 @@ class DeltaMem:
 
     def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
                started: float) -> LearnResult:
+        """Read and extract outside the write block, then place and write inside it."""
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
                                                                            episode.env)
+        scanned: dict[Tree, list[Candidate] | None] = {Tree.TASK: None, Tree.ENV: None}
         if recall is None or not shown:
-            recall = self.recall(episode.task, episode.env)
-            usage.add(recall.usage)  # a recall the caller made was already reported to it
-        extractions = {
-            tree: self._extract(episode, tree_recall, usage)
-            for tree, tree_recall in ((Tree.TASK, recall.task), (Tree.ENV, recall.env))
-        }
-        episode_id = "ep-" + secrets.token_hex(8)
-        queries = {Tree.TASK: recall.task.query, Tree.ENV: recall.env.query}
+            reads = self._read(episode.task, episode.env, self.settings.top_k, usage)
+            seen = {tree: read.recall for tree, read in reads.items()}
+            scanned = {tree: read.scanned for tree, read in reads.items()}
+        else:
+            seen = {Tree.TASK: recall.task, Tree.ENV: recall.env}
         keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
+        queries = {tree: seen[tree].query for tree in TREES}
+        extractions = {tree: self.writer.extract(episode, seen[tree], usage) for tree in TREES}
+        batch = self._batch.get()  # inside learn_many's block everything is placed in it
+        plans = {tree: None if batch else self.writer.plan(
+            tree, keys[tree], queries[tree], extractions[tree].experience, scanned[tree])
+            for tree in TREES}
+        episode_id = "ep-" + secrets.token_hex(8)
+        steps = episode_to_dict(episode)["steps"]
         with self._writing():
             writes = {
-                tree: self._write_tree(tree, keys[tree], queries[tree], extractions[tree],
-                                       episode, episode_id)
+                tree: self.writer.write_tree(tree, keys[tree], queries[tree], extractions[tree],
+                                             episode, episode_id, plans[tree])
                 for tree in TREES
             }
-            recalled = self._count_recalled(recall, writes, episode.success) if shown else []
+            assert recall is not None or not shown
+            recalled = self.writer.count_recalled(recall, writes, episode.success) \
+                if shown and recall is not None else []
             self.store.add_episode(self.space, EpisodeRecord(
                 id=episode_id, task=episode.task, env=episode.env, success=episode.success,
-                score=episode.score, steps=episode_to_dict(episode)["steps"], meta=episode.meta,
+                score=episode.score, steps=steps, meta=episode.meta,
                 result={t.value: w.to_dict() for t, w in writes.items()},
                 flat_chars=sum(experience_chars(x.flat) for x in extractions.values()),
                 created_at=time.time(),
@@ -440,118 +334,15 @@ class DeltaMem:
                              recalled=recalled)
         if self.settings.auto_consolidate:
             matched = [w.matched for w in writes.values() if w.matched is not None]
-            for node_id in matched + (recalled if episode.success else []):
-                result.consolidated += self._consolidate_if_due(node_id, usage)
+            result.consolidated, result.deferred = self.consolidator.after_write(
+                matched + (recalled if episode.success else []), usage)
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return result
-
-    def _count_recalled(self, recall: Recall, writes: dict[Tree, TreeWrite],
-                        success: bool) -> list[str]:
-        """Count the episode's outcome on the nodes the agent was handed (the match of each tree)
-        unless the episode was placed on that same node (``_write_tree`` counted it there), so
-        that a skill followed in failed episodes carries them in its record. Returns the ids."""
-        counted = []
-        for tree, tree_recall in ((Tree.TASK, recall.task), (Tree.ENV, recall.env)):
-            node = tree_recall.node
-            if node is None or node.id == writes[tree].matched:
-                continue
-            if self.store.get_node(self.space, node.id) is None:  # deleted since the recall
-                continue
-            self.store.bump(self.space, node.id, hits=1, successes=int(success),
-                            failures=int(not success))
-            counted.append(node.id)
-        return counted
-
-    def _extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
-        if self.extractor.uses_llm and recall.matched:
-            twin = self._same_trace(recall, trace_signature(episode, recall.tree))
-            if twin is not None:
-                # The same trajectory already produced this node: asking the model again would
-                # at best reproduce it. Reuse its experience (an exact dedup) and save the call.
-                usage.llm_calls_saved += 1
-                return Extraction(self.experience(twin.id),
-                                  note="trace already stored; model call skipped")
-        base = growth_chain(recall.chain, max_depth=self.settings.max_depth)
-        chain = tuple(compose_chain(base[: i + 1]) for i in range(len(base)))
-        extraction = self.extractor.extract(
-            ExtractRequest(episode, recall.tree, chain[-1] if chain else None, chain)
-        )
-        usage.add(extraction.usage)
-        return extraction
-
-    def _same_trace(self, recall: TreeRecall, signature: str) -> Node | None:
-        """A node written by an identical trajectory, among the exact ties of the best match."""
-        if recall.query is None or recall.best is None:
-            return None
-        found = self._task_ranked(recall.query, 1) if recall.tree is Tree.TASK else \
-            self._scan(recall.tree, recall.query, POOL)
-        for candidate in found:
-            if candidate.score != recall.best.score:
-                break
-            node = self.store.get_node(self.space, candidate.id)
-            if node is not None and node.meta.get("trace") == signature:
-                return node
-        return None
-
-    def _write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
-                    episode: Episode, episode_id: str) -> TreeWrite:
-        outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
-        chain, placement = self._placement(tree, key, query, extraction.experience)
-        hit = None
-        if placement.action is not Action.ROOT:
-            # The node the episode was placed on: the one it duplicates, or the end of the chain
-            # it extends (the matched node, also when the delta went in as its sibling).
-            hit = placement.anchor if placement.action is Action.DEDUP else chain[-1].id
-            assert hit is not None
-            self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
-                            failures=int(not episode.success))
-        if placement.action is Action.DEDUP:
-            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note,
-                             experience=extraction.experience, matched=hit)
-        node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
-                              episode_id)
-        self.store.add_node(self.space, node, query if query is not None else self._zero())
-        return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
-                         extraction.note, extraction.experience, matched=hit)
-
-    def _placement(self, tree: Tree, key: str, query: Vector | None,
-                   experience: Experience) -> tuple[list[Node], Placement]:
-        """Fetch the candidate chains and let ``core.tree.choose_placement`` decide.
-
-        Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
-        environment tree, only scenes of the same layout), best first.
-        """
-        if self.settings.flat or not key.strip() or query is None:
-            return [], Placement(Action.ROOT)
-        threshold = self.settings.threshold(tree.value)
-        found = self._scan(tree, query, POOL)
-        chains = [self.store.chain(self.space, c.id)
-                  for c in self._same_scene(tree, key, found) if c.score >= threshold]
-        placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)
-        return (chains[index] if index is not None else []), placement
-
-    def _new_node(self, tree: Tree, key: str, outcome: Outcome, placement: Placement,
-                  experience: Experience, episode: Episode, episode_id: str) -> Node:
-        is_root = placement.action is Action.ROOT
-        return Node(
-            id=new_node_id(tree), tree=tree,
-            kind=NodeKind.ROOT if is_root else NodeKind.DELTA, outcome=outcome, key=key,
-            parent_id=placement.anchor, depth=placement.depth,
-            content=experience if is_root else None,
-            patch=None if is_root else placement.patch,
-            episode_id=episode_id, created_at=time.time(),
-            meta={"trace": trace_signature(episode, tree), **_layout_meta(tree, episode.env),
-                  **_user_meta(episode)},
-        )
-
-    def _zero(self) -> Vector:
-        return np.zeros(self.embedder.dim, dtype=np.float32)
 
     # -- consolidation --------------------------------------------------------------------
     def due(self) -> list[Node]:
         """The nodes whose chains are due for consolidation, oldest first; writes nothing."""
-        return [node for node in self.store.nodes(self.space)
-                if due_for_consolidation(node, self.settings.k_cons)]
+        return list(self.consolidator.due())
 
     def consolidate(self, *, dry_run: bool = False) -> list[Consolidation]:
         """Compile every chain that is due (see ``core.tree.due_for_consolidation``).
@@ -568,7 +359,7 @@ class DeltaMem:
         done: list[Consolidation] = []
         with self._intact():
             for node in self.due():
-                done += self._consolidate_if_due(node.id, usage)
+                done += self.consolidator.if_due(node.id, usage)
         return done
 
     def record_outcome(self, nodes: Recall | Sequence[str], success: bool) -> OutcomeRecord:
@@ -595,30 +386,10 @@ class DeltaMem:
                                 failures=int(not success))
         record = OutcomeRecord(ids, success)
         if success and self.settings.auto_consolidate:
-            usage = Usage()
-            for node_id in ids:
-                record.consolidated += self._consolidate_if_due(node_id, usage)
+            with self._intact():
+                record.consolidated, record.deferred = self.consolidator.after_write(ids,
+                                                                                     Usage())
         return record
-
-    def _consolidate_if_due(self, node_id: str, usage: Usage) -> list[Consolidation]:
-        node = self.store.get_node(self.space, node_id)
-        if node is None or not due_for_consolidation(node, self.settings.k_cons):
-            return []
-        chain = self.store.chain(self.space, node.id)
-        compiled = self.extractor.compile(node.tree, compose_chain(chain))
-        usage.add(compiled.usage)
-        vector = self.store.vector(self.space, node.id)
-        assert vector is not None
-        root = _new_root(node.tree, node.key, compiled.experience,
-                         {**consolidation_meta(chain), "note": compiled.note},
-                         lineage=tuple(n.id for n in chain))
-        with self._writing():
-            fresh = self.store.get_node(self.space, node.id)
-            if fresh is None or fresh.consolidated:  # another writer got there first
-                return []
-            self.store.add_node(self.space, root, vector)
-            self.store.mark_consolidated(self.space, node.id)
-        return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
 
     def add_roots(self, roots: Sequence[tuple[Tree, str, Experience, dict[str, Any]]]
                   ) -> list[str | None]:
@@ -644,7 +415,7 @@ class DeltaMem:
                     ids.append(None)
                     continue
                 stored.add((tree, key, experience))
-                node = _new_root(tree, key, experience, meta)
+                node = new_root(tree, key, experience, meta)
                 self.store.add_node(self.space, node, vector)
                 ids.append(node.id)
         return ids
@@ -770,41 +541,3 @@ def check_space(space: str) -> str:
             "starting with a letter or digit"
         )
     return space
-
-
-def new_node_id(tree: Tree) -> str:
-    return ("t-" if tree is Tree.TASK else "e-") + secrets.token_hex(8)
-
-
-def _new_root(tree: Tree, key: str, content: Experience, meta: dict[str, Any], *,
-              lineage: tuple[str, ...] = ()) -> Node:
-    return Node(id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
-                key=key, content=content, lineage=lineage, created_at=time.time(), meta=meta)
-
-
-def trace_signature(episode: Episode, tree: Tree) -> str:
-    """Fingerprint of what an extractor sees of an episode for one tree.
-
-    Task tree: the actions and the outcome; environment tree: actions and observations.
-    """
-    h = hashlib.blake2b(digest_size=12)
-    h.update(tree.value.encode())
-    if tree is Tree.TASK:
-        h.update(episode.task.encode() + b"\x00" + str(episode.success).encode())
-    else:
-        h.update(episode.env.encode())
-    for step in episode.steps:
-        h.update(b"\x01" + step.action.encode())
-        if tree is Tree.ENV:
-            h.update(b"\x02" + step.observation.encode())
-    return h.hexdigest()
-
-
-def _layout_meta(tree: Tree, env: str) -> dict[str, Any]:
-    """A skill remembers the layout of the scene it was learned in (see ``_started_here``)."""
-    layout = layout_signature(env) if tree is Tree.TASK else ""
-    return {"layout": layout} if layout else {}
-
-
-def _user_meta(episode: Episode) -> dict[str, Any]:
-    return {"episode_meta": episode.meta} if episode.meta else {}

@@ -155,6 +155,9 @@ class LearnResult:
 
     ``recalled``: the nodes the agent was handed (the ``recall`` passed to ``learn``) that
     counted the episode's outcome besides the nodes it was placed on.
+    ``deferred``: nodes whose chains became due for consolidation but could not be compiled
+    now (the model or the store failed); the episode itself is stored, and the chains stay due
+    for the next success or ``consolidate()``. Do not learn the episode again.
     """
 
     episode_id: str
@@ -163,12 +166,13 @@ class LearnResult:
     consolidated: list[Consolidation] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     recalled: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"episode": self.episode_id, "task": self.task.to_dict(),
                 "env": self.env.to_dict(), "recalled": list(self.recalled),
                 "consolidated": [c.to_dict() for c in self.consolidated],
-                "usage": self.usage.to_dict()}
+                "deferred": list(self.deferred), "usage": self.usage.to_dict()}
 
 
 @dataclass(slots=True)
@@ -186,15 +190,18 @@ class BatchResult:
 
 @dataclass(slots=True)
 class OutcomeRecord:
-    """What :meth:`DeltaMem.record_outcome` counted: the nodes bumped and any consolidation."""
+    """What :meth:`DeltaMem.record_outcome` counted: the nodes bumped and any consolidation
+    (``deferred``: due chains that could not be compiled now, as in :class:`LearnResult`)."""
 
     nodes: list[str]
     success: bool
     consolidated: list[Consolidation] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"nodes": self.nodes, "success": self.success,
-                "consolidated": [c.to_dict() for c in self.consolidated]}
+                "consolidated": [c.to_dict() for c in self.consolidated],
+                "deferred": list(self.deferred)}
 
 
 def _fields(exp: Experience) -> dict[str, Any]:

@@ -90,10 +90,19 @@ def top_k(
     ]
 
 
-def penalised(similarity: float, penalty: float) -> float:
-    """The score of a failure with ``similarity``, in the arithmetic of :func:`top_k`, so that a
-    node re-scored as a failure ties exactly with a failure node of the same vector."""
+def score(similarity: float, failure: bool, penalty: float) -> float:
+    """``similarity - penalty * [failure]`` for one node, in the float32 arithmetic of
+    :func:`top_k` (which computes the same formula over a whole tree at once), so a score
+    computed here equals the one a scan gives the same node."""
+    if not failure:
+        return float(np.float32(similarity))
     return float(np.float32(similarity) - np.float32(penalty))
+
+
+def penalised(similarity: float, penalty: float) -> float:
+    """The score of a failure with ``similarity`` (:func:`score`), so that a node re-scored as
+    a failure ties exactly with a failure node of the same vector."""
+    return score(similarity, True, penalty)
 
 
 def accepts(score: float, threshold: float) -> bool:

@@ -19,8 +19,9 @@ class ExtractRequest:
     """What an extractor sees for one tree of one episode.
 
     ``matched`` is the composed experience of the chain the episode matched (None when nothing
-    matched, i.e. a new root will be written); ``chain`` is the same chain node by node, root
-    first, for extractors that want to show it to a model.
+    matched, i.e. a new root will be written). ``chain`` is no longer filled by the engine (no
+    extractor read it, and composing every prefix cost time quadratic in depth); it stays for
+    callers that build requests themselves.
     """
 
     episode: Episode

@@ -90,6 +90,9 @@ _NODE_COLS = ", ".join(NODE_COLUMNS)
 INSERT_NODE = (f"INSERT INTO nodes (space, {_NODE_COLS}, vector) "
                f"VALUES (?, {', '.join('?' * len(NODE_COLUMNS))}, ?)")
 SELECT_NODE = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND id = ?"
+# Many nodes in one round trip (`get_nodes`); the ids are a JSON array.
+SELECT_NODES_BY_ID = (f"SELECT {_NODE_COLS} FROM nodes "
+                      "WHERE space = ? AND id IN (SELECT value FROM json_each(?))")
 SELECT_CHILDREN = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND parent_id = ? ORDER BY seq"
 SELECT_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? ORDER BY seq"
 SELECT_TREE_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND tree = ? ORDER BY seq"
@@ -102,6 +105,16 @@ CHAIN = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
         WHERE n.space = :space AND n.depth < up.depth)
     SELECT {_NODE_COLS} FROM nodes
     WHERE space = :space AND id IN (SELECT id FROM up) ORDER BY depth"""
+# Every node on the paths root -> each of many nodes (`chains`), in one round trip; the same
+# walk as CHAIN, from every id of a JSON array.
+CHAINS = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
+        SELECT id, parent_id, depth FROM nodes
+        WHERE space = :space AND id IN (SELECT value FROM json_each(:ids))
+        UNION
+        SELECT n.id, n.parent_id, n.depth FROM nodes n JOIN up ON n.id = up.parent_id
+        WHERE n.space = :space AND n.depth < up.depth)
+    SELECT {_NODE_COLS} FROM nodes
+    WHERE space = :space AND id IN (SELECT id FROM up)"""
 SUBTREE_IDS = """WITH RECURSIVE down(id, depth) AS (
         SELECT id, depth FROM nodes WHERE space = :space AND id = :id
         UNION ALL

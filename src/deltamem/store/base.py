@@ -20,7 +20,7 @@ Semantics every backend must keep:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -29,25 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from deltamem.core.model import Node, Tree
+from deltamem.core.ranking import Candidate as Candidate  # re-exported: a scan returns them
 from deltamem.errors import StoreError
 
 Vector = npt.NDArray[np.float32]
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """One scored node from a scan.
-
-    ``discredited``: a successful node scored as a failure because its record is mostly
-    failures (``core.tree.discredited``); the facade sets it, scans never do.
-    """
-
-    id: str
-    similarity: float
-    failure: bool
-    depth: int
-    score: float
-    discredited: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +93,18 @@ class Store(Protocol):
 
     def get_node(self, space: str, node_id: str) -> Node | None: ...
 
+    def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
+        """Many nodes in one round trip, keyed by id in the order of ``node_ids`` (duplicates
+        once); missing ids are absent from the result."""
+        ...
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
+        ...
+
+    def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
+        """``chain`` of many nodes in one round trip, keyed by id in the order of ``node_ids``;
+        missing ids are absent from the result."""
         ...
 
     def children(self, space: str, node_id: str) -> list[Node]: ...

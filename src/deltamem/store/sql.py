@@ -178,8 +178,23 @@ class SQLStore(ABC):
         nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id))
         return nodes[0] if nodes else None
 
+    def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        found = {n.id: n for n in self._nodes(self.sql.SELECT_NODES_BY_ID,
+                                              (space, json.dumps(ids)))}
+        return {i: found[i] for i in ids if i in found}
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id})
+
+    def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        nodes = self._nodes(self.sql.CHAINS, {"space": space, "ids": json.dumps(ids)})
+        return chains_from(nodes, ids)
 
     def children(self, space: str, node_id: str) -> list[Node]:
         return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id))
@@ -332,6 +347,27 @@ class SQLStore(ABC):
     def _key_change(self) -> AbstractContextManager[Conn]:
         """The connection for one autocommit change of the key table (outside any block)."""
         return self._read()
+
+
+def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, list[Node]]:
+    """The path root -> each of ``node_ids`` through ``nodes`` (ids not among them are absent),
+    walked as ``chain`` walks: to the parent while its depth is smaller, so a damaged parent
+    cycle ends."""
+    by_id = {n.id: n for n in nodes}
+    out: dict[str, list[Node]] = {}
+    for node_id in node_ids:
+        node = by_id.get(node_id)
+        if node is None:
+            continue
+        path = [node]
+        while node.parent_id is not None:
+            parent = by_id.get(node.parent_id)
+            if parent is None or parent.depth >= node.depth:
+                break
+            path.append(parent)
+            node = parent
+        out[node_id] = path[::-1]
+    return out
 
 
 def _width(vector: Any, dim: int) -> Vector:

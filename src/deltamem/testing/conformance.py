@@ -471,3 +471,48 @@ class StoreConformance:
         second = list(export_records(store, "copy"))
         assert second[1:] == first[1:]
         assert second[0] == {**first[0], "space": "copy"}
+
+    def test_get_nodes_fetches_many_in_one_call(self, store: Store, space: str) -> None:
+        """``get_nodes`` answers what ``get_node`` answers for each id, in the order asked,
+        each id once, missing ids and other spaces' nodes absent; inside a block it sees the
+        block's own nodes."""
+        base = Skill("heat", ("go", "take"), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, Skill("heat", ("go", "open", "take"), "hot"))
+        store.ensure_space("other", "test-embedder", DIM)
+        with store.write(space):
+            store.add_node(space, r, vec(1))
+            store.add_node(space, d, vec(2))
+        with store.write("other"):
+            store.add_node("other", make_root("x"), vec(3))
+        got = store.get_nodes(space, ["d", "missing", "r", "d", "x"])
+        assert list(got) == ["d", "r"]
+        assert got == {"d": store.get_node(space, "d"), "r": store.get_node(space, "r")}
+        assert store.get_nodes(space, []) == {}
+        with store.write(space):
+            store.add_node(space, make_root("new"), vec(4))
+            assert list(store.get_nodes(space, ["new", "r"])) == ["new", "r"]
+
+    def test_chains_fetch_many_paths_in_one_call(self, store: Store, space: str) -> None:
+        """``chains`` answers what ``chain`` answers for each id (shared ancestors, roots,
+        missing ids absent, damaged parent cycles ending)."""
+        base = Skill("heat", ("go", "take"), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, Skill("heat", ("go", "open", "take"), "hot"))
+        e = make_delta("e", r, base, Skill("heat", ("take",), "hot"))
+        f = Node("f", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="d",
+                 depth=d.depth + 1, patch=())
+        loop = Node("loop", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="loop",
+                    depth=2, patch=())
+        orphan = Node("orphan", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k",
+                      parent_id="gone", depth=1, patch=())
+        with store.write(space):
+            for i, node in enumerate((r, d, e, f, loop, orphan)):
+                store.add_node(space, node, vec(i))
+        ids = ["f", "e", "missing", "r", "loop", "orphan", "f"]
+        got = store.chains(space, ids)
+        assert list(got) == ["f", "e", "r", "loop", "orphan"]
+        for node_id, chain in got.items():
+            assert chain == store.chain(space, node_id)
+        assert [n.id for n in got["f"]] == ["r", "d", "f"]
+        assert store.chains(space, []) == {}

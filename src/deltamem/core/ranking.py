@@ -1,0 +1,224 @@
+"""Ranking rules of the read path: pure functions over scanned candidates and their nodes.
+
+A store's ``scan`` ranks a tree by the penalised score of ``core.scoring`` alone. Recall then
+applies the memory's own rules, each a function here over values the facade fetched (one batch
+``get_nodes`` per round, never one call per candidate):
+
+* :func:`rescored` / :func:`task_ranked` -- a successful skill whose record is mostly failures
+  (``core.tree.discredited``) is re-scored like a failure, and the task tree re-sorted. Re-scoring
+  only lowers scores, so a scan of the best ``k`` is exact for the best ``need`` re-scored ones
+  once a scanned score falls below theirs; until then the caller widens the scan.
+* :func:`started_here` -- among the exact ties of the best task candidate, skills learned in a
+  scene of the agent's layout first.
+* :func:`same_scene` -- environment candidates learned in a scene of the query's layout only,
+  newest first among exact ties.
+* :func:`link` -- a chain node's similarity and score, explained.
+* :func:`trace_signature` -- the fingerprint of what an extractor sees of an episode.
+
+Layouts are strings computed by the caller (a scene's ``signature``): ranking compares them and
+knows no domain's phrasing. The functions that walk candidates in order take ``fetched``, the
+number of leading candidates whose nodes were asked for; when a rule needs a node past that
+prefix it answers ``None`` and the caller fetches the rest (:func:`first_round` says how many
+to fetch first, usually all that is needed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from deltamem.core.knowledge import latest_first, same_layout_first
+from deltamem.core.model import Episode, Node, Outcome, Tree
+from deltamem.core.scoring import penalised, score
+from deltamem.core.tree import discredited
+
+# How many candidates a writer compares, and how many a read ranks before widening.
+POOL = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One scored node from a scan.
+
+    ``discredited``: a successful node scored as a failure because its record is mostly
+    failures (``core.tree.discredited``); ranking sets it, scans never do.
+    """
+
+    id: str
+    similarity: float
+    failure: bool
+    depth: int
+    score: float
+    discredited: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A chain node's similarity to the query and its score (``cos - penalty*[failure]``)."""
+
+    similarity: float
+    score: float
+    failure: bool
+
+
+def first_round(found: Sequence[Candidate], need: int) -> int:
+    """How many leading candidates to fetch first: the best ``need`` with the ties of the last,
+    and one more (the first that cannot reach them, which ends the rules' walks)."""
+    if need <= 0 or len(found) <= need:
+        return len(found)
+    bar = found[need - 1].score
+    n = need
+    while n < len(found) and found[n].score == bar:
+        n += 1
+    return min(n + 1, len(found))
+
+
+def rescored(found: Sequence[Candidate], nodes: Mapping[str, Node], need: int, penalty: float,
+             *, fetched: int | None = None
+             ) -> tuple[list[tuple[Candidate, float]], bool] | None:
+    """``found`` in scan order, discredited ones re-scored, each with its creation time, up to
+    the first candidate that cannot reach the best ``need`` (then ``True``: complete).
+
+    A candidate absent from ``nodes`` among the first ``fetched`` was deleted since the scan and
+    is dropped; ``None`` when a candidate past ``fetched`` is needed.
+    """
+    fetched = len(found) if fetched is None else fetched
+    kept: list[tuple[Candidate, float]] = []
+    best: list[float] = []  # min-heap of the best ``need`` kept scores; best[0] is the bar
+    for i, candidate in enumerate(found):
+        if len(best) >= need and candidate.score < best[0]:
+            return kept, True  # it and every later candidate score below the kept ones
+        if i >= fetched:
+            return None
+        node = nodes.get(candidate.id)
+        if node is None:  # deleted by another writer since the scan
+            continue
+        if discredited(node):
+            candidate = replace(candidate, failure=True, discredited=True,
+                                score=penalised(candidate.similarity, penalty))
+        kept.append((candidate, node.created_at))
+        if len(best) < need:
+            heapq.heappush(best, candidate.score)
+        else:
+            heapq.heappushpop(best, candidate.score)
+    return kept, False
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """The answer of :func:`task_ranked`: the candidates, or what the caller must do first."""
+
+    candidates: list[Candidate] | None = None
+    fetch_more: bool = False  # fetch the nodes of the rest of ``found``, then ask again
+    widen: bool = False  # scan more candidates, then ask again
+
+
+def task_ranked(found: Sequence[Candidate], nodes: Mapping[str, Node], need: int,
+                penalty: float, *, exhausted: bool, fetched: int | None = None) -> Ranked:
+    """Task-tree candidates best first, with discredited skills scored as failures.
+
+    ``found`` is a scan of the best ``k``; ``exhausted`` says it holds the whole tree
+    (``len(found) < k``). Without a discredited candidate among those that matter, this is the
+    scan itself. Otherwise the re-scored candidates are sorted by score, then shallower, then
+    newer -- once the scan is known to hold the best ``need`` of them; until then
+    ``widen``.
+    """
+    result = rescored(found, nodes, need, penalty, fetched=fetched)
+    if result is None:
+        return Ranked(fetch_more=True)
+    kept, complete = result
+    if not any(c.discredited for c, _ in kept):
+        return Ranked(list(found))
+    if not complete and not exhausted:
+        return Ranked(widen=True)
+    kept.sort(key=lambda pair: (-pair[0].score, pair[0].depth, -pair[1]))
+    return Ranked([c for c, _ in kept])
+
+
+def best_ties(found: Sequence[Candidate]) -> list[Candidate]:
+    """The leading run of candidates that tie exactly with the best score."""
+    if not found:
+        return []
+    top = found[0].score
+    out = []
+    for candidate in found:
+        if candidate.score != top:
+            break
+        out.append(candidate)
+    return out
+
+
+def started_here(found: Sequence[Candidate], nodes: Mapping[str, Node],
+                 layout: str) -> list[Candidate]:
+    """Task-tree candidates with the best score's exact ties learned in a scene of ``layout``
+    first (a node remembers its scene's layout in ``meta["layout"]``): variations of a task
+    often share one task text, and the skill that started where the agent stands has the right
+    route. ``nodes`` must hold the ties (:func:`best_ties`); a missing one counts as another
+    layout."""
+    if not layout or len(found) < 2 or found[1].score != found[0].score:
+        return list(found)
+    layouts = {}
+    for candidate in best_ties(found):
+        node = nodes.get(candidate.id)
+        layouts[candidate.id] = str(node.meta.get("layout", "")) if node else ""
+    return same_layout_first(found, layouts, layout)
+
+
+def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: str,
+               signature: Callable[[str], str], *, limit: int | None = None,
+               fetched: int | None = None) -> list[Candidate] | None:
+    """``found`` for the environment tree: only nodes learned in a scene whose key has the
+    ``layout`` of the query (``signature(node.key) == layout``), and among exact ties the newest
+    first (``core.knowledge.latest_first``).
+
+    Nodes of one scene text share a vector and tie exactly; the newest of them holds the
+    latest word about the scene (its chain has every later fact superseding the older ones),
+    so recall shows it and learning extends it. A consolidated root still wins over the node
+    it was compiled from (it is newer).
+
+    With ``limit``, only the first ``limit`` are needed: the walk stops once ``limit`` are kept
+    and the run of ties of the last one is complete (``latest_first`` only reorders within such
+    runs). A candidate absent from ``nodes`` among the first ``fetched`` was deleted and is
+    dropped; ``None`` when a candidate past ``fetched`` is needed.
+    """
+    fetched = len(found) if fetched is None else fetched
+    kept: list[Candidate] = []
+    created: dict[str, float] = {}
+    for i, candidate in enumerate(found):
+        if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
+            break
+        if i >= fetched:
+            return None
+        node = nodes.get(candidate.id)
+        if node is not None and signature(node.key) == layout:
+            kept.append(candidate)
+            created[candidate.id] = node.created_at
+    return latest_first(kept, created)
+
+
+def link(node: Node, similarity: float | None, penalty: float) -> Link:
+    """A chain node's similarity to the query (0 without a vector) and its score: a failure, or
+    a discredited skill, is penalised exactly as the scan and re-scoring penalise it."""
+    sim = 0.0 if similarity is None else similarity
+    failure = node.outcome is Outcome.FAILURE or (node.tree is Tree.TASK and discredited(node))
+    return Link(sim, score(sim, failure, penalty), failure)
+
+
+def trace_signature(episode: Episode, tree: Tree) -> str:
+    """Fingerprint of what an extractor sees of an episode for one tree.
+
+    Task tree: the actions and the outcome; environment tree: actions and observations.
+    """
+    h = hashlib.blake2b(digest_size=12)
+    h.update(tree.value.encode())
+    if tree is Tree.TASK:
+        h.update(episode.task.encode() + b"\x00" + str(episode.success).encode())
+    else:
+        h.update(episode.env.encode())
+    for step in episode.steps:
+        h.update(b"\x01" + step.action.encode())
+        if tree is Tree.ENV:
+            h.update(b"\x02" + step.observation.encode())
+    return h.hexdigest()

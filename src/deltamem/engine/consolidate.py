@@ -1,0 +1,88 @@
+"""Consolidation: compiling a chain that earned it into a new root (``core.tree`` decides when).
+
+The compile step may call a model, so it runs outside any write block; the write (the new root
+and the source's flag) is one short block that re-checks the source first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from typing import Any
+
+from deltamem.config import Settings
+from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
+from deltamem.core.tree import compose_chain, consolidation_meta, due_for_consolidation
+from deltamem.errors import DeltaMemError
+from deltamem.extract.base import Extractor
+from deltamem.results import Consolidation
+from deltamem.store.base import Store
+from deltamem.usage import Usage
+
+
+class Consolidator:
+    """Compiles due chains of one space; ``writing()`` is the owner's write block."""
+
+    def __init__(self, store: Store, space: str, settings: Settings, extractor: Extractor,
+                 writing: Callable[[], AbstractContextManager[None]]):
+        self.store = store
+        self.space = space
+        self.settings = settings
+        self.extractor = extractor
+        self.writing = writing
+
+    def due(self) -> Iterator[Node]:
+        """The nodes whose chains are due for consolidation, oldest first."""
+        return (node for node in self.store.nodes(self.space)
+                if due_for_consolidation(node, self.settings.k_cons))
+
+    def if_due(self, node_id: str, usage: Usage) -> list[Consolidation]:
+        """Compile ``node_id``'s chain if it is due (nothing otherwise)."""
+        node = self.store.get_node(self.space, node_id)
+        if node is None or not due_for_consolidation(node, self.settings.k_cons):
+            return []
+        chain = self.store.chain(self.space, node.id)
+        compiled = self.extractor.compile(node.tree, compose_chain(chain))
+        usage.add(compiled.usage)
+        vector = self.store.vector(self.space, node.id)
+        assert vector is not None
+        root = new_root(node.tree, node.key, compiled.experience,
+                        {**consolidation_meta(chain), "note": compiled.note},
+                        lineage=tuple(n.id for n in chain))
+        with self.writing():
+            fresh = self.store.get_node(self.space, node.id)
+            if fresh is None or fresh.consolidated:  # another writer got there first
+                return []
+            self.store.add_node(self.space, root, vector)
+            self.store.mark_consolidated(self.space, node.id)
+        return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+
+    def after_write(self, node_ids: list[str], usage: Usage
+                    ) -> tuple[list[Consolidation], list[str]]:
+        """Consolidate what became due after an acknowledged write: ``(done, deferred)``.
+
+        A failure here (the model fails, the store is busy) never undoes nor fails the write
+        that made the chain due: the chain stays due, is listed in ``deferred``, and the next
+        success on it or ``consolidate()`` compiles it.
+        """
+        done: list[Consolidation] = []
+        deferred: list[str] = []
+        for node_id in dict.fromkeys(node_ids):
+            try:
+                done += self.if_due(node_id, usage)
+            except DeltaMemError:
+                deferred.append(node_id)
+        return done, deferred
+
+
+def new_node_id(tree: Tree) -> str:
+    import secrets
+
+    return ("t-" if tree is Tree.TASK else "e-") + secrets.token_hex(8)
+
+
+def new_root(tree: Tree, key: str, content: Experience, meta: dict[str, Any], *,
+             lineage: tuple[str, ...] = ()) -> Node:
+    return Node(id=new_node_id(tree), tree=tree, kind=NodeKind.ROOT, outcome=Outcome.SUCCESS,
+                key=key, content=content, lineage=lineage, created_at=time.time(), meta=meta)

@@ -1,0 +1,186 @@
+"""The write path: extract -> place -> write, with the slow parts outside the write lock.
+
+:class:`Writer` turns one episode into at most one node per tree:
+
+1. **extract** (may call a model) against the chain the episode matched -- outside any lock;
+2. **plan** the placement (``core.tree.choose_placement``: the candidate chains fetched in one
+   call, each diffed with the bounded diff of ``core.delta``) -- outside the lock, from the
+   reader's scan when it has one;
+3. **write**, inside the space's write block: scan again, and if the candidates are still the
+   ones the plan saw (same ids and scores: nodes are immutable apart from their counters, and a
+   deleted candidate leaves the scan) keep the plan, else place again against the memory as it
+   is now; then bump the matched node and add the new one.
+
+So a concurrent writer never makes a placement stale, and the lock is held for a scan, at
+worst one bounded placement, and the row writes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from deltamem.config import Settings
+from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
+from deltamem.core.ranking import POOL, Candidate, trace_signature
+from deltamem.core.tree import (
+    Action,
+    Placement,
+    choose_placement,
+    compose_chain,
+    growth_chain,
+)
+from deltamem.engine.consolidate import new_node_id
+from deltamem.engine.read import Reader
+from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.results import Recall, TreeRecall, TreeWrite
+from deltamem.store.base import Store, Vector
+from deltamem.usage import Usage
+
+
+@dataclass(slots=True)
+class Plan:
+    """A placement decided outside the lock, and the scan it was decided on."""
+
+    scanned: list[tuple[str, float]]
+    chain: list[Node] = field(default_factory=list)
+    placement: Placement = field(default_factory=lambda: Placement(Action.ROOT))
+
+
+class Writer:
+    """Extracts, places and writes episodes into one space (see the module docstring)."""
+
+    def __init__(self, store: Store, space: str, settings: Settings, extractor: Extractor,
+                 reader: Reader, dim: int):
+        self.store = store
+        self.space = space
+        self.settings = settings
+        self.extractor = extractor
+        self.reader = reader
+        self.dim = dim
+
+    # -- outside the lock -------------------------------------------------------------------
+    def extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
+        """What ``episode`` teaches ``recall.tree``, shown the chain it matched.
+
+        With a model, an episode whose trajectory already wrote one of the best ties reuses that
+        node's experience (an exact dedup) instead of calling the model again."""
+        if self.extractor.uses_llm and recall.matched:
+            twin = self.reader.same_trace(recall, trace_signature(episode, recall.tree))
+            chain = self.store.chain(self.space, twin.id) if twin is not None else []
+            if chain:
+                usage.llm_calls_saved += 1
+                return Extraction(compose_chain(chain),
+                                  note="trace already stored; model call skipped")
+        base = growth_chain(recall.chain, max_depth=self.settings.max_depth)
+        matched = compose_chain(base) if base else None
+        extraction = self.extractor.extract(ExtractRequest(episode, recall.tree, matched))
+        usage.add(extraction.usage)
+        return extraction
+
+    def plan(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
+             scanned: list[Candidate] | None = None) -> Plan | None:
+        """Decide the placement against the memory as it is now (``scanned``: the reader's
+        scan of the best :data:`POOL`, saving a scan); ``None`` when the tree takes a root
+        without looking (flat memory, no key)."""
+        if self.settings.flat or not key.strip() or query is None:
+            return None
+        found = scanned if scanned is not None else self.reader.scan(tree, query, POOL)
+        chain, placement = self._place(tree, key, found, experience)
+        return Plan([(c.id, c.score) for c in found], chain, placement)
+
+    def _place(self, tree: Tree, key: str, found: list[Candidate],
+               experience: Experience) -> tuple[list[Node], Placement]:
+        """Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
+        environment tree, only scenes of the same layout), best first; their chains come in
+        one call and ``core.tree.choose_placement`` decides."""
+        threshold = self.settings.threshold(tree.value)
+        if tree is Tree.ENV:
+            found, _ = self.reader.same_scene(key, found)
+        ids = [c.id for c in found if c.score >= threshold]
+        fetched = self.store.chains(self.space, ids)
+        chains = [fetched[i] for i in ids if i in fetched]
+        placement, index = choose_placement(experience, chains,
+                                            max_depth=self.settings.max_depth)
+        return (chains[index] if index is not None else []), placement
+
+    # -- inside the lock --------------------------------------------------------------------
+    def write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
+                   episode: Episode, episode_id: str, plan: Plan | None) -> TreeWrite:
+        """Place (keeping ``plan`` when the memory did not change under it) and write."""
+        outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
+        chain, placement = self._placement(tree, key, query, extraction.experience, plan)
+        hit = None
+        if placement.action is not Action.ROOT:
+            # The node the episode was placed on: the one it duplicates, or the end of the chain
+            # it extends (the matched node, also when the delta went in as its sibling).
+            hit = placement.anchor if placement.action is Action.DEDUP else chain[-1].id
+            assert hit is not None
+            self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
+                            failures=int(not episode.success))
+        if placement.action is Action.DEDUP:
+            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note,
+                             experience=extraction.experience, matched=hit)
+        node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
+                              episode_id)
+        self.store.add_node(self.space, node, query if query is not None else self._zero())
+        return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
+                         extraction.note, extraction.experience, matched=hit)
+
+    def _placement(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
+                   plan: Plan | None) -> tuple[list[Node], Placement]:
+        if self.settings.flat or not key.strip() or query is None:
+            return [], Placement(Action.ROOT)
+        found = self.reader.scan(tree, query, POOL)
+        if plan is not None and plan.scanned == [(c.id, c.score) for c in found]:
+            return plan.chain, plan.placement
+        return self._place(tree, key, found, experience)
+
+    def count_recalled(self, recall: Recall, writes: dict[Tree, TreeWrite],
+                       success: bool) -> list[str]:
+        """Count the episode's outcome on the nodes the agent was handed (the match of each
+        tree) unless the episode was placed on that same node (``write_tree`` counted it
+        there), so that a skill followed in failed episodes carries them in its record.
+        Returns the ids."""
+        handed = [(tree, tree_recall.node.id) for tree, tree_recall in
+                  ((Tree.TASK, recall.task), (Tree.ENV, recall.env))
+                  if tree_recall.node is not None and tree_recall.node.id != writes[tree].matched]
+        present = self.store.get_nodes(self.space, [i for _, i in handed]) if handed else {}
+        counted = []
+        for _, node_id in handed:
+            if node_id not in present:  # deleted since the recall
+                continue
+            self.store.bump(self.space, node_id, hits=1, successes=int(success),
+                            failures=int(not success))
+            counted.append(node_id)
+        return counted
+
+    def _new_node(self, tree: Tree, key: str, outcome: Outcome, placement: Placement,
+                  experience: Experience, episode: Episode, episode_id: str) -> Node:
+        is_root = placement.action is Action.ROOT
+        return Node(
+            id=new_node_id(tree), tree=tree,
+            kind=NodeKind.ROOT if is_root else NodeKind.DELTA, outcome=outcome, key=key,
+            parent_id=placement.anchor, depth=placement.depth,
+            content=experience if is_root else None,
+            patch=None if is_root else placement.patch,
+            episode_id=episode_id, created_at=time.time(),
+            meta={"trace": trace_signature(episode, tree),
+                  **self._layout_meta(tree, episode.env), **_user_meta(episode)},
+        )
+
+    def _layout_meta(self, tree: Tree, env: str) -> dict[str, Any]:
+        """A skill remembers the layout of the scene it was learned in (ties in recall)."""
+        layout = self.reader.signature(env) if tree is Tree.TASK else ""
+        return {"layout": layout} if layout else {}
+
+    def _zero(self) -> Vector:
+        return np.zeros(self.dim, dtype=np.float32)
+
+
+def _user_meta(episode: Episode) -> dict[str, Any]:
+    return {"episode_meta": episode.meta} if episode.meta else {}
+

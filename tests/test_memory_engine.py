@@ -1,0 +1,107 @@
+"""How the facade composes its reader, writer and consolidator: what runs where, and what a
+failure after an acknowledged write does."""
+
+from __future__ import annotations
+
+import pytest
+
+import deltamem.memory
+from deltamem.core.model import Tree
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import ProviderError
+from deltamem.extract.base import Extraction, ExtractRequest
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+from helpers import TEST_SETTINGS, make_episode
+
+LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
+
+
+class FailingCompiler(TraceExtractor):
+    """A test double: extracts like the trace extractor, but its model 'fails' to compile."""
+
+    def compile(self, tree: Tree, composed):  # type: ignore[no-untyped-def]
+        raise ProviderError("the model endpoint is down")
+
+
+def test_a_failed_consolidation_defers_instead_of_failing_the_learn(tmp_path):
+    """The episode is stored once and acknowledged; the due chain is reported as deferred and
+    compiled later, so a caller never resends (and duplicates) an episode that was stored."""
+    settings = TEST_SETTINGS.with_(k_cons=1)
+    with DeltaMem(SQLiteStore(tmp_path / "d.db"), HashingEmbedder(), FailingCompiler(),
+                  settings=settings) as mem:
+        mem.learn(make_episode())
+        result = mem.learn(make_episode(actions=LONGER))
+        delta = result.task.node
+        assert result.task.action.value == "delta"
+        again = mem.learn(make_episode(actions=LONGER))  # a success on the delta: due now
+        assert again.task.matched == delta
+        assert delta in again.deferred and again.consolidated == []
+        assert again.to_dict()["deferred"] == again.deferred
+        assert mem.store.count_episodes(mem.space) == 3
+        assert not mem.get(delta).consolidated
+        record = mem.record_outcome([delta], success=True)
+        assert record.deferred == [delta] and record.nodes == [delta]
+        mem.extractor = TraceExtractor()
+        done = mem.consolidate()
+        assert delta in [c.source for c in done]
+
+
+class LockProbe(TraceExtractor):
+    """A test double that records whether the store held a write block during extraction."""
+
+    def __init__(self, store: SQLiteStore):
+        super().__init__()
+        self.store = store
+        self.in_block: list[bool] = []
+
+    def extract(self, request: ExtractRequest) -> Extraction:
+        self.in_block.append(self.store._block() is not None)
+        return super().extract(request)
+
+
+def test_extraction_runs_outside_the_write_block(tmp_path):
+    """A model call never holds the space's write lock."""
+    store = SQLiteStore(tmp_path / "d.db")
+    probe = LockProbe(store)
+    with DeltaMem(store, HashingEmbedder(), probe, settings=TEST_SETTINGS) as mem:
+        mem.learn(make_episode())
+        mem.learn(make_episode(actions=LONGER), mem.recall("heat the apple", "a kitchen"))
+    assert probe.in_block == [False] * 4
+
+
+def test_learn_renders_no_context(tmp_path, monkeypatch):
+    """Learning reads the trees for the extractor but renders no prompt context."""
+    def no_rendering(*args: object, **kwargs: object) -> str:
+        raise AssertionError("learn rendered a context")
+
+    with DeltaMem(SQLiteStore(tmp_path / "d.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(make_episode())
+        monkeypatch.setattr(deltamem.memory, "render_context", no_rendering)
+        result = mem.learn(make_episode(actions=LONGER))
+        assert result.task.action.value == "delta"
+        with pytest.raises(AssertionError):
+            mem.recall("heat the apple")
+
+
+def test_a_plan_made_outside_the_lock_is_redone_when_the_memory_changed(tmp_path):
+    """Placement is planned before the write block and kept only if the scan inside the block
+    still sees the same candidates: a node another writer added in between is placed against."""
+    store = SQLiteStore(tmp_path / "d.db")
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
+        first = mem.learn(make_episode()).task.node
+        episode = make_episode(actions=LONGER)
+        reads = mem._read(episode.task, episode.env, 1, deltamem.memory.Usage())
+        extraction = mem.writer.extract(episode, reads[Tree.TASK].recall,
+                                        deltamem.memory.Usage())
+        stale = mem.writer.plan(Tree.TASK, episode.task, reads[Tree.TASK].recall.query,
+                                extraction.experience, reads[Tree.TASK].scanned)
+        assert stale is not None and stale.placement.anchor == first
+        mem.delete(first)
+        with mem.transaction():
+            write = mem.writer.write_tree(Tree.TASK, episode.task,
+                                          reads[Tree.TASK].recall.query, extraction, episode,
+                                          "ep-x", stale)
+        assert write.action.value == "root" and write.parent is None

@@ -15,7 +15,9 @@ The other formats are converted to that form first: Responses API items (the Ope
 ``to_input_list()``, Codex ``response_item`` lines) with :func:`messages_from_responses`, and
 Anthropic content blocks (Claude Code transcript lines) with :func:`messages_from_anthropic`.
 Long texts are cut (``MAX_ACTION`` / ``MAX_OBSERVATION`` characters) so a file dump in a tool
-result does not become a fact of the memory.
+result does not become a fact of the memory. An observation is cut in its middle, never at its
+end: a quarter of the limit from its head and the rest from its tail, where a command's error,
+its reason and a test summary stand (``[... N characters ...]`` marks the cut).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ class _Steps:
     def observe(self, index: int, text: str) -> None:
         step = self.steps[index]
         joined = f"{step.observation}\n{text}" if step.observation else text
-        self.steps[index] = Step(step.action, _cut(joined, MAX_OBSERVATION), step.thought)
+        self.steps[index] = Step(step.action, excerpt(joined, MAX_OBSERVATION), step.thought)
 
 
 def content_text(content: Any) -> str:
@@ -132,6 +134,23 @@ def format_call(name: str, args: Any) -> str:
 def _cut(text: str, limit: int, *, one_line: bool = False) -> str:
     text = " ".join(text.split()) if one_line else text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: whole when it fits, else its head (a quarter of
+    the limit) and its tail (the rest), cut at line breaks where possible."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head_size = limit // 4
+    head = text[:head_size]
+    if "\n" in head:
+        head = head[: head.rindex("\n")]
+    marker = f"\n[... {len(text) - limit} characters ...]\n"
+    tail = text[len(text) - (limit - len(head) - len(marker)):]
+    if "\n" in tail[: len(tail) // 3]:
+        tail = tail[tail.index("\n") + 1:]
+    return f"{head.rstrip()}{marker}{tail.lstrip()}"
 
 
 def messages_from_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:

@@ -121,7 +121,7 @@ def test_hooks_recall_at_start_and_per_request_and_learn_each_turn(tmp_path: Pat
                                                                 prompt=REQUEST))
     skill = context_of(prompt, "UserPromptSubmit")
     assert skill.startswith("deltamem: an earlier session in this project did a task like this")
-    assert "- edit shop/cart.py" in skill and "- proven by: `pytest -q tests/test_checkout.py`" in skill
+    assert "- edit shop/cart.py\n- run `pytest -q tests/test_checkout.py` -> 2 passed" in skill
 
     # A refused deploy is learned as a failure lesson; a Codex rollout is learned too.
     stop = run_hook(home, "Stop", claude_payload(

@@ -28,8 +28,9 @@ answered from reads and searches) teaches no skill; a successful task gives a :c
 keyed by the request whose steps are the files changed and the commands that worked (paths
 relative to the repository root), with the check that proves it as its termination; a failed
 one a :class:`Lesson` quoting each failure's reason (the end of the output, never its head); any
-task gives project knowledge (``CodingScene.facts``). Known facts about a failing run that an
-edit of a file they name has since changed are dropped when the knowledge is merged.
+task gives project knowledge (``CodingScene.facts``). When a task edits files, the known facts
+it makes stale are dropped as the knowledge is merged (the delta records the removal): a failing
+test, type, lint or build run, and any failure that names an edited file.
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ class CodingExtractor:
                     f"{call.kind} {', '.join(call.paths)}".strip() if call.paths else call.tool)
                 failed.append(f"the user {call.status} {what}")
             elif call.status == "error" and call.kind in ("run", "edit", "other"):
-                why = reason(call.output, self.max_chars - 60) or tail_cut(call.output, 120)
+                why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
                 what = f"`{command_text(call, 80)}`" if call.command else call.tool
                 failed.append(f'{what} -> "{why}"' if why else what)
         if not failed:
@@ -326,8 +327,7 @@ class CodingExtractor:
             return Knowledge(trigger=trigger, facts=own[: self.max_facts])
         edited = {p for c in episode_calls(episode) if c.kind == "edit" for p in c.paths}
         names = {p.rsplit("/", 1)[-1] for p in edited} | edited
-        kept = [f for f in known.facts
-                if not (" fails" in f and any(n and n in f for n in names))]
+        kept = [f for f in known.facts if not (edited and _stale(f, names))]
         merged = list(supersede(kept, own))
         if len(merged) > self.max_facts:
             own_set = set(own)
@@ -335,6 +335,17 @@ class CodingExtractor:
             old = [f for f in merged if f not in own_set][:extra]
             merged = [f for f in merged if f not in old]
         return Knowledge(trigger=trigger, facts=tuple(merged))
+
+
+def _stale(fact: str, edited: set[str]) -> bool:
+    """Whether an edit of the files ``edited`` makes a known fact stale: a failure of a test,
+    type, lint or build run (the code it judged has changed), or a failure that names one of
+    the edited files. A deploy gate's reason stays: editing code does not lift a policy."""
+    if " fails" not in fact:
+        return False
+    if fact.startswith(("tests (", "type checks (", "lint (", "build (")):
+        return True
+    return any(name and name in fact for name in edited)
 
 
 def _step_line(call: ToolCall) -> str:

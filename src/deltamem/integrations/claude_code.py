@@ -230,7 +230,9 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
     from deltamem.extract import make_extractor
     from deltamem.llm import make_llm
 
-    return CodingExtractor(make_extractor("llm", llm=make_llm(llm)))
+    endpoint = {k: v for k, v in config.llm_endpoint(environ).items() if v}
+    model = make_llm(llm, **endpoint) if llm.startswith("openai") else make_llm(llm)
+    return CodingExtractor(make_extractor("llm", llm=model))
 
 
 def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",

@@ -206,7 +206,8 @@ class CodingMemory:
         if isinstance(experience, Skill):
             lines = [f'{SKILL_HEAD.format(where=where)} ("{experience.activation}"):',
                      *[f"- {s}" for s in experience.steps]]
-            if experience.termination:
+            last = experience.steps[-1] if experience.steps else ""
+            if experience.termination and last != f"run {experience.termination}":
                 lines.append(f"- proven by: {experience.termination}")
         elif isinstance(experience, Lesson):
             lines = [f'{LESSON_HEAD.format(where=where)} ("{experience.situation}"):',

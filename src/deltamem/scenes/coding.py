@@ -257,7 +257,7 @@ def parse_call(step: Step, root: str = "") -> ToolCall:
     elif name in SHELL_TOOLS:
         command = arg
     elif name == "apply_patch" or arg.startswith("*** Begin Patch"):
-        paths = re.findall(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", arg, re.M)
+        paths = re.findall(r"\*\*\* (?:Update|Add|Delete) File: (\S+)", arg)
     elif name in EDIT_TOOLS or name in READ_TOOLS:
         paths = [arg]
     if isinstance(command, list):
@@ -265,7 +265,8 @@ def parse_call(step: Step, root: str = "") -> ToolCall:
     command = _unwrap(command.strip())
     status, code, output = _status(text, command)
     if any(mark in said for said in user for mark in INTERRUPT_MARKS):
-        status = "interrupted"  # the user stopped the agent right after this call
+        # the user stopped the agent right after this call
+        status = "rejected" if status == "rejected" else "interrupted"
         user = tuple(u for u in user if not any(m in u for m in INTERRUPT_MARKS))
     paths = [relative(p, root) for p in paths if p]
     if name == "reply":
@@ -300,20 +301,14 @@ def _kind(name: str) -> str:
 
 
 def _observation(observation: str) -> tuple[str, tuple[str, ...]]:
-    """The tool's own output and the user messages appended to it (``user: ...`` lines)."""
-    own: list[str] = []
-    user: list[str] = []
-    for block in observation.split("\nuser: "):
-        if block.startswith("user: "):
-            block = block[len("user: "):]
-            user.append(block.strip())
-        elif own or not user:
-            own.append(block)
-        else:
-            user.append(block.strip())
-    if len(own) > 1:  # "\nuser: " inside the output and no user note: keep the output whole
-        return observation, ()
-    return (own[0] if own else ""), tuple(u for u in user if u)
+    """The tool's own output and the user messages appended to it (``user: ...`` lines, see
+    ``transcripts``)."""
+    blocks = observation.split("\nuser: ")
+    own = blocks.pop(0)
+    if own.startswith("user: "):
+        blocks.insert(0, own[len("user: "):])
+        own = ""
+    return own, tuple(b.strip() for b in blocks if b.strip())
 
 
 def _unwrap(command: str) -> str:
@@ -414,7 +409,11 @@ def relative(text: str, root: str, *, inline: bool = False) -> str:
 
 
 def _lines(output: str) -> list[str]:
-    return [flat(line) for line in _ANSI.sub("", output).splitlines() if line.strip()]
+    """The non-blank lines of an output, colour codes removed, trailing space trimmed."""
+    return [line.rstrip() for line in _ANSI.sub("", output).splitlines() if line.strip()]
+
+
+_COUNT_ONLY = re.compile(r"^[\s=*_-]*(?:\d+ \w+,? ?)+(?:in [\d.]+m?s)?[\s=*_-]*$")
 
 
 def tail_cut(text: str, limit: int) -> str:
@@ -433,13 +432,10 @@ def tail_cut(text: str, limit: int) -> str:
 
 
 def reason(output: str, limit: int = 200) -> str:
-    """The last line of ``output`` that reads as an error (cut from the front), else ``""``."""
-    lines = _lines(output)
-    for line in reversed(lines):
-        if _ERROR_LINE.search(line) and not _SUMMARY.search(line):
-            return tail_cut(line, limit)
-    for line in reversed(lines):
-        if _ERROR_LINE.search(line):
+    """The last line of ``output`` that reads as an error and says more than counts (cut from
+    the front), else ``""``."""
+    for line in reversed(_lines(output)):
+        if _ERROR_LINE.search(line) and not _COUNT_ONLY.match(line):
             return tail_cut(line, limit)
     return ""
 

@@ -4,8 +4,8 @@ that turns a coding task into a short skill, a failure lesson and project knowle
 **Tasks across turns** (:func:`split_tasks`). A session is a list of user requests, each with the
 agent's messages after it (a *turn*). A turn whose request is a *follow-up*
 (:func:`is_follow_up`: "yes please fix it", "go ahead", "now run the whole suite", "no, use
-pnpm", a short line that points back with "it"/"that") continues the task before it, so the task
-keeps the original request as its key and holds the whole procedure. After a turn the user
+pnpm", three words at most that point back: "commit that") continues the task before it, so the
+task keeps the original request as its key and holds the whole procedure. After a turn the user
 interrupted or in which they rejected a tool call, a follow-up starts a new attempt at the same
 request (same key), and the interrupted attempt is learned on its own, as a failure.
 
@@ -96,7 +96,7 @@ def is_follow_up(text: str) -> bool:
     if _FOLLOW_UP.match(text):
         return True
     words = text.split()
-    return len(words) <= 8 and bool(_BACK_REFERENCE.search(text))
+    return len(words) <= 3 and bool(_BACK_REFERENCE.search(text))
 
 
 def interrupted(messages: Sequence[Message]) -> bool:

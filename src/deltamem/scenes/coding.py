@@ -148,7 +148,7 @@ _PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.
                 r"bundle install|cargo fetch|composer install|terraform init|tofu init|"
                 r"helm dependency)\b"),
     ("check", r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|command -v|type|"
-              r"pgrep|git diff .*--(exit-code|quiet)|git (diff|grep)|find|stat|file)\b"),
+              r"pgrep|git diff .*--(exit-code|quiet)|git (diff|grep)|find|stat|file)(?=\s|$)"),
     ("read", r"^(cat|head|tail|less|more|sed -n|nl|wc|ls|tree|pwd|echo|printf|git (status|"
              r"log|show|blame|branch|remote|rev-parse|stash list)|env|printenv|whoami|date|"
              r"du|df|ps|id|uname|true|cd|jq|yq|awk)\b"),
@@ -158,7 +158,7 @@ KNOWLEDGE_PURPOSES = ("deploy", "migrations", "tests", "type checks", "lint", "b
 # Purposes whose runs verify a change: the last one decides a task's outcome.
 VERIFYING = ("tests", "type checks", "lint", "build", "deploy", "migrations")
 _CHECK_PROGRAMS = re.compile(r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|"
-                             r"command -v|type|pgrep|git diff)\b")
+                             r"command -v|type|pgrep|git diff)(?=\s|$)")
 _SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
 _ENV_ASSIGN = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
 _WRAPPERS = re.compile(r"^(?:sudo|time|timeout \S+|nice|env|command|exec|xargs)\s+")

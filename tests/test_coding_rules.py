@@ -157,10 +157,10 @@ def test_tasks_span_follow_ups_and_an_interrupt_is_its_own_failed_attempt() -> N
     messages.insert(-1, {"role": "user", "content": "[Request interrupted by user]"})
     messages += _turn("go ahead, but use the staging context", ("make deploy", "ok"))
     tasks = split_tasks(messages)
-    assert [t.request for t in tasks] == ["why does the checkout test fail?",
-                                          "deploy the shop to staging", "deploy the shop to staging"]
+    deploy = "deploy the shop to staging"
+    assert [t.request for t in tasks] == ["why does the checkout test fail?", deploy, deploy]
     assert len(tasks[0].turns) == 2 and tasks[1].ended_by_user and tasks[2].retry
-    assert [t.request for t in to_learn(tasks)] == ["deploy the shop to staging"] * 2
+    assert [t.request for t in to_learn(tasks)] == [deploy] * 2
     assert to_learn(split_tasks(messages[:4])) == []  # it waits on the user's answer
 
 

@@ -210,3 +210,15 @@ def test_notes_fit_their_token_budget_in_whole_lines() -> None:
     assert count_tokens("- short") == 2
     assert fit(lines, 10) == "head line\n- short"
     assert fit(lines, 2) == "" and fit(lines, 0) == ""
+
+
+def test_from_messages_scopes_an_episode_to_its_project() -> None:
+    chat = [{"role": "user", "content": "run the tests"},
+            {"role": "assistant", "content": "", "tool_calls": [{
+                "id": "a", "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "3 passed"}]
+    episode = Episode.from_messages(chat, success=True, project="/home/bob/src/shop/")
+    assert episode.env == "software project shop at /home/bob/src/shop"
+    assert episode.meta == {"project": ROOT}
+    assert CodingScene().signature(episode.env) == ROOT

@@ -38,8 +38,13 @@ Message = dict[str, Any]
 
 def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: bool,
                           task: str | None = None, env: str = "", score: float | None = None,
-                          meta: dict[str, Any] | None = None) -> Episode:
+                          meta: dict[str, Any] | None = None,
+                          project: str | None = None) -> Episode:
     """An episode from an OpenAI-style chat message list (see the module docstring).
+
+    ``project``, a coding agent's repository root, sets ``env`` to that project's scene
+    (``scenes.coding.project_scene``, unless ``env`` is given) and records it as
+    ``meta["project"]``.
 
     Raises:
         EpisodeError: no task (none given and no user message), or no step at all.
@@ -54,8 +59,14 @@ def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: boo
         raise EpisodeError("no task: pass task=... or include a user message")
     if not builder.steps:
         raise EpisodeError("the transcript has no assistant step (no tool call and no reply)")
+    info = dict(meta or {})
+    if project:
+        from deltamem.scenes.coding import project_scene, signature_of
+
+        env = env or project_scene(project)
+        info["project"] = signature_of(project_scene(project))
     return Episode(task=_cut(goal.strip(), MAX_TASK), env=env, steps=tuple(builder.steps),
-                   success=success, score=score, meta=dict(meta or {}))
+                   success=success, score=score, meta=info)
 
 
 class _Steps:

@@ -21,8 +21,10 @@ policy), :func:`summary` the last test or build summary line, :func:`gist` both 
   with N > 0) is ``error``, except an *expected non-zero exit of a check*: ``grep``/``rg`` finding
   nothing (exit 1), ``test``/``[`` being false, ``diff``/``cmp`` showing differences, ``which``
   or ``command -v`` not finding a program -- those are ``no-match``;
-* a result that is not marked but whose test/build summary counts failures (``1 failed``,
-  ``FAILED``, ``--- FAIL``) is ``error``;
+* a result of a verifying run (tests, checks, build, deploy, migration) that is not marked but
+  whose summary counts failures (``1 failed``, ``FAILED``, ``--- FAIL``) or that reads as one
+  (``Error from server``, ``denied the request``, ``fatal:``, a traceback) is ``error``: tools of
+  agent frameworks often return text without an exit code;
 * the user rejecting the call is ``rejected``; the user interrupting it ``interrupted``.
 
 **Facts** (:meth:`CodingScene.facts`): statements a later session cannot cheaply re-derive,
@@ -168,7 +170,8 @@ _EXIT = re.compile(r"^(?:error:\s*)?(?:exit code|exit status|exited with code|Ex
 _FAILED_SUMMARY = re.compile(
     r"\b[1-9]\d* (?:failed|failing|failures?|errors?)\b|^FAILED\b|^FAIL\b|--- FAIL|"
     r"\bBUILD FAILED\b|\bTests?:\s+[1-9]\d* failed|^npm ERR!|^error(?:\[\w+\])?:|"
-    r"\bFound [1-9]\d* errors?\b", re.I | re.M)
+    r"\bFound [1-9]\d* errors?\b|^Error\b|^fatal:|\bError from server\b|\bdenied the request\b|"
+    r"^Traceback \(most recent call last\)", re.I | re.M)
 _SUMMARY = re.compile(
     r"(\b\d+ (passed|failed|failing|passing|errors?|skipped|tests?|warnings?)\b|^(ok|PASS|FAIL"
     r"|FAILED|BUILD \w+)\b|^Tests?:|^Test Files|Success: no issues|All checks passed|"

@@ -377,3 +377,30 @@ def test_an_llm_extractor_distils_the_session_from_recorded_answers(
     assert not any("\u2192" in f for f in knowledge.facts)  # a file dump is never a fact
     # The model saw the reason and the summary (the end of the outputs), never a head cut.
     assert "14 passed" in llm.calls[0].prompt
+
+
+def webhook_fix(root: Path) -> ClaudeSession:
+    return (ClaudeSession(str(root)).user("the payment webhook test crashes, make it pass")
+            .bash("pytest -q tests/test_webhooks.py",
+                  "F\nE   KeyError: 'STRIPE_WEBHOOK_SECRET'\n1 failed in 0.12s", code=1)
+            .read(f"{root}/.env.example", "DATABASE_URL=postgres://localhost/shop\n")
+            .edit(f"{root}/.env.example", "DATABASE_URL=postgres://localhost/shop",
+                  "DATABASE_URL=postgres://localhost/shop\nSTRIPE_WEBHOOK_SECRET=")
+            .edit(f"{root}/tests/conftest.py", "import pytest",
+                  "import pytest\n\nos.environ.setdefault('STRIPE_WEBHOOK_SECRET', 'whsec_test')")
+            .bash("pytest -q tests/test_webhooks.py", "3 passed in 0.20s")
+            .say("The webhook handler reads STRIPE_WEBHOOK_SECRET; tests now set it."))
+
+
+def test_a_request_gets_the_project_facts_it_touches_and_a_follow_up_gets_nothing(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, deploy_denied(root), tmp_path / "a.jsonl")
+    stop(mem, webhook_fix(root), tmp_path / "b.jsonl")
+    stop(mem, migration(root), tmp_path / "c.jsonl")
+    assert POLICY in prompt_note(mem, root, "roll out release 1.5 to the prod cluster")
+    note = prompt_note(mem, root, "stripe webhooks fail in the staging environment")
+    assert "env STRIPE_WEBHOOK_SECRET: needed by `pytest -q tests/test_webhooks.py`" in note
+    assert "whsec_test" not in note
+    for follow_up in ("yes, go ahead", "now run the whole suite", "ok commit it"):
+        assert prompt_note(mem, root, follow_up) == ""

@@ -13,8 +13,8 @@ request (same key), and the interrupted attempt is learned on its own, as a fail
 
 1. the agent's own verdict (the memory's ``record_outcome`` tool; see the hooks);
 2. a user interrupt or a rejected tool call -> failure;
-3. the assistant's final report says it did not get there ("I couldn't", "still fails",
-   "was denied", "blocked by") -> failure;
+3. the first two sentences of the assistant's final report say it did not get there ("I
+   couldn't fix", "still fails", "was denied", "blocked by") -> failure;
 4. the last verifying run (tests, type checks, lint, build, deploy, migration) decides: it
    passed -> success, it failed -> failure; earlier errors do not count;
 5. otherwise the last call that acts (an edit or a command that is not a read or a check): a
@@ -77,10 +77,14 @@ _FOLLOW_UP = re.compile(
     re.IGNORECASE)
 _BACK_REFERENCE = re.compile(r"\b(it|that|this|them|those|these|the same|there)\b", re.I)
 _NEGATIVE_REPORT = re.compile(
-    r"\b(i (couldn'?t|could not|wasn'?t able|was not able|am unable|can'?t|cannot)|"
-    r"unable to|still (fails?|failing|broken|red|errors?)|did(n'?t| not) (work|pass|fix|help)|"
-    r"(is|was|were|got|been) (blocked|denied|rejected|refused)|blocked by|not (yet )?"
-    r"(fixed|resolved|deployed)|failed to|could not be)\b", re.IGNORECASE)
+    r"\b(i (couldn'?t|could not|wasn'?t able to|was not able to|am unable to|can'?t|cannot|"
+    r"did not manage to|didn'?t manage to) (fix|get|make|deploy|resolve|complete|finish|apply|"
+    r"push|merge|build|install|migrate|solve|pass|land|ship|release|run)|"
+    r"still (fails?|failing|broken|red|errors?)|did(n'?t| not) (work|pass|fix|help)|"
+    r"(is|was|were|got|been) (blocked|denied|refused)|blocked by|not (yet )?"
+    r"(fixed|resolved|deployed)|(has|have) failed|could not be (fixed|deployed|applied))\b",
+    re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
 _QUESTION_END = re.compile(r"\?\s*(?:\*+)?\s*$")
 
 
@@ -133,13 +137,14 @@ class Task:
 
     @property
     def pending(self) -> bool:
-        """Whether the task waits on the user: its last turn changed nothing and its last
-        reply asks a question ("Want me to fix it?")."""
+        """Whether the task waits on the user: its last turn found a problem, changed nothing
+        and its last reply asks a question ("... applied twice. Want me to fix it?")."""
         if not self.turns or self.ended_by_user:
             return False
         last = self.turns[-1]
+        calls = _calls(last)
         if any(c.kind == "edit" or c.purpose in ("deploy", "migrations", "install")
-               for c in _calls(last)):
+               for c in calls) or not any(c.failed for c in calls):
             return False
         replies = [content_text(m.get("content")) for m in last
                    if m.get("role") == "assistant" and not m.get("tool_calls")]
@@ -203,7 +208,8 @@ def judge(calls: Sequence[ToolCall], report: str = "") -> tuple[bool, str]:
     """A task's outcome and the rule that decided it (rules 2-5 of the module docstring)."""
     if any(c.status in ("interrupted", "rejected") for c in calls):
         return False, "the user interrupted the task or rejected a call"
-    if report and _NEGATIVE_REPORT.search(report):
+    verdict_text = " ".join(_SENTENCES.split(report.strip())[:2])  # reports lead with it
+    if verdict_text and _NEGATIVE_REPORT.search(verdict_text):
         return False, "the final report says it did not succeed"
     verifying = [c for c in calls if c.kind == "run" and c.purpose in VERIFYING]
     if verifying:

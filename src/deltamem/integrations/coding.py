@@ -44,6 +44,7 @@ from deltamem.extract.coding import (
     Task,
     episode_calls,
     final_report,
+    is_follow_up,
     judge,
     split_tasks,
     teaches_skill,
@@ -114,6 +115,38 @@ def portable(experience: Experience, project: str = "") -> bool:
     name = PurePosixPath(project).name.lower() if project else ""
     return not any(names_project_files(t) or (name and re.search(
         rf"(?<![\w-]){re.escape(name)}(?![\w-])", t.lower())) for t in texts)
+
+
+_TOPICS = {
+    "deploy": r"\b(deploy\w*|releas\w*|ship\w*|roll ?outs?|prod\w*|staging|publish\w*|k8s|"
+              r"kubernetes|cluster|helm)\b",
+    "tests": r"\b(tests?|testing|specs?|suite|failing|pytest|jest|vitest|ci)\b",
+    "migrations": r"\b(migrat\w*|schema|columns?|tables?|alembic|database|db)\b",
+    "lint": r"\b(lint\w*|format\w*|style|eslint|ruff|flake8)\b",
+    "type checks": r"\b(types?|typing|mypy|tsc|pyright|typecheck\w*)\b",
+    "build": r"\b(build\w*|compil\w*|images?|bundl\w*|docker)\b",
+    "install": r"\b(install\w*|dependenc\w*|packages?|deps|upgrade)\b",
+}
+_STOP = frozenset({
+    "the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "with", "from", "this", "that",
+    "it", "is", "are", "be", "was", "fix", "please", "can", "you", "could", "would", "make",
+    "add", "run", "use", "get", "set", "new", "now", "again", "also", "what", "when", "where",
+    "there", "does", "into", "just", "some", "have", "should", "then", "after", "before"})
+
+
+def relevant_facts(facts: Sequence[str], request: str, limit: int = 3) -> list[str]:
+    """The facts a request touches: those about the kinds of work it names (deploying, tests,
+    migrations, lint, types, builds, installs) or sharing a word of four letters or more with it
+    (a file, a variable, a service); failures and corrections first, at most ``limit``."""
+    topics = tuple(f"{t} (" for t, pattern in _TOPICS.items()
+                   if re.search(pattern, request, re.IGNORECASE))
+    words = {w for w in re.findall(r"[a-z0-9_]{4,}", request.lower()) if w not in _STOP}
+    hits = [f for f in facts
+            if f.startswith(topics) or any(w in f.lower() for w in words)] if (
+        topics or words) else []
+    hits.sort(key=lambda f: 0 if " fails" in f or f.startswith(("user correction", "env "))
+              else 1)
+    return hits[:limit]
 
 
 @dataclass
@@ -197,11 +230,21 @@ class CodingMemory:
         return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in order]], budget)
 
     def task_note(self, request: str, budget: int) -> str:
-        """The note injected for a request ("" when no task in scope is like it)."""
-        found = self.experience_for(request) if budget > 0 else None
-        if found is None:
+        """The note injected for a request: the skill or lesson of a past task like it, and the
+        project facts the request touches (:func:`relevant_facts`); "" when there is none, and
+        for a follow-up ("yes, go ahead": its task's note came with the request)."""
+        if budget <= 0 or not request.strip() or is_follow_up(request):
             return ""
-        experience, here = found
+        found = self.experience_for(request)
+        known = self.knowledge()
+        facts = relevant_facts(known.facts if known else (), request)
+        if found is None:
+            return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in facts]], budget)
+        lines = self._experience_lines(*found)
+        lines += [f"- project note: {f}" for f in facts if f not in "\n".join(lines)]
+        return fit(lines, budget)
+
+    def _experience_lines(self, experience: Experience, here: bool) -> list[str]:
         where = " in this project" if here else " in another project"
         if isinstance(experience, Skill):
             lines = [f'{SKILL_HEAD.format(where=where)} ("{experience.activation}"):',
@@ -214,8 +257,8 @@ class CodingMemory:
                      *[f"- failed: {f}" for f in experience.failed],
                      *[f"- worked: {w}" for w in experience.worked]]
         else:
-            return ""
-        return fit(lines, budget)
+            lines = []
+        return lines
 
     # -- learning --------------------------------------------------------------------------
     def writer(self) -> DeltaMem:

@@ -111,10 +111,11 @@ PATH_KEYS = ("file_path", "path", "notebook_path", "filename", "file", "target_f
 COMMAND_KEYS = ("command", "cmd")
 
 INTERRUPT_MARKS = ("[Request interrupted by user", "<turn_aborted>", "Interrupted by user",
-                   "interrupted by the user")
+                   "interrupted by the user", "aborted by user", "aborted by the user")
 REJECT_MARKS = ("doesn't want to proceed with this tool use", "tool use was rejected",
-                "user rejected", "rejected by the user", "user denied", "denied by the user",
-                "the user declined", "User refused permission", "Permission to use")
+                "user rejected", "rejected by the user", "rejected by user", "user denied",
+                "denied by the user", "declined by user", "the user declined",
+                "User refused permission")
 
 # Command purposes, by the program (and sub-command) a shell segment runs. Order matters: the
 # first pattern that matches names the purpose.

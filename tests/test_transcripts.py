@@ -38,10 +38,15 @@ def test_chat_messages_become_steps_with_observations_and_thoughts():
     assert episode_from_messages(CHAT, success=False, task="given").task == "given"
 
 
-def test_long_tool_output_is_cut():
-    chat = [CHAT[1], CHAT[2], {"role": "tool", "tool_call_id": "a", "content": "x" * 5000}]
+def test_long_tool_output_is_cut_in_the_middle_so_its_end_survives():
+    output = "\n".join([f"resource/{i} unchanged" for i in range(200)]
+                       + ["Error from server (Forbidden): denied the request: [policy] needs X"])
+    chat = [CHAT[1], CHAT[2], {"role": "tool", "tool_call_id": "a", "content": output}]
     step = episode_from_messages(chat, success=True).steps[0]
-    assert len(step.observation) == MAX_OBSERVATION and step.observation.endswith("…")
+    assert len(step.observation) <= MAX_OBSERVATION
+    assert step.observation.startswith("resource/0 unchanged")
+    assert step.observation.endswith("denied the request: [policy] needs X")
+    assert "characters ...]" in step.observation
 
 
 def test_transcript_without_task_or_steps_is_a_clear_error():

@@ -357,7 +357,10 @@ def hook(
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     budget_tokens: Annotated[int | None, typer.Option(
-        help="Cap the context a hook adds at about this many tokens.")] = None,
+        help="Cap the context a hook adds at this many tokens (default: DELTAMEM_SESSION_"
+             "START_TOKENS 200, DELTAMEM_USER_PROMPT_TOKENS 300; 0: off).")] = None,
+    scope: Annotated[str | None, typer.Option(
+        help="project, user or global (default: DELTAMEM_SCOPE, else user).")] = None,
 ) -> None:
     """Run a Claude Code / Codex hook: read its JSON on stdin, print the JSON it reads back.
 
@@ -380,7 +383,7 @@ def hook(
             # Only the stop hook writes; the recall hooks read, so a first session (no memory
             # yet) just adds nothing.
             with open_memory(db, space, embedder, create=event == "stop") as mem:
-                out = run_hook(mem, event, payload, budget_tokens=budget_tokens)
+                out = run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)
         except SpaceNotFound:
             out = {}
     except Exception as exc:  # a hook must not break the agent's session; say why, exit 1

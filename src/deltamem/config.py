@@ -3,7 +3,12 @@
 * :meth:`Settings.from_env` -- the memory's tunables (``DELTAMEM_TAU_TASK``, ...);
 * :func:`llm_endpoint` -- the OpenAI-compatible endpoint (``DELTAMEM_LLM_BASE_URL``, ...);
 * :func:`cache_dir` -- where derived artefacts are cached (``DELTAMEM_CACHE``);
-* :func:`debug` -- whether the CLI shows tracebacks of internal errors (``DELTAMEM_DEBUG``).
+* :func:`debug` -- whether the CLI shows tracebacks of internal errors (``DELTAMEM_DEBUG``);
+* :func:`scope` -- how far a coding agent's memory reaches (``DELTAMEM_SCOPE``);
+* :func:`hook_budget` -- the tokens each Claude Code / Codex hook may inject
+  (``DELTAMEM_SESSION_START_TOKENS``, ``DELTAMEM_USER_PROMPT_TOKENS``; 0 turns a hook off);
+* :func:`extractor_choice` -- the extractor and model named by ``DELTAMEM_EXTRACTOR`` and
+  ``DELTAMEM_LLM``.
 
 Every constructor that takes ``settings`` (``DeltaMem``, ``DeltaMem.open``, the server's
 ``create_app`` and ``SpacePool``) uses ``Settings.from_env()`` when given none, so the same
@@ -146,3 +151,48 @@ def _parse(name: str, raw: str, kind: type) -> Any:
     except ValueError as exc:
         message = f"DELTAMEM_{name.upper()}={raw!r} is not a valid {kind.__name__}"
         raise ConfigError(message) from exc
+
+
+SCOPES = ("project", "user", "global")
+DEFAULT_SCOPE = "user"
+# What the coding hooks inject at most, in tokens of the bundled MiniLM tokenizer.
+HOOK_BUDGETS = {"session-start": 200, "user-prompt": 300}
+
+
+def scope(environ: Mapping[str, str] | None = None) -> str:
+    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (only what this
+    repository taught), ``user`` (the default: also portable skills from this user's other
+    repositories) or ``global`` (also portable skills from anyone sharing the database).
+    Project knowledge never crosses repositories in any scope."""
+    env = os.environ if environ is None else environ
+    value = (env.get("DELTAMEM_SCOPE") or DEFAULT_SCOPE).strip().lower()
+    if value not in SCOPES:
+        raise ConfigError(f"DELTAMEM_SCOPE={value!r} is not one of {', '.join(SCOPES)}")
+    return value
+
+
+def hook_budget(event: str, environ: Mapping[str, str] | None = None) -> int:
+    """The token budget of a hook (``session-start``, ``user-prompt``), from
+    ``DELTAMEM_SESSION_START_TOKENS`` / ``DELTAMEM_USER_PROMPT_TOKENS``; 0 turns it off."""
+    env = os.environ if environ is None else environ
+    name = f"DELTAMEM_{event.upper().replace('-', '_')}_TOKENS"
+    raw = env.get(name)
+    if raw is None or not raw.strip():
+        return HOOK_BUDGETS.get(event, 0)
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a whole number of tokens") from exc
+    if value < 0:
+        raise ConfigError(f"{name} must be >= 0 (0 turns the hook off), got {value}")
+    return value
+
+
+def extractor_choice(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
+    """``(extractor, llm)`` from ``DELTAMEM_EXTRACTOR`` (``trace`` when unset) and
+    ``DELTAMEM_LLM`` (``openai`` when unset but ``DELTAMEM_LLM_BASE_URL`` is set, else None)."""
+    env = os.environ if environ is None else environ
+    extractor = (env.get("DELTAMEM_EXTRACTOR") or "trace").strip().lower()
+    llm = (env.get("DELTAMEM_LLM") or "").strip() or (
+        "openai" if env.get("DELTAMEM_LLM_BASE_URL") else None)
+    return extractor, llm

@@ -15,7 +15,9 @@ The other formats are converted to that form first: Responses API items (the Ope
 ``to_input_list()``, Codex ``response_item`` lines) with :func:`messages_from_responses`, and
 Anthropic content blocks (Claude Code transcript lines) with :func:`messages_from_anthropic`.
 Long texts are cut (``MAX_ACTION`` / ``MAX_OBSERVATION`` characters) so a file dump in a tool
-result does not become a fact of the memory.
+result does not become a fact of the memory. An observation is cut in its middle, never at its
+end: a quarter of the limit from its head and the rest from its tail, where a command's error,
+its reason and a test summary stand (``[... N characters ...]`` marks the cut).
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ Message = dict[str, Any]
 
 def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: bool,
                           task: str | None = None, env: str = "", score: float | None = None,
-                          meta: dict[str, Any] | None = None) -> Episode:
+                          meta: dict[str, Any] | None = None,
+                          project: str | None = None) -> Episode:
     """An episode from an OpenAI-style chat message list (see the module docstring).
+
+    ``project``, a coding agent's repository root, sets ``env`` to that project's scene
+    (``scenes.coding.project_scene``, unless ``env`` is given) and records it as
+    ``meta["project"]``.
 
     Raises:
         EpisodeError: no task (none given and no user message), or no step at all.
@@ -52,8 +59,14 @@ def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: boo
         raise EpisodeError("no task: pass task=... or include a user message")
     if not builder.steps:
         raise EpisodeError("the transcript has no assistant step (no tool call and no reply)")
+    info = dict(meta or {})
+    if project:
+        from deltamem.scenes.coding import project_scene, signature_of
+
+        env = env or project_scene(project)
+        info["project"] = signature_of(project_scene(project))
     return Episode(task=_cut(goal.strip(), MAX_TASK), env=env, steps=tuple(builder.steps),
-                   success=success, score=score, meta=dict(meta or {}))
+                   success=success, score=score, meta=info)
 
 
 class _Steps:
@@ -89,7 +102,7 @@ class _Steps:
     def observe(self, index: int, text: str) -> None:
         step = self.steps[index]
         joined = f"{step.observation}\n{text}" if step.observation else text
-        self.steps[index] = Step(step.action, _cut(joined, MAX_OBSERVATION), step.thought)
+        self.steps[index] = Step(step.action, excerpt(joined, MAX_OBSERVATION), step.thought)
 
 
 def content_text(content: Any) -> str:
@@ -132,6 +145,23 @@ def format_call(name: str, args: Any) -> str:
 def _cut(text: str, limit: int, *, one_line: bool = False) -> str:
     text = " ".join(text.split()) if one_line else text.strip()
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def excerpt(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters: whole when it fits, else its head (a quarter of
+    the limit) and its tail (the rest), cut at line breaks where possible."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    head_size = limit // 4
+    head = text[:head_size]
+    if "\n" in head:
+        head = head[: head.rindex("\n")]
+    marker = f"\n[... {len(text) - limit} characters ...]\n"
+    tail = text[len(text) - (limit - len(head) - len(marker)):]
+    if "\n" in tail[: len(tail) // 3]:
+        tail = tail[tail.index("\n") + 1:]
+    return f"{head.rstrip()}{marker}{tail.lstrip()}"
 
 
 def messages_from_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:

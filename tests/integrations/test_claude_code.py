@@ -116,12 +116,12 @@ def test_hooks_recall_at_start_and_per_request_and_learn_each_turn(tmp_path: Pat
     # The next session in that project gets its knowledge, and the request gets the skill.
     start = run_hook(home, "SessionStart", claude_payload("SessionStart", source="startup"))
     knowledge = context_of(start, "SessionStart")
-    assert knowledge.startswith("# Scene knowledge") and "2 passed" in knowledge
+    assert knowledge.startswith("deltamem notes on shop") and "2 passed" in knowledge
     prompt = run_hook(home, "UserPromptSubmit", claude_payload("UserPromptSubmit",
                                                                 prompt=REQUEST))
     skill = context_of(prompt, "UserPromptSubmit")
-    assert skill.startswith("# Skill memory")
-    assert "1. Bash: pytest -q tests/test_checkout.py" in skill
+    assert skill.startswith("deltamem: an earlier session in this project did a task like this")
+    assert "- edit shop/cart.py\n- run `pytest -q tests/test_checkout.py` -> 2 passed" in skill
 
     # A refused deploy is learned as a failure lesson; a Codex rollout is learned too.
     stop = run_hook(home, "Stop", claude_payload(

@@ -144,3 +144,57 @@ def test_a_thread_learns_each_run_as_its_own_episode(mem):
         "heat: plate", "reply: Warm."]
     # The second run's model calls carried the skill recalled for its own request.
     assert "1. go to sink" in model.seen[-1][0].text
+
+
+def _shell_outputs(outputs: list[str]) -> Any:
+    @tool
+    def run_shell(command: str) -> str:
+        """Run a shell command in the repository."""
+        return outputs.pop(0)
+
+    return run_shell
+
+
+@tool
+def edit_file(path: str, content: str) -> str:
+    """Replace a file's content."""
+    return f"wrote {len(content)} characters to {path}"
+
+
+def test_a_coding_agent_learns_tasks_by_the_coding_rules_scoped_to_its_repository(
+        mem, tmp_path):
+    shop, shop2 = tmp_path / "shop", tmp_path / "shop2"
+    for root in (shop, shop2):
+        (root / ".git").mkdir(parents=True)
+    failing = "FAILED tests/test_cart.py::test_total - assert 80.0 == 90.0\n1 failed, 2 passed"
+    model = RecordingFakeChatModel(messages=script([
+        AIMessage(content="", tool_calls=[
+            {"id": "c1", "name": "run_shell", "args": {"command": "pytest -q"}}]),
+        AIMessage(content="", tool_calls=[{"id": "c2", "name": "edit_file", "args": {
+            "path": f"{shop}/shop/cart.py", "content": "def total(): ..."}}]),
+        AIMessage(content="", tool_calls=[
+            {"id": "c3", "name": "run_shell", "args": {"command": "pytest -q"}}]),
+        AIMessage(content="", tool_calls=[
+            {"id": "c4", "name": "run_shell", "args": {"command": "grep -rn 'total - d' shop/"}}]),
+        AIMessage(content="Fixed the total; 3 passed."),
+    ]), seen=[])
+    shell = _shell_outputs([failing, "3 passed in 0.2s", "error: exit code 1: "])
+    middleware = DeltaMemMiddleware(mem, project=shop / "shop")  # a subfolder: its repository
+    agent = create_agent(model, [shell, edit_file], middleware=[middleware])
+    agent.invoke({"messages": [{"role": "user", "content": "fix the cart total test"}]})
+    [episode] = list(mem.store.episodes(mem.space))
+    assert episode.success and episode.meta["project"] == str(shop)
+    assert episode.meta["outcome_rule"] == "the last tests run passed"
+    assert episode.env == f"software project shop at {shop}"
+
+    def first_system_prompt(project: Any) -> str:
+        recorder = RecordingFakeChatModel(messages=script([AIMessage(content="ok")]), seen=[])
+        agent = create_agent(recorder, [], system_prompt="Be brief.",
+                             middleware=[DeltaMemMiddleware(mem, project=project, learn=False)])
+        agent.invoke({"messages": [{"role": "user", "content": "fix the cart total test"}]})
+        return str(recorder.seen[0][0].content)
+
+    here = first_system_prompt(shop)
+    assert "deltamem notes on shop" in here and "`pytest -q` works (3 passed" in here
+    assert "- edit shop/cart.py" in here
+    assert first_system_prompt(shop2) == "Be brief."  # nothing of shop crosses to shop2

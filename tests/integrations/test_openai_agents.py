@@ -105,3 +105,29 @@ def test_budget_caps_the_recalled_context(mem):
     full = DeltaMemAgents(mem, env=ENV).loop.context("heat the apple")
     capped = DeltaMemAgents(mem, env=ENV, budget_tokens=120).loop.context("heat the apple")
     assert 0 < estimate_tokens(capped) <= 120 < estimate_tokens(full)
+
+
+@function_tool
+def shell(command: str) -> str:
+    """Run a shell command."""
+    return "Error from server (Forbidden): admission webhook denied the request: [ticket] " \
+           "prod deployments need a change ticket" if "kubectl" in command else "ok"
+
+
+def test_a_coding_agent_run_is_judged_by_the_coding_rules(mem, tmp_path):
+    root = tmp_path / "shop"
+    (root / ".git").mkdir(parents=True)
+    model = ScriptedModel([[call("shell", '{"command": "kubectl apply -f k8s/prod"}', "c1")],
+                           [say("The deploy was denied by the cluster policy.")]])
+    agent = Agent(name="coder", instructions="Ship it.", model=model, tools=[shell])
+    memory = DeltaMemAgents(mem, project=root)
+    config = memory.run_config(tracing_disabled=True)
+
+    async def run() -> Any:
+        return await Runner.run(agent, "deploy the shop to production", run_config=config)
+
+    learned = memory.learn(anyio.run(run))  # a final output, yet the rules judge a failure
+    assert learned is not None
+    episode = next(e for e in mem.store.episodes(mem.space) if e.id == learned.episode_id)
+    assert not episode.success and episode.meta["project"] == str(root)
+    assert "[ticket] prod deployments need a change ticket" in memory.loop.context("deploy it")

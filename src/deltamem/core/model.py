@@ -164,13 +164,15 @@ class Episode:
     @classmethod
     def from_messages(cls, messages: Iterable[Mapping[str, Any]], *, success: bool,
                       task: str | None = None, env: str = "", score: float | None = None,
-                      meta: dict[str, Any] | None = None) -> Episode:
+                      meta: dict[str, Any] | None = None, project: str | None = None) -> Episode:
         """An episode from an OpenAI-style chat transcript (assistant tool calls, tool results).
 
         The task is the first user message unless ``task`` is given; each tool call is a step
         whose observation is its tool result (the rules: :mod:`deltamem.transcripts`; a guide
         with a coding and a web agent: docs/agents.md). ``env`` describes where the agent
-        worked: the environment tree's key.
+        worked: the environment tree's key. ``project`` (a coding agent's repository root)
+        makes the key that project's (``scenes.coding``) and records it in ``meta``, so that
+        its knowledge is scoped to it (``integrations.coding``).
 
         Raises:
             EpisodeError: no task, no step, or a message that is not an object.
@@ -178,7 +180,7 @@ class Episode:
         from deltamem.transcripts import episode_from_messages  # pure; imports this module
 
         return episode_from_messages(messages, success=success, task=task, env=env, score=score,
-                                     meta=meta)
+                                     meta=meta, project=project)
 
 
 @dataclass(frozen=True, slots=True)

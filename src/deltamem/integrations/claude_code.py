@@ -1,19 +1,21 @@
-"""Claude Code and Codex hooks: recall into the session, learn each turn from the transcript.
+"""Claude Code and Codex hooks: a short note on the project at session start, the skill or lesson
+of a past task like the request per prompt, and learning each finished task from the transcript.
 
 The hook commands (``deltamem hook EVENT``) read the hook's JSON from stdin, as both tools send
 it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``prompt`` for
 ``UserPromptSubmit``), and print the JSON both tools read back:
 
-* ``session-start`` -- the scene knowledge recalled for the working directory, as
-  ``hookSpecificOutput.additionalContext``;
-* ``user-prompt`` -- the skill recalled for the user's request, the same way;
-* ``stop`` -- learns the turn that just ended: the task is the user's request, the steps are
-  the agent's tool calls with their results, the scene is the working directory. Nothing is
-  printed. A turn without a tool call (a question answered) teaches no skill and is skipped, and
-  so is a turn in which the agent already called the memory's own ``learn`` tool.
-
-A turn's outcome: a failure when the agent reported one with the memory's ``record_outcome``
-tool, when the user interrupted it, or when its last tool call failed; otherwise a success.
+* ``session-start`` -- the project's knowledge (exactly this repository's: see
+  ``integrations.coding``) as a short note, ``hookSpecificOutput.additionalContext``; at most
+  ``DELTAMEM_SESSION_START_TOKENS`` tokens (200; 0 turns it off);
+* ``user-prompt`` -- the skill or failure lesson of a past task like the request, within the
+  scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
+* ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
+  ``extract.coding``) with its outcome judged by the documented rules, plus an interrupted task
+  before it. Nothing is printed. A task with no call that acts (a question answered) teaches
+  nothing, and a turn in which the agent already called the memory's own ``learn`` tool is
+  skipped. The extractor is the configured one (``DELTAMEM_EXTRACTOR``): the coding rules, or
+  with ``llm`` a model at an OpenAI-compatible endpoint under the same rules.
 
 Transcripts are read in both recorded formats: Claude Code's JSONL (``type`` user/assistant
 lines holding Anthropic ``message`` objects) and Codex's rollout JSONL (``session_meta``,
@@ -28,12 +30,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from deltamem.errors import EpisodeError
+from deltamem import config
+from deltamem.errors import ConfigError, EpisodeError
+from deltamem.extract.base import Extractor
+from deltamem.extract.coding import CodingExtractor, episode_calls, judge
+from deltamem.extract.coding import is_request as _is_request
+from deltamem.integrations.coding import CodingMemory
 from deltamem.memory import DeltaMem
 from deltamem.results import LearnResult
+from deltamem.scenes.coding import project_root, project_scene
 from deltamem.transcripts import (
     Message,
-    content_text,
     episode_from_messages,
     messages_from_anthropic,
     messages_from_responses,
@@ -44,12 +51,6 @@ EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "s
 PRIMARY_ARGUMENT = {"Bash": "command", "Read": "file_path", "Edit": "file_path",
                     "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
                     "Grep": "pattern", "Glob": "pattern", "WebFetch": "url", "WebSearch": "query"}
-# User texts that are not requests: tool scaffolding both clients record as user messages.
-NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
-                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>")
-INTERRUPTED = "[Request interrupted by user"
-
-
 @dataclass
 class Transcript:
     """A session as chat messages, with the working directory it ran in."""
@@ -59,9 +60,8 @@ class Transcript:
 
 
 def scene(cwd: str) -> str:
-    """The environment-tree key of a working directory."""
-    path = Path(cwd) if cwd else Path.cwd()
-    return f"software project {path.name} at {path}"
+    """The environment-tree key of a working directory: its project (repository root)."""
+    return project_scene(project_root(cwd or Path.cwd()))
 
 
 def read_transcript(path: str | Path) -> Transcript:
@@ -156,9 +156,8 @@ def _codex_item(item: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def is_request(message: Message) -> bool:
-    """A user message that is a request (not tool scaffolding or a client note)."""
-    text = content_text(message.get("content"))
-    return message.get("role") == "user" and bool(text) and not text.startswith(NOT_A_REQUEST)
+    """A user message that is a request (not tool scaffolding, a client note or an interrupt)."""
+    return _is_request(message)
 
 
 def last_turn(messages: list[Message]) -> list[Message]:
@@ -187,31 +186,71 @@ def _memory_calls(turn: list[Message]) -> list[tuple[str, Any]]:
             if (found := _memory_call(call)) is not None]
 
 
-def turn_outcome(turn: list[Message]) -> bool:
-    """Whether a turn succeeded (see the module docstring for the rule)."""
+def _verdict(turn: list[Message]) -> bool | None:
+    """The outcome the agent reported itself with the memory's ``record_outcome`` tool."""
     for name, args in reversed(_memory_calls(turn)):
         if name.endswith("record_outcome") and isinstance(args, Mapping) and "success" in args:
             return bool(args["success"])
-    if any(INTERRUPTED in content_text(m.get("content")) for m in turn):
-        return False
-    results = [m for m in turn if m.get("role") == "tool"]
-    return not results or not content_text(results[-1].get("content")).startswith("error: ")
+    return None
 
 
-def learn_turn(mem: DeltaMem, transcript: Transcript, *,
-               cwd: str = "") -> LearnResult | None:
-    """Learn the last turn of ``transcript`` (None when the turn teaches nothing)."""
+def turn_outcome(turn: list[Message]) -> bool:
+    """Whether a turn succeeded, by the rules of ``extract.coding.judge`` (the agent's own
+    ``record_outcome`` first)."""
+    verdict = _verdict(turn)
+    if verdict is not None:
+        return verdict
+    steps = [m for m in turn if not any(_memory_call(c) for c in m.get("tool_calls") or [])]
+    if not any(m.get("tool_calls") for m in steps):
+        return True
+    calls = episode_calls(episode_from_messages(steps, success=True, task="-"))
+    replies = [c.output for c in calls if c.kind == "reply"]
+    return judge(calls, replies[-1] if replies else "")[0]
+
+
+def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
+    """The extractor the hooks learn with, as configured (``DELTAMEM_EXTRACTOR``): the coding
+    rules (``trace``, the default), or a model under them (``llm``). A coding transcript needs
+    a capable model: ``llm`` uses the OpenAI-compatible endpoint (``DELTAMEM_LLM_BASE_URL``,
+    ``DELTAMEM_LLM_MODEL``); the embedded 135M model is used only when ``DELTAMEM_LLM=local``
+    asks for it.
+
+    Raises:
+        ConfigError: an unknown extractor, or ``llm`` with no endpoint configured.
+    """
+    name, llm = config.extractor_choice(environ)
+    if name == "trace":
+        return CodingExtractor()
+    if name != "llm":
+        raise ConfigError(f"unknown extractor {name!r}; choose 'trace' or 'llm'")
+    if llm is None:
+        raise ConfigError("DELTAMEM_EXTRACTOR=llm needs an OpenAI-compatible endpoint for coding "
+                          "transcripts: set DELTAMEM_LLM_BASE_URL and DELTAMEM_LLM_MODEL (the "
+                          "embedded 135M model is not a coding-transcript extractor)")
+    from deltamem.extract import make_extractor
+    from deltamem.llm import make_llm
+
+    endpoint = {k: v for k, v in config.llm_endpoint(environ).items() if v}
+    model = make_llm(llm, **endpoint) if llm.startswith("openai") else make_llm(llm)
+    return CodingExtractor(make_extractor("llm", llm=model))
+
+
+def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
+               extractor: Extractor | None = None, scope: str | None = None,
+               meta: Mapping[str, Any] | None = None) -> LearnResult | None:
+    """Learn what the last turn of ``transcript`` finished (see the module docstring); the
+    result of its last task, None when it teaches nothing."""
     turn = last_turn(transcript.messages)
     if any(name.endswith("learn") for name, _ in _memory_calls(turn)):
         return None  # the agent already handed this turn to the memory itself
-    steps = [m for m in turn
-             if not any(_memory_call(c) for c in m.get("tool_calls") or [])]
-    if not any(m.get("tool_calls") for m in steps):
-        return None
-    episode = episode_from_messages(steps, success=turn_outcome(turn),
-                                    env=scene(cwd or transcript.cwd),
-                                    meta={"source": "hook"})
-    return mem.learn(episode)
+    messages = [m for m in transcript.messages
+                if not any(_memory_call(c) for c in m.get("tool_calls") or [])]
+    coding = CodingMemory.for_directory(mem, cwd or transcript.cwd,
+                                        scope=scope or config.scope(),
+                                        extractor=extractor or CodingExtractor())
+    results = coding.learn_session(messages, verdict=_verdict(turn),
+                                   meta={"source": "hook", **dict(meta or {})})
+    return results[-1] if results else None
 
 
 def context_output(event: str, context: str) -> dict[str, Any]:
@@ -222,24 +261,32 @@ def context_output(event: str, context: str) -> dict[str, Any]:
 
 
 def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
-             budget_tokens: int | None = None) -> dict[str, Any]:
-    """Handle one hook call; return the JSON to print ({} for nothing). ``budget_tokens`` caps
-    the context a hook adds.
+             budget_tokens: int | None = None, scope: str | None = None,
+             extractor: Extractor | None = None) -> dict[str, Any]:
+    """Handle one hook call; return the JSON to print ({} for nothing). ``budget_tokens``
+    overrides the hook's configured budget (``config.hook_budget``), ``scope`` the configured
+    scope, ``extractor`` the configured extractor (``hook_extractor``).
 
     Raises:
         EpisodeError: an unknown event, or a transcript that cannot be read.
+        ConfigError: a bad ``DELTAMEM_*`` setting.
     """
     if event not in EVENTS:
         raise EpisodeError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
     cwd = str(payload.get("cwd") or "")
-    if event == "session-start":
-        recalled = mem.recall("", scene(cwd), budget_tokens=budget_tokens)
-        return context_output(EVENTS[event], recalled.context)
-    if event == "user-prompt":
+    scope = scope or config.scope()
+    if event in ("session-start", "user-prompt"):
+        budget = config.hook_budget(event) if budget_tokens is None else budget_tokens
+        if budget <= 0:
+            return {}
+        coding = CodingMemory.for_directory(mem, cwd, scope=scope)
+        if event == "session-start":
+            return context_output(EVENTS[event], coding.session_note(budget))
         prompt = str(payload.get("prompt") or "")
-        skill = mem.recall(prompt, "", budget_tokens=budget_tokens).context if prompt else ""
-        return context_output(EVENTS[event], skill)
+        return context_output(EVENTS[event], coding.task_note(prompt, budget))
     path = payload.get("transcript_path")
     if path:
-        learn_turn(mem, read_transcript(str(path)), cwd=cwd)
+        meta = {"session": str(payload["session_id"])} if payload.get("session_id") else {}
+        learn_turn(mem, read_transcript(str(path)), cwd=cwd, scope=scope,
+                   extractor=extractor or hook_extractor(), meta=meta)
     return {}

@@ -21,6 +21,7 @@ require("langchain", "deltamem.integrations.langchain")
 
 # ruff: noqa: E402  (the extra check above must run before these imports)
 from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -79,16 +80,23 @@ class DeltaMemMiddleware(AgentMiddleware):
     Args:
         mem: the memory.
         env: the agent's environment description (the scene key).
-        success: judges a finished run from its messages (default :func:`finished_cleanly`).
+        success: judges a finished run from its messages (default :func:`finished_cleanly`;
+            for a coding agent, the coding outcome rules of ``extract.coding``).
         learn: set False to only recall.
         budget_tokens: cap on the recalled context.
+        project: a coding agent's working directory: recall and learn as a coding agent's
+            memory scoped to its repository (``integrations.coding``), instead of ``env``.
+        scope: for ``project``: ``project``, ``user`` or ``global`` (default ``DELTAMEM_SCOPE``).
     """
 
-    def __init__(self, mem: DeltaMem, *, env: str = "", success: Judge = finished_cleanly,
-                 learn: bool = True, budget_tokens: int | None = None) -> None:
+    def __init__(self, mem: DeltaMem, *, env: str = "", success: Judge | None = None,
+                 learn: bool = True, budget_tokens: int | None = None,
+                 project: str | Path | None = None, scope: str | None = None) -> None:
         super().__init__()
-        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens)
-        self.success = success
+        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens, project=project,
+                               scope=scope)
+        self.success = success if success is not None or project is not None \
+            else finished_cleanly
         self.learns = learn
         self.learned: LearnResult | None = None
 
@@ -110,9 +118,15 @@ class DeltaMemMiddleware(AgentMiddleware):
 
     def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         turn = current_turn(state["messages"])
-        if self.learns and turn:
+        if not self.learns or not turn:
+            return None
+        verdict = self.success(turn) if self.success is not None else None
+        if self.loop.coding is not None:  # the whole thread: a task spans its follow-ups
+            thread = convert_to_openai_messages(_marked_errors(state["messages"]))
+            self.learned = self.loop.learn(thread, success=verdict)
+        else:
             self.learned = self.loop.learn(convert_to_openai_messages(_marked_errors(turn)),
-                                           success=self.success(turn))
+                                           success=verdict)
         return None
 
     async def aafter_agent(self, state: AgentState,

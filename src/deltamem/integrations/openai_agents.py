@@ -22,6 +22,7 @@ require("openai-agents", "deltamem.integrations.openai_agents")
 
 # ruff: noqa: E402  (the extra check above must run before these imports)
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from agents import RunConfig, RunResult, RunResultStreaming
@@ -50,8 +51,12 @@ def request_text(items: list[Any]) -> str:
 class DeltaMemAgents:
     """The memory for Agents SDK runs: an input filter to recall, ``learn`` for the outcome."""
 
-    def __init__(self, mem: DeltaMem, *, env: str = "", budget_tokens: int | None = None) -> None:
-        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens)
+    def __init__(self, mem: DeltaMem, *, env: str = "", budget_tokens: int | None = None,
+                 project: str | Path | None = None, scope: str | None = None) -> None:
+        """``project``: a coding agent's working directory (recall and learn scoped to its
+        repository, ``integrations.coding``); ``scope``: ``project``, ``user`` or ``global``."""
+        self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens, project=project,
+                               scope=scope)
 
     def input_filter(self, data: CallModelData[Any]) -> ModelInputData:
         """``RunConfig.call_model_input_filter``: the instructions gain the recalled context."""
@@ -66,12 +71,16 @@ class DeltaMemAgents:
         return RunConfig(call_model_input_filter=self.input_filter, **kwargs)
 
     def learn(self, result: RunResult | RunResultStreaming, *, success: bool | None = None,
-              meta: dict[str, Any] | None = None) -> LearnResult:
-        """Learn a finished run as one episode.
+              meta: dict[str, Any] | None = None) -> LearnResult | None:
+        """Learn a finished run as one episode (None when it teaches nothing).
 
-        ``success`` defaults to whether the run produced a final output; pass your own check
-        (tests passed, the user accepted) when you have one.
+        ``success`` defaults to whether the run produced a final output -- for a coding agent
+        (``project``), to the coding outcome rules; pass your own check (tests passed, the user
+        accepted) when you have one.
         """
+        items = list(result.to_input_list())
+        if self.loop.coding is not None:  # the whole history: a task spans its follow-ups
+            return self.loop.learn(messages_from_responses(items), success=success, meta=meta)
         outcome = bool(result.final_output) if success is None else success
-        items = current_turn(list(result.to_input_list()))
-        return self.loop.learn(messages_from_responses(items), success=outcome, meta=meta)
+        return self.loop.learn(messages_from_responses(current_turn(items)), success=outcome,
+                               meta=meta)

@@ -1,0 +1,381 @@
+"""Coding sessions: tasks across turns, outcomes as a developer judges them, and the extractor
+that turns a coding task into a short skill, a failure lesson and project knowledge.
+
+**Tasks across turns** (:func:`split_tasks`). A session is a list of user requests, each with the
+agent's messages after it (a *turn*). A turn whose request is a *follow-up*
+(:func:`is_follow_up`: "yes please fix it", "go ahead", "now run the whole suite", "no, use
+pnpm", three words at most that point back: "commit that") continues the task before it, so the
+task keeps the original request as its key and holds the whole procedure. After a turn the user
+interrupted or in which they rejected a tool call, a follow-up starts a new attempt at the same
+request (same key), and the interrupted attempt is learned on its own, as a failure.
+
+**Outcome rules** (:func:`judge`), in order; the first that applies decides:
+
+1. the agent's own verdict (the memory's ``record_outcome`` tool; see the hooks);
+2. a user interrupt or a rejected tool call -> failure;
+3. the first two sentences of the assistant's final report say it did not get there ("I
+   couldn't fix", "still fails", "was denied", "blocked by") -> failure;
+4. the last verifying run (tests, type checks, lint, build, deploy, migration) decides: it
+   passed -> success, it failed -> failure; earlier errors do not count;
+5. otherwise the last call that acts (an edit or a command that is not a read or a check): a
+   failure when it failed, else success.
+
+An expected non-zero exit of a check (``grep`` finding nothing, ``test -f`` on an absent file,
+``diff`` showing differences) is no failure at all (``scenes.coding`` status ``no-match``).
+
+**What a task teaches** (:class:`CodingExtractor`): a task with no call that acts (a question
+answered from reads and searches) teaches no skill; a successful task gives a :class:`Skill`
+keyed by the request whose steps are the files changed and the commands that worked (paths
+relative to the repository root), with the check that proves it as its termination; a failed
+one a :class:`Lesson` quoting each failure's reason (the end of the output, never its head); any
+task gives project knowledge (``CodingScene.facts``). When a task edits files, the known facts
+it makes stale are dropped as the knowledge is merged (the delta records the removal): a failing
+test, type, lint or build run, and any failure that names an edited file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from deltamem.core.knowledge import supersede
+from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Tree
+from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.scenes.coding import (
+    INTERRUPT_MARKS,
+    VERIFYING,
+    CodingScene,
+    ToolCall,
+    command_text,
+    flat,
+    names_project_files,
+    parse_call,
+    reason,
+    signature_of,
+    summary,
+    tail_cut,
+)
+from deltamem.transcripts import content_text
+
+Message = Mapping[str, Any]
+
+# User texts that are not requests: tool scaffolding both clients record as user messages.
+NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
+                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>",
+                 *INTERRUPT_MARKS)
+_FOLLOW_UP = re.compile(
+    r"^(yes|yeah|yep|yup|sure|ok(ay)?|k|go ahead|go for it|do it|do that|please do|proceed|"
+    r"continue|carry on|keep going|sounds good|looks good|lgtm|great|perfect|thanks?|thank you|"
+    r"good|nice|cool|right|correct|exactly|now\b|then\b|also\b|and\b|next\b|after that|"
+    r"finally|same\b|again\b|try again|retry|one more|fix (it|that|this|them|those)\b|"
+    r"(please )?(fix|run|apply|commit|push|continue|do|go|try|use|revert|undo)\b.{0,40}"
+    r"\b(it|that|this|them|those|these|again|too|as well|instead)\b|"
+    r"run (the )?(whole|full|entire|complete) (suite|test suite|tests?)|no\b|nope\b|"
+    r"don'?t\b|do not\b|instead\b|actually\b|wait\b|but\b|hmm|what about|how about)",
+    re.IGNORECASE)
+_BACK_REFERENCE = re.compile(r"\b(it|that|this|them|those|these|the same|there)\b", re.I)
+_NEGATIVE_REPORT = re.compile(
+    r"\b(i (couldn'?t|could not|wasn'?t able to|was not able to|am unable to|can'?t|cannot|"
+    r"did not manage to|didn'?t manage to) (fix|get|make|deploy|resolve|complete|finish|apply|"
+    r"push|merge|build|install|migrate|solve|pass|land|ship|release|run)|"
+    r"still (fails?|failing|broken|red|errors?)|did(n'?t| not) (work|pass|fix|help)|"
+    r"(is|was|were|got|been) (blocked|denied|refused)|blocked by|not (yet )?"
+    r"(fixed|resolved|deployed)|(has|have) failed|could not be (fixed|deployed|applied))\b",
+    re.IGNORECASE)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_QUESTION_END = re.compile(r"\?\s*(?:\*+)?\s*$")
+
+
+def is_request(message: Message) -> bool:
+    """A user message that is a request (not tool scaffolding, a client note or an interrupt)."""
+    text = content_text(message.get("content"))
+    return message.get("role") == "user" and bool(text) and not text.startswith(NOT_A_REQUEST)
+
+
+def is_follow_up(text: str) -> bool:
+    """Whether a request continues the task before it (see the module docstring)."""
+    text = flat(text)
+    if _FOLLOW_UP.match(text):
+        return True
+    words = text.split()
+    return len(words) <= 3 and bool(_BACK_REFERENCE.search(text))
+
+
+def interrupted(messages: Sequence[Message]) -> bool:
+    """Whether the user interrupted the agent in ``messages`` or rejected one of its calls."""
+    calls = [c for c in _calls(messages)]
+    if any(c.status in ("interrupted", "rejected") for c in calls):
+        return True
+    return any(m.get("role") == "user" and any(mark in content_text(m.get("content"))
+                                               for mark in INTERRUPT_MARKS) for m in messages)
+
+
+@dataclass
+class Task:
+    """One task of a session: its request and the turns that worked on it."""
+
+    request: str
+    turns: list[list[Message]] = field(default_factory=list)
+    retry: bool = False  # a new attempt at the request of an interrupted task
+
+    @property
+    def messages(self) -> list[Message]:
+        out: list[Message] = []
+        for turn in self.turns:
+            out += turn
+        if self.retry and out:  # the key is the original request; keep the user's words too
+            out = [{"role": "user", "content": self.request},
+                   {"role": "assistant", "content": ""},
+                   {"role": "user", "content": content_text(out[0].get("content"))}, *out[1:]]
+        return out
+
+    @property
+    def ended_by_user(self) -> bool:
+        return bool(self.turns) and interrupted(self.turns[-1])
+
+    @property
+    def pending(self) -> bool:
+        """Whether the task waits on the user: its last turn found a problem, changed nothing
+        and its last reply asks a question ("... applied twice. Want me to fix it?")."""
+        if not self.turns or self.ended_by_user:
+            return False
+        last = self.turns[-1]
+        calls = _calls(last)
+        if any(c.kind == "edit" or c.purpose in ("deploy", "migrations", "install")
+               for c in calls) or not any(c.failed for c in calls):
+            return False
+        replies = [content_text(m.get("content")) for m in last
+                   if m.get("role") == "assistant" and not m.get("tool_calls")]
+        return bool(replies) and bool(_QUESTION_END.search(replies[-1]))
+
+
+def split_tasks(messages: Sequence[Message]) -> list[Task]:
+    """The tasks of a session, oldest first (see the module docstring)."""
+    tasks: list[Task] = []
+    turn: list[Message] | None = None
+    for message in messages:
+        if is_request(message):
+            text = content_text(message.get("content"))
+            turn = [dict(message)]
+            if tasks and is_follow_up(text) and tasks[-1].turns:
+                if tasks[-1].ended_by_user:
+                    tasks.append(Task(tasks[-1].request, [turn], retry=True))
+                else:
+                    tasks[-1].turns.append(turn)
+            else:
+                tasks.append(Task(text, [turn]))
+        elif turn is not None:
+            turn.append(dict(message))
+    return tasks
+
+
+def to_learn(tasks: Sequence[Task]) -> list[Task]:
+    """The tasks the end of a turn should learn: the last task unless it waits on the user,
+    and the one before it when that one ended in an interrupt (or waited on a user who moved
+    on) and the last task has just begun."""
+    if not tasks:
+        return []
+    out = []
+    last = tasks[-1]
+    if len(tasks) > 1 and len(last.turns) == 1 and not last.retry:
+        before = tasks[-2]
+        if before.ended_by_user:
+            out.append(before)
+    elif len(tasks) > 1 and last.retry and len(last.turns) == 1:
+        out.append(tasks[-2])
+    if not last.pending:
+        out.append(last)
+    return out
+
+
+def _calls(messages: Sequence[Message]) -> list[ToolCall]:
+    from deltamem.transcripts import episode_from_messages
+
+    steps = [m for m in messages if m.get("role") in ("assistant", "tool")]
+    if not any(m.get("tool_calls") for m in steps):
+        return []
+    episode = episode_from_messages([{"role": "user", "content": "-"}, *messages],
+                                    success=True, task="-")
+    return [parse_call(s) for s in episode.steps]
+
+
+# -- outcomes -------------------------------------------------------------------------------
+
+
+def judge(calls: Sequence[ToolCall], report: str = "") -> tuple[bool, str]:
+    """A task's outcome and the rule that decided it (rules 2-5 of the module docstring)."""
+    if any(c.status in ("interrupted", "rejected") for c in calls):
+        return False, "the user interrupted the task or rejected a call"
+    verdict_text = " ".join(_SENTENCES.split(report.strip())[:2])  # reports lead with it
+    if verdict_text and _NEGATIVE_REPORT.search(verdict_text):
+        return False, "the final report says it did not succeed"
+    verifying = [c for c in calls if c.kind == "run" and c.purpose in VERIFYING]
+    if verifying:
+        last = verifying[-1]
+        verdict = "failed" if last.failed else "passed"
+        return not last.failed, f"the last {last.purpose} run {verdict}"
+    acting = [c for c in calls if c.acts]
+    if acting and acting[-1].failed:
+        return False, "the last call that acts failed"
+    return True, "no failure at the end"
+
+
+def episode_calls(episode: Episode) -> list[ToolCall]:
+    """The episode's steps as tool calls, paths relative to its project root."""
+    root = signature_of(episode.env)
+    return [parse_call(s, root) for s in episode.steps]
+
+
+def final_report(calls: Sequence[ToolCall]) -> str:
+    replies = [c.output for c in calls if c.kind == "reply"]
+    return replies[-1] if replies else ""
+
+
+def teaches_skill(calls: Sequence[ToolCall]) -> bool:
+    """Whether a task did something (a question answered from reads teaches no skill)."""
+    return any(c.acts for c in calls)
+
+
+# -- the extractor --------------------------------------------------------------------------
+
+
+class CodingExtractor:
+    """Coding-task extraction (see the module docstring). With ``base`` (an LLM extractor), the
+    model writes the experiences from the episode (whose observations hold each output's
+    meaningful part) and this class keeps the coding rules for what it cannot know: the facts a
+    coding episode teaches are those of :class:`CodingScene` merged with the model's."""
+
+    def __init__(self, base: Extractor | None = None, *, max_facts: int = 40,
+                 max_chars: int = 240) -> None:
+        self.base = base
+        self.scene = CodingScene()
+        self.max_facts = max_facts
+        self.max_chars = max_chars
+        self.name = f"coding+{base.name}" if base is not None else "coding"
+        self.uses_llm = bool(base is not None and base.uses_llm)
+
+    def extract(self, request: ExtractRequest) -> Extraction:
+        episode = request.episode
+        known = request.matched if isinstance(request.matched, Knowledge) else None
+        if known is not None and known.trigger != self.scene.trigger(episode.env, self.max_chars):
+            # Another project's knowledge matched by similarity: never merged into this one's.
+            known = None
+            request = ExtractRequest(episode, request.tree)
+        if self.base is not None:
+            done = self.base.extract(request)
+            if request.tree is Tree.ENV and isinstance(done.experience, Knowledge):
+                ours = self.knowledge(episode, known)
+                facts = supersede(ours.facts, _clean_facts(done.experience.facts))
+                done.experience = Knowledge(ours.trigger, facts[: self.max_facts])
+            return done
+        if request.tree is Tree.ENV:
+            alone = self.knowledge(episode)
+            return Extraction(self.knowledge(episode, known) if known else alone,
+                              standalone=alone)
+        if episode.success:
+            return Extraction(self.skill(episode))
+        matched = request.matched if isinstance(request.matched, Skill) else None
+        return Extraction(self.lesson(episode, matched))
+
+    def compile(self, tree: Tree, composed: Skill | Knowledge | Lesson) -> Extraction:
+        if self.base is not None:
+            return self.base.compile(tree, composed)
+        return Extraction(composed, note="exact composition")
+
+    def skill(self, episode: Episode) -> Skill:
+        calls = episode_calls(episode)
+        steps: list[str] = []
+        for call in calls:
+            line = _step_line(call)
+            if line and (not steps or steps[-1] != line):
+                steps.append(line)
+        checks = [c for c in calls if c.kind == "run" and c.purpose in VERIFYING and not c.failed]
+        if checks:
+            said = summary(checks[-1].output, 80)
+            done = f"`{command_text(checks[-1], 100)}`" + (f" -> {said}" if said else "")
+        else:
+            done = tail_cut(final_report(calls), 160)
+        return Skill(activation=_one_line(episode.task, self.max_chars),
+                     steps=tuple(dict.fromkeys(steps)), termination=done)
+
+    def lesson(self, episode: Episode, matched: Skill | None = None) -> Lesson:
+        calls = episode_calls(episode)
+        failed: list[str] = []
+        for call in calls:
+            if call.status in ("interrupted", "rejected"):
+                what = f"`{command_text(call, 100)}`" if call.command else (
+                    f"{call.kind} {', '.join(call.paths)}".strip() if call.paths else call.tool)
+                failed.append(f"the user {call.status} {what}")
+            elif call.status == "error" and call.kind in ("run", "edit", "other"):
+                why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
+                what = f"`{command_text(call, 80)}`" if call.command else call.tool
+                failed.append(f'{what} -> "{why}"' if why else what)
+        if not failed:
+            report = final_report(calls)
+            failed.append(f'reported: "{tail_cut(report, self.max_chars - 20)}"' if report
+                          else "the task did not succeed")
+        worked = [line for c in calls if not c.failed and (line := _step_line(c))]
+        played = {line for c in calls if (line := _step_line(c))}
+        # Untried steps come only from a skill of the same project (its steps name its files).
+        untried = [s for s in (matched.steps if matched else ()) if s not in played
+                   and not names_project_files(s)]
+        return Lesson(situation=_one_line(episode.task, self.max_chars),
+                      failed=tuple(dict.fromkeys(failed))[:6],
+                      untried=tuple(dict.fromkeys(untried)),
+                      worked=tuple(dict.fromkeys(worked))[:8])
+
+    def knowledge(self, episode: Episode, known: Knowledge | None = None) -> Knowledge:
+        own = self.scene.facts(episode, self.max_chars)
+        trigger = self.scene.trigger(episode.env, self.max_chars)
+        if known is None:
+            return Knowledge(trigger=trigger, facts=own[: self.max_facts])
+        edited = {p for c in episode_calls(episode) if c.kind == "edit" for p in c.paths}
+        names = {p.rsplit("/", 1)[-1] for p in edited} | edited
+        kept = [f for f in known.facts if not (edited and _stale(f, names))]
+        merged = list(supersede(kept, own))
+        if len(merged) > self.max_facts:
+            own_set = set(own)
+            extra = len(merged) - self.max_facts
+            old = [f for f in merged if f not in own_set][:extra]
+            merged = [f for f in merged if f not in old]
+        return Knowledge(trigger=trigger, facts=tuple(merged))
+
+
+def _stale(fact: str, edited: set[str]) -> bool:
+    """Whether an edit of the files ``edited`` makes a known fact stale: a failure of a test,
+    type, lint or build run (the code it judged has changed), or a failure that names one of
+    the edited files. A deploy gate's reason stays: editing code does not lift a policy."""
+    if " fails" not in fact:
+        return False
+    if fact.startswith(("tests (", "type checks (", "lint (", "build (")):
+        return True
+    return any(name and name in fact for name in edited)
+
+
+def _step_line(call: ToolCall) -> str:
+    """A skill step as a colleague writes it: ``edit src/a.py``, ``run `pytest -q` -> 5 passed``
+    (reads, searches, notes, failed attempts and checks that found nothing are no steps)."""
+    if call.failed:
+        return ""
+    if call.kind == "edit" and call.paths:
+        return f"edit {', '.join(call.paths)}"
+    if call.kind == "run" and call.purpose not in ("read", "check"):
+        said = summary(call.output, 60) if call.purpose in VERIFYING else ""
+        return f"run `{command_text(call, 120)}`" + (f" -> {said}" if said else "")
+    return ""
+
+
+def _one_line(text: str, limit: int) -> str:
+    text = flat(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+_NOISE_FACT = re.compile(r"(^\s*\d+[→\t]|has been updated|cat -n|Todos have been modified|"
+                         r"^Found \d+ files?|^No (files|matches) found)", re.I | re.M)
+
+
+def _clean_facts(facts: Sequence[str]) -> list[str]:
+    """A model's facts without what is never knowledge (file dumps, edit and todo notes)."""
+    return [f for f in facts if not _NOISE_FACT.search(f)]

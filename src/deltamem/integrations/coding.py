@@ -1,0 +1,319 @@
+"""Memory for coding agents: project scope, short notes within a token budget, and learning a
+session's tasks -- shared by the Claude Code / Codex hooks, the LangChain middleware, the OpenAI
+Agents adapter and ``Episode.from_messages`` users.
+
+**Scope.** A project is its repository root (``scenes.coding.project_root``), matched exactly.
+Its knowledge is stored under ``software project <name> at <root>`` and recalled only when the
+matched node names that very root: never for ``shop2``, ``shop-admin`` or another machine's
+``shop``, and for ``shop/api`` it is the knowledge of ``shop``. Every learned task records its
+project and the OS user (``Episode.meta``). A skill or lesson is recalled
+
+* ``project`` scope: only when it was learned in this project;
+* ``user`` scope (default): also from this user's other projects when it is *portable*;
+* ``global`` scope: also from anyone's projects in the database when it is portable.
+
+A skill is portable when it holds nothing project-specific: no file path (absolute or relative:
+``src/cart.py``, ``k8s/prod``), no file name with a source extension, and not the name of the
+project it was learned in (:func:`portable`). Paths are stored relative to the repository root
+already; the check keeps every skill that names one at home.
+
+**Notes.** What the hooks inject reads like a colleague's note: at session start, the project's
+facts (how it is tested and built, what gates a deploy and the quoted reason, the environment
+variables it needs, the user's corrections); per request, the skill of a past task like it
+(files changed, commands that worked, the check that proves it) or the lesson of a failed one
+(what to avoid and why). Budgets are counted in tokens of the bundled MiniLM tokenizer
+(:func:`count_tokens`), whole lines only; nothing is injected when nothing matched.
+"""
+
+from __future__ import annotations
+
+import getpass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import cache
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill
+from deltamem.core.tree import compose_chain
+from deltamem.errors import ConfigError
+from deltamem.extract.base import Extractor
+from deltamem.extract.coding import (
+    CodingExtractor,
+    Task,
+    episode_calls,
+    final_report,
+    is_follow_up,
+    judge,
+    split_tasks,
+    teaches_skill,
+    to_learn,
+)
+from deltamem.memory import DeltaMem
+from deltamem.results import LearnResult
+from deltamem.scenes.coding import (
+    names_project_files,
+    project_root,
+    project_scene,
+    signature_of,
+)
+from deltamem.transcripts import episode_from_messages
+
+SCOPES = ("project", "user", "global")
+NOTE_HEAD = "deltamem notes on {name} from earlier sessions (the repo wins if they disagree):"
+SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
+LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
+CANDIDATES = 8
+
+
+@cache
+def _tokenizer() -> Any:
+    from tokenizers import Tokenizer
+
+    from deltamem.embed.minilm import find_model_dir
+
+    tokenizer = Tokenizer.from_file(str(find_model_dir() / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer
+
+
+def count_tokens(text: str) -> int:
+    """Tokens of ``text`` by the bundled MiniLM WordPiece tokenizer (no special tokens). It
+    splits code and paths finer than the BPE tokenizers of chat models, so a budget counted
+    here is met by them too."""
+    if not text:
+        return 0
+    return len(_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+def fit(lines: Sequence[str], budget: int) -> str:
+    """The head line and as many of the following lines as fit ``budget`` tokens, in order
+    (a line that does not fit is skipped, a shorter later one may still fit); ``""`` when not
+    even the head and one line fit."""
+    if budget <= 0 or len(lines) < 2:
+        return ""
+    kept = [lines[0]]
+    used = count_tokens(lines[0])
+    for line in lines[1:]:
+        cost = count_tokens(line) + 1
+        if used + cost <= budget:
+            kept.append(line)
+            used += cost
+    return "\n".join(kept) if len(kept) > 1 else ""
+
+
+def portable(experience: Experience, project: str = "") -> bool:
+    """Whether a skill or lesson holds nothing project-specific (see the module docstring)."""
+    if isinstance(experience, Skill):
+        texts = [experience.activation, *experience.steps, experience.termination]
+    elif isinstance(experience, Lesson):
+        texts = [experience.situation, *experience.failed, *experience.worked]
+    else:
+        return False
+    name = PurePosixPath(project).name.lower() if project else ""
+    return not any(names_project_files(t) or (name and re.search(
+        rf"(?<![\w-]){re.escape(name)}(?![\w-])", t.lower())) for t in texts)
+
+
+_TOPICS = {
+    "deploy": r"\b(deploy\w*|releas\w*|ship\w*|roll ?outs?|prod\w*|staging|publish\w*|k8s|"
+              r"kubernetes|cluster|helm)\b",
+    "tests": r"\b(tests?|testing|specs?|suite|failing|pytest|jest|vitest|ci)\b",
+    "migrations": r"\b(migrat\w*|schema|columns?|tables?|alembic|database|db)\b",
+    "lint": r"\b(lint\w*|format\w*|style|eslint|ruff|flake8)\b",
+    "type checks": r"\b(types?|typing|mypy|tsc|pyright|typecheck\w*)\b",
+    "build": r"\b(build\w*|compil\w*|images?|bundl\w*|docker)\b",
+    "install": r"\b(install\w*|dependenc\w*|packages?|deps|upgrade)\b",
+}
+_STOP = frozenset({
+    "the", "a", "an", "and", "or", "to", "of", "in", "on", "for", "with", "from", "this", "that",
+    "it", "is", "are", "be", "was", "fix", "please", "can", "you", "could", "would", "make",
+    "add", "run", "use", "get", "set", "new", "now", "again", "also", "what", "when", "where",
+    "there", "does", "into", "just", "some", "have", "should", "then", "after", "before"})
+
+
+def relevant_facts(facts: Sequence[str], request: str, limit: int = 3) -> list[str]:
+    """The facts a request touches: those about the kinds of work it names (deploying, tests,
+    migrations, lint, types, builds, installs) or sharing a word of four letters or more with it
+    (a file, a variable, a service); failures and corrections first, at most ``limit``."""
+    topics = tuple(f"{t} (" for t, pattern in _TOPICS.items()
+                   if re.search(pattern, request, re.IGNORECASE))
+    words = {w for w in re.findall(r"[a-z0-9_]{4,}", request.lower()) if w not in _STOP}
+    hits = [f for f in facts
+            if f.startswith(topics) or any(w in f.lower() for w in words)] if (
+        topics or words) else []
+    hits.sort(key=lambda f: 0 if " fails" in f or f.startswith(("user correction", "env "))
+              else 1)
+    return hits[:limit]
+
+
+@dataclass
+class CodingMemory:
+    """A memory seen from one project (see the module docstring).
+
+    Args:
+        mem: the memory.
+        root: the project's repository root (use :meth:`for_directory` from a working
+            directory).
+        scope: ``project``, ``user`` or ``global``.
+        extractor: what turns a task into experiences (default: :class:`CodingExtractor`).
+    """
+
+    mem: DeltaMem
+    root: str
+    scope: str = "user"
+    extractor: Extractor | None = None
+    user: str = field(default_factory=lambda: _login())
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
+        self.root = signature_of(f"at {self.root}") or self.root
+
+    @classmethod
+    def for_directory(cls, mem: DeltaMem, cwd: str | Path, **kwargs: Any) -> CodingMemory:
+        return cls(mem, str(project_root(cwd or Path.cwd())), **kwargs)
+
+    @property
+    def scene(self) -> str:
+        return project_scene(self.root)
+
+    @property
+    def name(self) -> str:
+        return PurePosixPath(self.root).name or self.root
+
+    # -- reading ---------------------------------------------------------------------------
+    def knowledge(self) -> Knowledge | None:
+        """This project's knowledge (exactly this root's), or None."""
+        recalled = self.mem.recall("", self.scene, top_k=CANDIDATES)
+        for candidate in recalled.env.candidates:
+            if candidate.score < recalled.env.threshold:
+                break
+            node = self.mem.get(candidate.id)
+            if signature_of(node.key) != self.root:
+                continue
+            composed = compose_chain(self.mem.chain(candidate.id))
+            return composed if isinstance(composed, Knowledge) else None
+        return None
+
+    def experience_for(self, request: str) -> tuple[Experience, bool] | None:
+        """The skill or lesson recalled for ``request`` within the scope, with whether it was
+        learned in this project; None when nothing in scope matched."""
+        if not request.strip():
+            return None
+        recalled = self.mem.recall(request, "", top_k=CANDIDATES)
+        for candidate in recalled.task.candidates:
+            if candidate.score < recalled.task.threshold:
+                break
+            node = self.mem.get(candidate.id)
+            meta = node.meta.get("episode_meta")
+            meta = meta if isinstance(meta, Mapping) else {}
+            composed = compose_chain(self.mem.chain(candidate.id))
+            if meta.get("project") == self.root:
+                return composed, True
+            if self.scope == "project" or (self.scope == "user" and meta.get("user") != self.user):
+                continue
+            if portable(composed, str(meta.get("project") or "")):
+                return composed, False
+        return None
+
+    def session_note(self, budget: int) -> str:
+        """The note injected at session start ("" when nothing about this project is known)."""
+        known = self.knowledge()
+        if budget <= 0 or known is None or not known.facts:
+            return ""
+        # What to avoid and what the user corrected first, then how things run.
+        order = sorted(known.facts, key=lambda f: (0 if " fails" in f or f.startswith(
+            ("user correction", "env ")) or " by the user" in f else 1))
+        return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in order]], budget)
+
+    def task_note(self, request: str, budget: int) -> str:
+        """The note injected for a request: the skill or lesson of a past task like it, and the
+        project facts the request touches (:func:`relevant_facts`); "" when there is none, and
+        for a follow-up ("yes, go ahead": its task's note came with the request)."""
+        if budget <= 0 or not request.strip() or is_follow_up(request):
+            return ""
+        found = self.experience_for(request)
+        known = self.knowledge()
+        facts = relevant_facts(known.facts if known else (), request)
+        if found is None:
+            return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in facts]], budget)
+        lines = self._experience_lines(*found)
+        lines += [f"- project note: {f}" for f in facts if f not in "\n".join(lines)]
+        return fit(lines, budget)
+
+    def _experience_lines(self, experience: Experience, here: bool) -> list[str]:
+        where = " in this project" if here else " in another project"
+        if isinstance(experience, Skill):
+            lines = [f'{SKILL_HEAD.format(where=where)} ("{experience.activation}"):',
+                     *[f"- {s}" for s in experience.steps]]
+            last = experience.steps[-1] if experience.steps else ""
+            if experience.termination and last != f"run {experience.termination}":
+                lines.append(f"- proven by: {experience.termination}")
+        elif isinstance(experience, Lesson):
+            lines = [f'{LESSON_HEAD.format(where=where)} ("{experience.situation}"):',
+                     *[f"- failed: {f}" for f in experience.failed],
+                     *[f"- worked: {w}" for w in experience.worked]]
+        else:
+            lines = []
+        return lines
+
+    # -- learning --------------------------------------------------------------------------
+    def writer(self) -> DeltaMem:
+        """The memory with the coding extractor (the same store, embedder and settings)."""
+        extractor = self.extractor if self.extractor is not None else CodingExtractor()
+        if not isinstance(extractor, CodingExtractor):
+            extractor = CodingExtractor(extractor)
+        return DeltaMem(self.mem.store, self.mem.embedder, extractor, space=self.mem.space,
+                        settings=self.mem.settings)
+
+    def episode(self, messages: Sequence[Mapping[str, Any]], *, task: str | None = None,
+                success: bool | None = None, meta: Mapping[str, Any] | None = None
+                ) -> Episode | None:
+        """A task's messages as an episode of this project, its outcome judged by the rules of
+        ``extract.coding`` unless ``success`` is given; None when it teaches nothing (no call
+        that acts: a question answered)."""
+        episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
+        calls = episode_calls(episode)
+        if not teaches_skill(calls):
+            return None
+        if success is None:
+            success, rule = judge(calls, final_report(calls))
+        else:
+            rule = "given"
+        info = {**dict(meta or {}), "project": self.root, "user": self.user,
+                "outcome_rule": rule}
+        return replace(episode, success=success, meta=info)
+
+    def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
+                      verdict: bool | None = None, meta: Mapping[str, Any] | None = None
+                      ) -> list[LearnResult]:
+        """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
+        of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
+        from ``record_outcome``) decides the last task's outcome when given."""
+        tasks = to_learn(split_tasks(messages))
+        results = []
+        writer = self.writer()
+        for task in tasks:
+            last = task is tasks[-1]
+            episode = self.learn_episode(task, verdict if last else None, meta)
+            if episode is not None:
+                results.append(writer.learn(episode))
+        return results
+
+    def learn_episode(self, task: Task, verdict: bool | None,
+                      meta: Mapping[str, Any] | None) -> Episode | None:
+        return self.episode(task.messages, task=task.request, success=verdict, meta=meta)
+
+    def learn(self, episode: Episode) -> LearnResult:
+        return self.writer().learn(episode)
+
+
+def _login() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return ""
+

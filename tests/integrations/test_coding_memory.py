@@ -1,0 +1,406 @@
+"""Memory a coding agent's user keeps on: every bad case quoted at the top of issue 31, as a
+test on transcripts in Claude Code's and Codex's on-disk formats (``tests/coding_transcripts``).
+
+The hooks run in-process through ``run_hook`` (the function ``deltamem hook`` calls) on a real
+SQLite memory with the real bundled MiniLM embedder; projects are real folders with ``.git``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coding_transcripts import ClaudeSession, CodexRollout
+from deltamem.core.model import Knowledge, Skill
+from deltamem.errors import ConfigError
+from deltamem.extract.coding import CodingExtractor
+from deltamem.extract.llm import LLMExtractor
+from deltamem.integrations.claude_code import hook_extractor, run_hook
+from deltamem.integrations.coding import count_tokens
+from deltamem.memory import DeltaMem
+from deltamem.testing import ScriptedLLM
+
+CHECKOUT = "the checkout test fails with a wrong total, can you find out why?"
+BUGGY = "return round_money(subtotal(items) - discount)"
+CART = f'''from shop.money import round_money
+
+
+def subtotal(items):
+    return sum(i.price * i.qty for i in items)
+
+
+def total(items, discount):
+    discount = apply_discount(subtotal(items), discount)
+    {BUGGY}
+'''
+POLICY = ("[require-change-ticket] deployments in namespace prod must carry the annotation "
+          "change-ticket with an approved ticket id")
+
+
+def pytest_failure(root: str) -> str:
+    lines = ["============================= test session starts =============================",
+             "platform linux -- Python 3.12.3, pytest-8.3.3, pluggy-1.5.0",
+             f"rootdir: {root}", "configfile: pyproject.toml", "plugins: cov-5.0.0",
+             "collected 14 items", "",
+             "tests/test_cart.py .......                                              [ 50%]",
+             "tests/test_checkout.py ..F....                                          [100%]",
+             "", "================================== FAILURES ==================================",
+             "__________________________ test_total_with_discount __________________________",
+             "", "    def test_total_with_discount():",
+             '        items = [Item("mug", 50.0, 1), Item("plate", 50.0, 1)]',
+             ">       assert total(items, discount=10.0) == 90.0",
+             "E       assert 80.0 == 90.0",
+             "E        +  where 80.0 = total([Item(...), Item(...)], discount=10.0)", "",
+             "tests/test_checkout.py:21: AssertionError"]
+    lines += [f"  warning: DeprecationWarning: datetime.utcnow() is deprecated (case {i})"
+              for i in range(22)]
+    lines += ["=========================== short test summary info ==========================",
+              "FAILED tests/test_checkout.py::test_total_with_discount - assert 80.0 == 90.0",
+              "======================== 1 failed, 13 passed in 0.41s ========================"]
+    return "\n".join(lines)
+
+
+def kubectl_denied() -> str:
+    lines = [f"configmap/shop-config-{i} unchanged" for i in range(30)]
+    lines += ["namespace/prod unchanged", "service/shop unchanged", "ingress/shop unchanged",
+              "horizontalpodautoscaler.autoscaling/shop unchanged",
+              "poddisruptionbudget.policy/shop unchanged", "serviceaccount/shop unchanged",
+              "role.rbac.authorization.k8s.io/shop unchanged",
+              "rolebinding.rbac.authorization.k8s.io/shop unchanged",
+              "networkpolicy.networking.k8s.io/shop unchanged",
+              "secret/shop-tls unchanged", "cronjob.batch/shop-cleanup unchanged",
+              'Error from server (Forbidden): error when creating "k8s/prod/deployment.yaml": '
+              'admission webhook "validation.gatekeeper.sh" denied the request: ' + POLICY]
+    return "\n".join(lines)
+
+
+def repo(base: Path, *parts: str) -> Path:
+    path = base.joinpath(*parts)
+    (path / ".git").mkdir(parents=True)
+    return path
+
+
+def checkout_fix(root: Path) -> ClaudeSession:
+    """The failing pytest diagnosed, then "yes please fix it" with a final grep finding nothing."""
+    cart = f"{root}/shop/cart.py"
+    return (ClaudeSession(str(root)).user(CHECKOUT)
+            .todo("Run the checkout tests", "Find the wrong total")
+            .bash("pytest -q tests/test_checkout.py", pytest_failure(str(root)), code=1,
+                  thought="Let me run the failing test first.")
+            .grep("def total", [cart, f"{root}/tests/test_checkout.py"])
+            .read(cart, CART)
+            .say("`total()` subtracts the discount after `apply_discount` already applied it, "
+                 "so it is applied twice (80.0 instead of 90.0). Want me to fix it?")
+            .user("yes please fix it, then run the whole suite")
+            .edit(cart, BUGGY, "return round_money(discount)")
+            .bash("pytest -q", "..............                                      [100%]\n"
+                               "14 passed in 0.52s")
+            .bash('grep -rn "subtotal(items) - discount" shop/', "", code=1,
+                  thought="Check the double discount is gone everywhere.")
+            .say("Fixed: `total()` applied the discount twice. All 14 tests pass."))
+
+
+def deploy_denied(root: Path) -> ClaudeSession:
+    return (ClaudeSession(str(root)).user("deploy the shop to production")
+            .bash("docker build -t registry.example.com/shop:1.4.2 .",
+                  "Successfully built 3f2a9c1d\nSuccessfully tagged "
+                  "registry.example.com/shop:1.4.2")
+            .bash("kubectl apply -f k8s/prod", kubectl_denied(), code=1)
+            .say("The deploy was denied by the cluster's Gatekeeper policy: deployments in prod "
+                 "need a change-ticket annotation. I did not change the manifests."))
+
+
+def migration(root: Path) -> ClaudeSession:
+    models = f"{root}/shop/models.py"
+    return (ClaudeSession(str(root)).user("add a created_at column to orders")
+            .read(models, "class Order(Base):\n    id = Column(Integer, primary_key=True)\n")
+            .edit(models, "    id = Column(Integer, primary_key=True)",
+                  "    id = Column(Integer, primary_key=True)\n"
+                  "    created_at = Column(DateTime, nullable=False)")
+            .bash('alembic revision --autogenerate -m "add created_at to orders"',
+                  "INFO  [alembic.autogenerate.compare] Detected added column "
+                  "'orders.created_at'\n  Generating migrations/versions/3f2a_add_created_at.py"
+                  " ...  done")
+            .bash("alembic upgrade head", "INFO  [alembic.runtime.migration] Running upgrade "
+                                          "1a2b -> 3f2a, add created_at to orders")
+            .bash("pytest -q", "14 passed in 0.50s")
+            .say("Added `Order.created_at` with migration 3f2a; tests pass."))
+
+
+def upgrade_db(root: Path) -> ClaudeSession:
+    """A task that names nothing of its project: portable across projects."""
+    return (ClaudeSession(str(root)).user("bring the local database up to the latest migration")
+            .bash("alembic current", "1a2b (head)")
+            .bash("alembic upgrade head", "INFO  [alembic.runtime.migration] Running upgrade "
+                                          "1a2b -> 3f2a")
+            .bash("alembic current", "3f2a (head)")
+            .say("The database is at head (3f2a)."))
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Any:
+    from deltamem.embed import make_embedder
+
+    return make_embedder("minilm")
+
+
+@pytest.fixture
+def mem(tmp_path: Path, embedder: Any) -> Any:
+    with DeltaMem.open(tmp_path / "memory.db", embedder=embedder) as opened:
+        yield opened
+
+
+def stop(mem: DeltaMem, session: ClaudeSession | CodexRollout, path: Path,
+         cwd: str = "") -> None:
+    run_hook(mem, "stop", {"session_id": "s-1", "hook_event_name": "Stop",
+                           "cwd": cwd or session.cwd,
+                           "transcript_path": str(session.write(path))})
+
+
+def start_note(mem: DeltaMem, cwd: str | Path, **kwargs: Any) -> str:
+    out = run_hook(mem, "session-start", {"hook_event_name": "SessionStart", "cwd": str(cwd),
+                                          "source": "startup"}, **kwargs)
+    return str(out["hookSpecificOutput"]["additionalContext"]) if out else ""
+
+
+def prompt_note(mem: DeltaMem, cwd: str | Path, prompt: str, **kwargs: Any) -> str:
+    out = run_hook(mem, "user-prompt", {"hook_event_name": "UserPromptSubmit", "cwd": str(cwd),
+                                        "prompt": prompt}, **kwargs)
+    return str(out["hookSpecificOutput"]["additionalContext"]) if out else ""
+
+
+def episodes(mem: DeltaMem) -> dict[str, Any]:
+    return {e.task: e for e in mem.store.episodes(mem.space)}
+
+
+# -- the bad cases of issue 31 -----------------------------------------------------------------
+
+
+def test_session_start_is_a_short_note_without_noise_or_the_pre_fix_line(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "home", "bob", "src", "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+    stop(mem, deploy_denied(root), tmp_path / "b.jsonl")
+    note = start_note(mem, root)
+    assert note.startswith("deltamem notes on shop")
+    for noise in ("\u2192", "has been updated", "cat -n", "Todos have been modified",
+                  "Found 2 files", BUGGY, "def total"):
+        assert noise not in note, noise
+    assert "`pytest -q` works (14 passed in 0.52s)" in note
+    assert count_tokens(note) <= 200
+
+
+def test_the_reason_at_the_end_of_a_long_output_is_kept(mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, deploy_denied(root), tmp_path / "a.jsonl")
+    assert POLICY in start_note(mem, root)
+    lesson = prompt_note(mem, root, "deploy the shop to production")
+    assert "FAILED" in lesson and "denied the request: " + POLICY in lesson
+    assert not episodes(mem)["deploy the shop to production"].success
+    # One unrelated session later the policy is still what the project start says.
+    stop(mem, migration(root), tmp_path / "b.jsonl")
+    note = start_note(mem, root)
+    assert POLICY in note and "alembic upgrade head" in note
+
+
+def test_a_fix_that_ends_with_a_grep_finding_nothing_is_a_success(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+    episode = episodes(mem)[CHECKOUT]
+    assert episode.success and episode.meta["outcome_rule"] == "the last tests run passed"
+    assert not [n for n in mem.nodes() if n.outcome.value == "failure"]
+
+
+def test_a_codex_fix_that_ends_with_a_grep_finding_nothing_is_a_success(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    rollout = (CodexRollout(str(root)).user("make the checkout total right again")
+               .shell("pytest -q tests/test_checkout.py", pytest_failure(str(root)), code=1)
+               .patch("shop/cart.py", "-    " + BUGGY + "\n+    return round_money(discount)")
+               .shell("pytest -q", "14 passed in 0.52s")
+               .shell('grep -rn "subtotal(items) - discount" shop/', "", code=1)
+               .say("Fixed the double discount; 14 passed."))
+    stop(mem, rollout, tmp_path / "rollout.jsonl")
+    episode = episodes(mem)["make the checkout total right again"]
+    assert episode.success
+    note = prompt_note(mem, root, "make the checkout total right again")
+    assert "- edit shop/cart.py" in note and "14 passed" in note
+
+
+def test_an_interrupted_turn_is_learned_as_a_failure(mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    rename = "rename the DEBUG_MODE setting to APP_DEBUG across the repo"
+    session = (ClaudeSession(str(root)).user(rename)
+               .grep("DEBUG_MODE", [f"{root}/shop/settings.py", f"{root}/vendor/flags.py"])
+               .rejected("Bash", {"command": "sed -i 's/DEBUG_MODE/APP_DEBUG/g' shop/settings.py "
+                                             "vendor/flags.py", "description": "Rename"}))
+    session.user("rename it in shop/settings.py only, the vendor folder is third-party code")
+    session.edit(f"{root}/shop/settings.py", "DEBUG_MODE = False", "APP_DEBUG = False")
+    session.bash("pytest -q", "14 passed in 0.50s").say("Renamed in shop/settings.py only.")
+    stop(mem, session, tmp_path / "a.jsonl")
+    learned = episodes(mem)
+    assert rename in learned and not learned[rename].success
+    assert "interrupted" in learned[rename].meta["outcome_rule"]
+    note = prompt_note(mem, root, rename)
+    assert "FAILED" in note and "the user rejected `sed -i" in note
+
+
+def test_a_task_spans_its_follow_ups_and_is_recalled_by_a_new_wording(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+    tasks = [n.key for n in mem.nodes() if n.tree.value == "task"]
+    assert tasks and set(tasks) == {CHECKOUT}  # not "yes please fix it, then run ..."
+    note = prompt_note(mem, root, "fix the failing checkout test")
+    assert "did a task like this and it worked" in note
+    assert "- edit shop/cart.py" in note and "- run `pytest -q` -> 14 passed in 0.52s" in note
+    assert count_tokens(note) <= 300
+
+
+def test_a_question_answered_teaches_no_skill(mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = (ClaudeSession(str(root)).user("where is the discount applied?")
+               .grep("discount", [f"{root}/shop/cart.py"]).read(f"{root}/shop/cart.py", CART)
+               .say("In `shop/cart.py`, `total()`."))
+    stop(mem, session, tmp_path / "a.jsonl")
+    assert not list(mem.nodes())
+
+
+def test_knowledge_never_crosses_projects_and_a_subfolder_gets_its_repository(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    shop = repo(home, "bob", "src", "shop")
+    stop(mem, deploy_denied(shop), tmp_path / "a.jsonl")
+    stop(mem, checkout_fix(shop), tmp_path / "b.jsonl")
+    for other in (repo(home, "bob", "src", "shop2"), repo(home, "bob", "src", "shop-admin"),
+                  repo(home, "bob", "src", "billing-api"), repo(home, "alice", "src", "shop")):
+        assert start_note(mem, other) == "", other
+        assert prompt_note(mem, other, "fix the failing checkout test") == "", other
+        assert prompt_note(mem, other, "deploy the shop to production") == "", other
+    api = shop / "services" / "api"
+    api.mkdir(parents=True)
+    assert POLICY in start_note(mem, api)
+    assert "- edit shop/cart.py" in prompt_note(mem, api, "fix the failing checkout test")
+
+
+def test_learning_another_project_never_merges_its_facts(mem: DeltaMem, tmp_path: Path) -> None:
+    shop, shop2 = repo(tmp_path, "shop"), repo(tmp_path, "shop2")
+    stop(mem, deploy_denied(shop), tmp_path / "a.jsonl")
+    stop(mem, migration(shop2), tmp_path / "b.jsonl")
+    assert POLICY not in start_note(mem, shop2)
+    assert "alembic" not in start_note(mem, shop)
+
+
+def test_portable_skills_cross_projects_by_scope(mem: DeltaMem, tmp_path: Path) -> None:
+    shop, billing = repo(tmp_path, "shop"), repo(tmp_path, "billing-api")
+    stop(mem, upgrade_db(shop), tmp_path / "a.jsonl")
+    prompt = "upgrade my local database to the newest migration"
+    assert "run `alembic upgrade head`" in prompt_note(mem, billing, prompt)
+    assert "in another project" in prompt_note(mem, billing, prompt, scope="user")
+    assert prompt_note(mem, billing, prompt, scope="project") == ""
+
+
+def test_a_bad_scope_is_a_one_line_config_error(mem: DeltaMem,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DELTAMEM_SCOPE", "galaxy")
+    with pytest.raises(ConfigError, match="DELTAMEM_SCOPE='galaxy' is not one of project"):
+        run_hook(mem, "session-start", {"cwd": "/tmp"})
+
+
+def test_budgets_are_per_hook_and_zero_turns_a_hook_off(
+        mem: DeltaMem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, deploy_denied(root), tmp_path / "a.jsonl")
+    stop(mem, migration(root), tmp_path / "b.jsonl")
+    assert start_note(mem, root)
+    monkeypatch.setenv("DELTAMEM_SESSION_START_TOKENS", "0")
+    assert start_note(mem, root) == ""
+    monkeypatch.setenv("DELTAMEM_SESSION_START_TOKENS", "45")
+    short = start_note(mem, root)
+    assert short and count_tokens(short) <= 45
+    monkeypatch.setenv("DELTAMEM_USER_PROMPT_TOKENS", "0")
+    assert prompt_note(mem, root, "deploy the shop to production") == ""
+
+
+def test_an_edit_makes_a_known_failing_test_fact_stale(mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    failing = (ClaudeSession(str(root)).user("run the test suite")
+               .bash("pytest -q", pytest_failure(str(root)), code=1)
+               .say("One test fails: test_total_with_discount (80.0 instead of 90.0)."))
+    stop(mem, failing, tmp_path / "a.jsonl")
+    assert "assert 80.0 == 90.0" in start_note(mem, root)
+    fix = (ClaudeSession(str(root)).user("correct the discount in total()")
+           .edit(f"{root}/shop/cart.py", BUGGY, "return round_money(discount)")
+           .say("Changed `total()` to apply the discount once."))
+    stop(mem, fix, tmp_path / "b.jsonl")
+    assert "assert 80.0 == 90.0" not in start_note(mem, root)
+
+
+# -- the configured extractor ------------------------------------------------------------------
+
+
+def test_the_hook_honours_the_configured_extractor(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert isinstance(hook_extractor({}), CodingExtractor)
+    with pytest.raises(ConfigError, match="embedded 135M model is not a coding-transcript"):
+        hook_extractor({"DELTAMEM_EXTRACTOR": "llm"})
+    monkeypatch.setenv("DELTAMEM_LLM_MODEL", "qwen2.5-coder-32b")
+    made = hook_extractor({"DELTAMEM_EXTRACTOR": "llm",
+                           "DELTAMEM_LLM_BASE_URL": "http://127.0.0.1:9/v1"})
+    assert isinstance(made, CodingExtractor) and made.uses_llm
+    assert isinstance(made.base, LLMExtractor)
+
+
+def test_an_llm_extractor_distils_the_session_from_recorded_answers(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    answers = [
+        '{"activation": "fix a wrong checkout total", "steps": ["run pytest -q '
+        'tests/test_checkout.py", "edit shop/cart.py so total() applies the discount once", '
+        '"run pytest -q"], "termination": "14 passed"}',
+        '{"trigger": "project shop", "facts": ["tests: pytest -q runs the suite", '
+        '"     1\\u2192from shop.money import round_money"]}',
+    ]
+    llm = ScriptedLLM(answers)
+    extractor = CodingExtractor(LLMExtractor(llm))
+    run_hook(mem, "stop", {"cwd": str(root), "transcript_path": str(
+        checkout_fix(root).write(tmp_path / "a.jsonl"))}, extractor=extractor)
+    skill = [mem.experience(n.id) for n in mem.nodes() if n.tree.value == "task"]
+    assert skill == [Skill("fix a wrong checkout total", (
+        "run pytest -q tests/test_checkout.py",
+        "edit shop/cart.py so total() applies the discount once", "run pytest -q"), "14 passed")]
+    [knowledge] = [mem.experience(n.id) for n in mem.nodes() if n.tree.value == "env"]
+    assert isinstance(knowledge, Knowledge)
+    assert "tests: pytest -q runs the suite" in knowledge.facts
+    assert not any("\u2192" in f for f in knowledge.facts)  # a file dump is never a fact
+    # The model saw the reason and the summary (the end of the outputs), never a head cut.
+    assert "14 passed" in llm.calls[0].prompt
+
+
+def webhook_fix(root: Path) -> ClaudeSession:
+    return (ClaudeSession(str(root)).user("the payment webhook test crashes, make it pass")
+            .bash("pytest -q tests/test_webhooks.py",
+                  "F\nE   KeyError: 'STRIPE_WEBHOOK_SECRET'\n1 failed in 0.12s", code=1)
+            .read(f"{root}/.env.example", "DATABASE_URL=postgres://localhost/shop\n")
+            .edit(f"{root}/.env.example", "DATABASE_URL=postgres://localhost/shop",
+                  "DATABASE_URL=postgres://localhost/shop\nSTRIPE_WEBHOOK_SECRET=")
+            .edit(f"{root}/tests/conftest.py", "import pytest",
+                  "import pytest\n\nos.environ.setdefault('STRIPE_WEBHOOK_SECRET', 'whsec_test')")
+            .bash("pytest -q tests/test_webhooks.py", "3 passed in 0.20s")
+            .say("The webhook handler reads STRIPE_WEBHOOK_SECRET; tests now set it."))
+
+
+def test_a_request_gets_the_project_facts_it_touches_and_a_follow_up_gets_nothing(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    stop(mem, deploy_denied(root), tmp_path / "a.jsonl")
+    stop(mem, webhook_fix(root), tmp_path / "b.jsonl")
+    stop(mem, migration(root), tmp_path / "c.jsonl")
+    assert POLICY in prompt_note(mem, root, "roll out release 1.5 to the prod cluster")
+    note = prompt_note(mem, root, "stripe webhooks fail in the staging environment")
+    assert "env STRIPE_WEBHOOK_SECRET: needed by `pytest -q tests/test_webhooks.py`" in note
+    assert "whsec_test" not in note
+    for follow_up in ("yes, go ahead", "now run the whole suite", "ok commit it"):
+        assert prompt_note(mem, root, follow_up) == ""

@@ -1,0 +1,224 @@
+"""The coding rules on values: tool calls and their status, the meaningful part of an output,
+tasks across turns, outcomes, project identity and portability (no store, no embedder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from deltamem.core.model import Episode, Lesson, Skill, Step
+from deltamem.extract.coding import is_follow_up, judge, split_tasks, to_learn
+from deltamem.integrations.coding import count_tokens, fit, portable
+from deltamem.scenes.base import Scene
+from deltamem.scenes.coding import (
+    CodingScene,
+    command_purpose,
+    gist,
+    parse_call,
+    project_root,
+    project_scene,
+    reason,
+    summary,
+)
+
+ROOT = "/home/bob/src/shop"
+
+
+def call(action: str, observation: str = "") -> object:
+    return parse_call(Step(action, observation), ROOT)
+
+
+@pytest.mark.parametrize(("command", "output", "code"), [
+    ('grep -rn "TODO" src/', "", 1),
+    ("test -f build/app.js", "", 1),
+    ("[ -d dist ]", "", 1),
+    ("diff -u expected.txt actual.txt", "--- expected.txt\n+++ actual.txt\n-a\n+b", 1),
+    ("rg -n 'old_name' .", "", 1),
+    ("cd web && grep -c legacy src/app.ts", "0", 1),
+])
+def test_an_expected_non_zero_exit_of_a_check_is_no_failure(command: str, output: str,
+                                                            code: int) -> None:
+    found = parse_call(Step(f"Bash: {command}", f"error: Exit code {code}\n{output}"))
+    assert found.status == "no-match" and not found.failed
+
+
+def test_a_check_that_breaks_is_still_an_error() -> None:
+    found = parse_call(Step("Bash: grep -rn x missing/", "error: Exit code 2\ngrep: missing/: "
+                                                         "No such file or directory"))
+    assert found.status == "error" and found.exit_code == 2
+
+
+@pytest.mark.parametrize(("command", "purpose"), [
+    ("pytest -q", "tests"), ("python -m pytest tests/", "tests"), ("npx vitest run", "tests"),
+    ("go test ./...", "tests"), ("cd web && npm test", "tests"), ("cargo test", "tests"),
+    ("kubectl apply -f k8s/prod", "deploy"), ("terraform apply -auto-approve", "deploy"),
+    ("helm upgrade shop charts/shop", "deploy"), ("alembic upgrade head", "migrations"),
+    ("python manage.py migrate", "migrations"), ("npx eslint src", "lint"),
+    ("ruff check .", "lint"), ("mypy src", "type checks"), ("npx tsc --noEmit", "type checks"),
+    ("go build ./...", "build"), ("terraform plan", "build"), ("pip install -e .", "install"),
+    ("cat .env", "read"), ("git status", "read"), ("ls -la", "read"), ("grep -rn x .", "check"),
+    ("python scripts/seed.py", "run"), ("DATABASE_URL=sqlite:// pytest -q", "tests"),
+])
+def test_a_command_is_classified_by_what_it_is_for(command: str, purpose: str) -> None:
+    assert command_purpose(command) == purpose
+
+
+def test_the_meaningful_part_of_an_output_is_its_end() -> None:
+    output = "\n".join([f"configmap/c{i} unchanged" for i in range(45)] + [
+        'Error from server (Forbidden): error when creating "k8s/prod/deployment.yaml": '
+        'admission webhook "validation.gatekeeper.sh" denied the request: [require-ticket] '
+        "deployments in namespace prod must carry the annotation change-ticket"])
+    assert reason(output, 200).endswith("must carry the annotation change-ticket")
+    assert "denied the request: [require-ticket]" in reason(output, 200)
+    assert gist(output, 300).endswith("must carry the annotation change-ticket")
+    assert "configmap/c0 " not in gist(output, 300)
+    tests = "....F\nE   KeyError: 'STRIPE_WEBHOOK_SECRET'\n=== 1 failed, 4 passed in 0.2s ==="
+    assert reason(tests) == "E KeyError: 'STRIPE_WEBHOOK_SECRET'"
+    assert summary(tests) == "1 failed, 4 passed in 0.2s"
+
+
+def test_status_comes_from_the_client_and_from_the_summary() -> None:
+    assert call("Bash: pytest -q", "error: Exit code 1\n1 failed").status == "error"
+    assert call("shell: pytest -q", "error: exit code 1: 1 failed").exit_code == 1
+    assert call("run_shell(command=\"pytest -q\", timeout=60)",
+                "FAILED tests/a.py::t - x\n1 failed, 2 passed").status == "error"
+    assert call("Bash: pytest -q", "3 passed").status == "ok"
+    rejected = call("Edit: /home/bob/src/shop/a.py",
+                    "error: The user doesn't want to proceed with this tool use.")
+    assert rejected.status == "rejected" and rejected.paths == ("a.py",)
+    interrupted = call("Bash: npm run build", "building...\nuser: [Request interrupted by user]")
+    assert interrupted.status == "interrupted"
+
+
+def test_reads_searches_edits_and_notes_are_never_facts() -> None:
+    episode = Episode("fix the total", f"software project shop at {ROOT}", steps=(
+        Step("Read: /home/bob/src/shop/shop/cart.py", "     1\u2192def total(items):"),
+        Step("Grep: def total", "Found 2 files\n/home/bob/src/shop/shop/cart.py"),
+        Step("TodoWrite(todos=[])", "Todos have been modified successfully."),
+        Step("Bash: cat shop/cart.py", "def total(items):\n    return 0"),
+        Step("Bash: git status", "On branch main\nnothing to commit"),
+        Step("Edit: /home/bob/src/shop/shop/cart.py",
+             "The file /home/bob/src/shop/shop/cart.py has been updated. Here's the result of "
+             "running `cat -n` on a snippet of the edited file:\n     1\u2192x"),
+        Step("Bash: pytest -q", "5 passed in 0.2s")), success=True)
+    assert CodingScene().facts(episode, 240) == ("tests (pytest): `pytest -q` works "
+                                                 "(5 passed in 0.2s)",)
+
+
+def test_facts_name_missing_environment_variables_and_user_corrections() -> None:
+    episode = Episode("make the webhook test pass", f"software project shop at {ROOT}", steps=(
+        Step("Bash: pytest tests/test_webhooks.py",
+             "error: Exit code 1\nE   KeyError: 'STRIPE_WEBHOOK_SECRET'\n1 failed in 0.1s\n"
+             "user: no, we use pnpm in this repo, never npm"),
+        Step("Bash: pnpm install", "Done in 2.1s")), success=True)
+    facts = CodingScene().facts(episode, 240)
+    assert "env STRIPE_WEBHOOK_SECRET: needed by `pytest tests/test_webhooks.py`" in facts
+    assert any('"no, we use pnpm in this repo, never npm"' in f for f in facts)
+
+
+def test_a_failing_run_an_edit_follows_is_stale_unless_run_again() -> None:
+    steps = (Step("Bash: pytest -q", "error: Exit code 1\nE   assert 80.0 == 90.0\n1 failed"),
+             Step("Edit: /home/bob/src/shop/shop/cart.py", "The file has been updated."))
+    episode = Episode("fix", f"software project shop at {ROOT}", steps=steps, success=True)
+    assert CodingScene().facts(episode, 240) == ()
+
+
+@pytest.mark.parametrize("text", ["yes please fix it", "go ahead", "now run the whole suite",
+                                  "ok, commit it", "no, use pnpm instead", "do that",
+                                  "Yes. Then run the linters too."])
+def test_follow_ups_continue_a_task(text: str) -> None:
+    assert is_follow_up(text)
+
+
+@pytest.mark.parametrize("text", ["fix the failing checkout test",
+                                  "add a created_at column to orders",
+                                  "deploy the billing service to staging"])
+def test_new_requests_start_a_task(text: str) -> None:
+    assert not is_follow_up(text)
+
+
+def _turn(request: str, *calls: tuple[str, str], reply: str = "Done.") -> list[dict[str, object]]:
+    out: list[dict[str, object]] = [{"role": "user", "content": request}]
+    for i, (command, result) in enumerate(calls):
+        out.append({"role": "assistant", "content": "", "tool_calls": [{
+            "id": f"{request[:3]}{i}", "type": "function",
+            "function": {"name": "Bash", "arguments": {"command": command}}}]})
+        out.append({"role": "tool", "tool_call_id": f"{request[:3]}{i}", "content": result})
+    out.append({"role": "assistant", "content": reply})
+    return out
+
+
+def test_tasks_span_follow_ups_and_an_interrupt_is_its_own_failed_attempt() -> None:
+    messages = (_turn("why does the checkout test fail?", ("pytest -q", "error: 1 failed"),
+                      reply="The discount is applied twice. Want me to fix it?")
+                + _turn("yes please fix it", ("pytest -q", "3 passed"))
+                + _turn("deploy the shop to staging", ("make deploy", "deploying...")))
+    messages.insert(-1, {"role": "user", "content": "[Request interrupted by user]"})
+    messages += _turn("go ahead, but use the staging context", ("make deploy", "ok"))
+    tasks = split_tasks(messages)
+    deploy = "deploy the shop to staging"
+    assert [t.request for t in tasks] == ["why does the checkout test fail?", deploy, deploy]
+    assert len(tasks[0].turns) == 2 and tasks[1].ended_by_user and tasks[2].retry
+    assert [t.request for t in to_learn(tasks)] == [deploy] * 2
+    assert to_learn(split_tasks(messages[:4])) == []  # it waits on the user's answer
+
+
+def test_outcome_rules() -> None:
+    fail = call("Bash: pytest -q", "error: Exit code 1\n1 failed")
+    ok = call("Bash: pytest -q", "3 passed")
+    miss = call("Bash: grep -rn old src/", "error: Exit code 1\n")
+    edit = call("Edit: /home/bob/src/shop/a.py", "The file has been updated.")
+    stopped = call("Bash: sed -i s/a/b/ a.py", "error: The user doesn't want to proceed with "
+                                                 "this tool use.")
+    assert judge([fail, edit, ok, miss]) == (True, "the last tests run passed")
+    assert judge([ok, edit, fail])[0] is False
+    assert judge([ok, stopped])[0] is False
+    assert judge([ok], "I couldn't get the deploy through: it was denied.")[0] is False
+    assert judge([edit, miss]) == (True, "no failure at the end")
+
+
+def test_project_identity_is_the_repository_root_matched_exactly(tmp_path: Path) -> None:
+    shop = tmp_path / "shop"
+    (shop / ".git").mkdir(parents=True)
+    (shop / "api" / "v1").mkdir(parents=True)
+    (tmp_path / "shop2").mkdir()
+    assert project_root(shop / "api" / "v1") == shop
+    assert project_root(tmp_path / "shop2") == tmp_path / "shop2"
+    scene = CodingScene()
+    assert isinstance(scene, Scene)
+    sig = scene.signature(project_scene(shop))
+    assert sig == str(shop) == scene.signature(project_scene(str(shop) + "/"))
+    for other in ("shop2", "shop-admin"):
+        assert scene.signature(project_scene(tmp_path / other)) != sig
+    assert scene.signature("python web service repository") == ""
+    assert scene.trigger(project_scene(shop), 200) == f"project shop ({shop})"
+    assert scene.place("<environment_context><cwd>/a/b</cwd></environment_context>") == "/a/b"
+
+
+def test_only_skills_that_name_nothing_of_their_project_are_portable() -> None:
+    assert portable(Skill("upgrade the database", ("run `alembic upgrade head`",),
+                          "`alembic current` -> 3f2a (head)"), ROOT)
+    assert not portable(Skill("fix the total", ("edit shop/cart.py",), ""), ROOT)
+    assert not portable(Skill("deploy", ("run `kubectl apply -f k8s/prod`",), ""), ROOT)
+    assert not portable(Skill("deploy shop", ("run `make deploy`",), ""), ROOT)
+    assert not portable(Lesson("x", ("`/home/bob/x.sh` -> denied",)), ROOT)
+
+
+def test_notes_fit_their_token_budget_in_whole_lines() -> None:
+    lines = ["head line", "- " + "word " * 30, "- short"]
+    assert count_tokens("- short") == 2
+    assert fit(lines, 10) == "head line\n- short"
+    assert fit(lines, 2) == "" and fit(lines, 0) == ""
+
+
+def test_from_messages_scopes_an_episode_to_its_project() -> None:
+    chat = [{"role": "user", "content": "run the tests"},
+            {"role": "assistant", "content": "", "tool_calls": [{
+                "id": "a", "type": "function",
+                "function": {"name": "bash", "arguments": '{"command": "pytest -q"}'}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "3 passed"}]
+    episode = Episode.from_messages(chat, success=True, project="/home/bob/src/shop/")
+    assert episode.env == "software project shop at /home/bob/src/shop"
+    assert episode.meta == {"project": ROOT}
+    assert CodingScene().signature(episode.env) == ROOT

@@ -455,7 +455,7 @@ def sessions() -> list[Session]:  # noqa: PLR0915 - one long script of sessions,
     out.append(Session(
         "webapp-vitest-timezone", "codex", "/home/dev/webapp", "/home/dev/webapp",
         "vitest fails on the date formatting test after the timezone change, fix it", "success",
-        ["src/utils/date.ts", "formatInTimeZone", "npx vitest run", "TZ"],
+        ["src/utils/date.ts", "formatInTimeZone", "npx vitest run", "America/New_York"],
         [("vitest fails on the date formatting test after the timezone change, fix it", [
             sh("npx vitest run", vitest_fail, 1),
             sh("sed -n '1,40p' src/utils/date.ts", "import { format } from 'date-fns';\n"
@@ -798,7 +798,7 @@ def sessions() -> list[Session]:  # noqa: PLR0915 - one long script of sessions,
     out.append(Session(
         "platform-kubeconfig-contexts", "claude", "/home/dev/platform", "/home/dev/platform",
         "show me the kubeconfig for the staging cluster, I need the context names", "success",
-        ["acme-staging", "kubectl config use-context acme-staging", "-n api"],
+        ["acme-staging", "kubectl config use-context acme-staging", "kubectl get pods -n api"],
         [("show me the kubeconfig for the staging cluster, I need the context names", [
             bash("kubectl config view --raw", kubeconfig),
             Say("Two contexts: `acme-staging` (user dev-staging) and `acme-prod` (user "

@@ -307,6 +307,7 @@ class TokenCounter:
 
         self.tokenizer = Tokenizer.from_file(str(find_model_dir() / "tokenizer.json"))
         self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
 
     def __call__(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids) if text else 0

@@ -22,7 +22,7 @@ The secrets are fake, made from a seeded random generator in the shapes real one
 (Stripe ``sk_live_``/``whsec_``, AWS ``AKIA``, GitHub ``ghp_``, JWTs, PEM private keys,
 passwords in database URLs), so scanners that look for the formats see them as real.
 
-    python benchmarks/coding_sessions/make_sessions.py      # rewrites the suite in place
+    python benchmarks/coding_sessions/make_sessions.py [FOLDER]   # default: rewrite in place
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import sys
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -1521,28 +1522,29 @@ def render_codex(s: Session, sid: str, clock: Clock) -> list[dict[str, Any]]:
     return lines
 
 
-def main() -> None:
+def main(folder: Path = HERE) -> None:
+    """Write the transcripts and labels.json under ``folder``."""
     start = datetime(2026, 11, 2, 9, 0, tzinfo=UTC)
     labels: dict[str, Any] = {"version": 1, "sessions": [], "probes": probes()}
-    for folder in ("claude", "codex"):
-        (HERE / folder).mkdir(exist_ok=True)
-        for old in (HERE / folder).glob("*.jsonl"):
+    for sub in ("claude", "codex"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+        for old in (folder / sub).glob("*.jsonl"):
             old.unlink()
     for i, s in enumerate(sessions(), 1):
         clock = Clock(start + timedelta(days=i // 2, hours=2 * (i % 2)))
         sid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"deltamem-suite/{s.slug}"))
         lines = (render_claude if s.fmt == "claude" else render_codex)(s, sid, clock)
         name = f"{s.fmt}/{i:02d}-{s.slug}.jsonl"
-        (HERE / name).write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
-                                         for line in lines), encoding="utf-8")
+        (folder / name).write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
+                                           for line in lines), encoding="utf-8")
         labels["sessions"].append({
             "id": f"s{i:02d}", "file": name, "format": s.fmt, "repo": s.repo, "cwd": s.cwd,
             "task": s.task, "outcome": s.outcome, "lessons": s.lessons,
             "secrets": s.secrets, "stale": s.stale})
-    (HERE / "labels.json").write_text(json.dumps(labels, indent=1, ensure_ascii=False) + "\n",
-                                      encoding="utf-8")
-    print(f"{len(labels['sessions'])} sessions, {len(labels['probes'])} probes -> {HERE}")
+    (folder / "labels.json").write_text(
+        json.dumps(labels, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"{len(labels['sessions'])} sessions, {len(labels['probes'])} probes -> {folder}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)

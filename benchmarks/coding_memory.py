@@ -611,7 +611,8 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
              ) -> dict[str, Any]:
     secrets = [s for session in suite.sessions for s in session["secrets"]]
     scanner = SecretScanner(secrets)
-    with tempfile.TemporaryDirectory(prefix="coding-transcripts-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="coding-transcripts-",
+                                     ignore_cleanup_errors=True) as tmp:
         transcripts = Path(tmp)
         started = time.perf_counter()
         sessions, transient = feed(arm, suite, scanner, transcripts, settle)
@@ -677,13 +678,15 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
     add("secrets stored (db/wal/export/logs)", lambda r: f"{r['secrets_stored']}/"
         f"{r['secrets_total']}", "0")
     add("secrets in injected context", lambda r: r["secrets_injected"], "0")
+    def spread(key: str, event: str, form: str) -> Callable[[Mapping[str, Any]], str]:
+        return lambda r: form.format(**r[key][event])
+
     for event in ("session-start", "user-prompt"):
-        add(f"tokens {event} p50/p95/max", lambda r, e=event: "{p50:.0f}/{p95:.0f}/{max}".format(
-            **r["tokens"][e]))
+        add(f"tokens {event} p50/p95/max", spread("tokens", event, "{p50:.0f}/{p95:.0f}/{max}"))
     add("tokens per hook call p95", lambda r: f"{r['tokens_p95']:.0f}", TARGETS["tokens_p95"])
     for event in EVENTS:
-        add(f"latency {event} p50/p95 ms", lambda r, e=event: "{p50:.0f}/{p95:.0f}".format(
-            **r["latency_ms"][e]), "p95 <= 150" if event == "user-prompt" else "")
+        add(f"latency {event} p50/p95 ms", spread("latency_ms", event, "{p50:.0f}/{p95:.0f}"),
+            "p95 <= 150" if event == "user-prompt" else "")
     add("latency measured", lambda r: r["latency_note"])
     add("hook calls failed", lambda r: r["hook_failures"])
     width = max(len(label) for label, _, _ in rows)
@@ -715,7 +718,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     count = TokenCounter()
     results: dict[str, Any] = {}
     for name in [a.strip() for a in args.arms.split(",") if a.strip()]:
-        with tempfile.TemporaryDirectory(prefix=f"coding-{name}-home-") as home:
+        with tempfile.TemporaryDirectory(prefix=f"coding-{name}-home-",
+                                         ignore_cleanup_errors=True) as home:
             if name == "deltamem":
                 arm: Arm = DeltamemArm(Path(home), args.embedder)
             elif name == "flat":
@@ -723,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
             else:
                 raise SystemExit(f"error: unknown arm {name!r} (deltamem, flat)")
             results[name] = evaluate(arm, suite, count, args.settle)
-    report = {
+    report: dict[str, Any] = {
         "command": "python benchmarks/coding_memory.py " + " ".join(
             argv if argv is not None else sys.argv[1:]),
         "suite": {"folder": str(args.sessions), "sessions": len(suite.sessions),

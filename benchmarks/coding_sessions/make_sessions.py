@@ -1437,6 +1437,7 @@ def render_claude(s: Session, sid: str, clock: Clock) -> list[dict[str, Any]]:
                 blocks = ([{"type": "text", "text": item.text}] if item.text else []) + [
                     {"type": "tool_use", "id": call_id, "name": item.tool, "input": item.args}]
                 assistant(blocks, "tool_use")
+                summary: Any
                 if item.rejected:
                     content = ("The user doesn't want to proceed with this tool use. The tool "
                                "use was rejected (eg. if it was a file edit, the new_string was "

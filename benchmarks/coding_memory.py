@@ -93,6 +93,7 @@ class Suite:
     folder: Path
     sessions: list[dict[str, Any]]
     probes: list[dict[str, Any]]
+    _texts: dict[str | None, str] = field(default_factory=dict, repr=False)
 
     @property
     def repos(self) -> list[str]:
@@ -102,6 +103,18 @@ class Suite:
         """The labelled repository a directory belongs to (the longest root containing it)."""
         roots = [r for r in self.repos if cwd == r or cwd.startswith(r.rstrip("/") + "/")]
         return max(roots, key=len) if roots else None
+
+    def repo_text(self, repo: str | None) -> str:
+        """Everything the transcripts of ``repo``'s sessions say (the text of every string,
+        Codex's JSON-encoded outputs unpacked); empty for no repository."""
+        if repo not in self._texts:
+            parts: list[str] = []
+            for session in self.sessions:
+                path = self.folder / str(session.get("file", ""))
+                if session["repo"] == repo and path.is_file():
+                    parts += json_strings(read_records(path))
+            self._texts[repo] = "\n".join(parts)
+        return self._texts[repo]
 
 
 def load_suite(folder: Path, smoke: bool = False) -> Suite:
@@ -241,6 +254,14 @@ class SecretScanner:
         blob = (data.encode("utf-8", "replace") if isinstance(data, str) else data).lower()
         return {s for s, windows in self.windows.items() if any(w in blob for w in windows)}
 
+    def mask(self, text: str) -> str:
+        """``text`` with every labelled secret (and every window of one) replaced."""
+        for secret, windows in self.windows.items():
+            text = re.sub(re.escape(secret), "[secret]", text, flags=re.IGNORECASE)
+            for window in windows:
+                text = re.sub(re.escape(window.decode()), "[secret]", text, flags=re.IGNORECASE)
+        return text
+
     def scan_file(self, path: Path) -> set[str]:
         try:
             return self.scan(path.read_bytes())
@@ -248,11 +269,30 @@ class SecretScanner:
             return set()
 
 
+def json_strings(value: Any) -> list[str]:
+    """Every string in a JSON value, with JSON documents inside strings unpacked."""
+    if isinstance(value, str):
+        try:
+            inner = json.loads(value)
+        except json.JSONDecodeError:
+            return [value]
+        return [value, *(json_strings(inner) if isinstance(inner, (dict, list)) else [])]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in json_strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in json_strings(v)]
+    return []
+
+
 def foreign_phrases(suite: Suite, repo: str | None) -> list[str]:
-    """Lesson phrases of other repositories that no session of ``repo`` has."""
+    """Distinctive lesson phrases of other repositories that neither the labels nor the
+    transcripts of ``repo``'s own sessions contain (``pytest -q``, run in two Python projects,
+    is nobody's foreign phrase)."""
     own = {norm(p) for s in suite.sessions if s["repo"] == repo for p in s["lessons"]}
-    return sorted({p for s in suite.sessions if s["repo"] != repo for p in s["lessons"]
-                   if norm(p) not in own and distinctive(p)})
+    candidates = sorted({p for s in suite.sessions if s["repo"] != repo for p in s["lessons"]
+                         if norm(p) not in own and distinctive(p)})
+    shared = set(phrases_found(suite.repo_text(repo), candidates))
+    return [p for p in candidates if p not in shared]
 
 
 def foreign_paths(text: str, repos: Iterable[str], own: str | None) -> list[str]:
@@ -603,7 +643,8 @@ def run_probes(arm: Arm, suite: Suite, transcripts: Path, count: Callable[[str],
             "missing": [p for p in must if p not in found],
             "cross_project": cross_project(suite, probe, injected),
             "stale": stale_found(suite, injected),
-            "secrets": len(scanner.scan(injected))})
+            "secrets": len(scanner.scan(injected)),
+            "context": scanner.mask(injected)})
     return rows
 
 

@@ -58,26 +58,11 @@ def test_suite_has_the_size_and_variety_issue_31_asks_for() -> None:
     assert sum(len(s["stale"]) for s in suite.sessions) >= 5
 
 
-def _strings(value: Any) -> list[str]:
-    """Every string in a JSON value, JSON strings inside strings (Codex outputs) unpacked."""
-    if isinstance(value, str):
-        try:
-            inner = json.loads(value)
-        except json.JSONDecodeError:
-            return [value]
-        return [value, *(_strings(inner) if isinstance(inner, (dict, list)) else [])]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
-
-
 def test_labels_name_what_each_transcript_holds() -> None:
     suite = cm.load_suite(SUITE)
     for session in suite.sessions:
         records = cm.read_records(SUITE / session["file"])
-        text = "\n".join(_strings(records))
+        text = "\n".join(cm.json_strings(records))
         for phrase in [*session["lessons"], *session["stale"]]:
             assert cm.phrases_found(text, [phrase]), (session["id"], phrase)
         for secret in session["secrets"]:
@@ -122,6 +107,7 @@ def test_secret_scanner_finds_a_planted_secret_whole_partial_or_in_other_case(
     assert scanner.scan(other.lower()) == {other}
     assert scanner.scan("STRIPE=sk_live_[REDACTED] and AKIA[REDACTED]") == set()
     assert scanner.scan_file(tmp_path / "missing") == set()
+    assert scanner.scan(scanner.mask(f"a {key} b {key[3:33]} c {other.lower()}")) == set()
 
 
 def test_phrases_match_case_and_space_blind_but_not_inside_words() -> None:
@@ -145,6 +131,17 @@ def test_cross_project_check_flags_a_foreign_phrase_or_path_not_an_own_one() -> 
     forbid = {**probe, "must_not_contain": ["STRIPE_WEBHOOK_SECRET"]}
     assert cm.cross_project(suite, forbid, "set STRIPE_WEBHOOK_SECRET") == [
         "STRIPE_WEBHOOK_SECRET"]
+
+
+def test_a_phrase_the_own_transcripts_say_is_not_foreign(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_text(json.dumps(claude_line("user", "run pytest -q")) + "\n")
+    suite = cm.Suite(tmp_path, [
+        {"repo": "/w/shop", "file": "x.jsonl", "lessons": ["pytest -q"], "stale": []},
+        {"repo": "/w/ledger", "file": "a.jsonl", "lessons": ["alembic upgrade head"],
+         "stale": []}], [])
+    probe = {"cwd": "/w/ledger", "must_contain": [], "must_not_contain": []}
+    assert cm.cross_project(suite, probe, "pytest -q passes") == []
+    assert cm.foreign_phrases(suite, "/w/shop") == ["alembic upgrade head"]
 
 
 def test_stale_strings_are_found_in_an_injection() -> None:

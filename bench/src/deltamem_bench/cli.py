@@ -88,6 +88,11 @@ def bench(
                                                    "candidates.")] = True,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
                                        "model.")] = 4096,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Evaluate only episodes that no "
+                                        "registered run has evaluated (see --registry), drawn "
+                                        "by --seed.")] = False,
+    registry: Annotated[Path, typer.Option("--registry", help="The registry of evaluated "
+                                           "episodes.")] = Path("results/registry.jsonl"),
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare memories on a text environment; writes logs, plots and report.html to --out."""
@@ -98,7 +103,7 @@ def bench(
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
         plan_bonus=plan_bonus, plan_match=plan_match, memory_in_prompt=memory_in_prompt,
-        n_ctx=n_ctx)
+        n_ctx=n_ctx, fresh=fresh, registry=registry)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -120,8 +125,14 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
                       embedder: str | None = None, history_turns: int = 4, snap: bool = True,
                       plan_bonus: float = 1.0, plan_match: float = 0.25,
                       memory_in_prompt: bool = True, n_ctx: int = 4096, memory_chars: int = 2400,
+                      fresh: bool = False, registry: Path | None = None,
+                      planned: dict[str, Any] | None = None,
                       console: Console | None = None) -> dict[str, Any]:
-    """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
+    """What ``deltamem bench`` does, callable from Python; returns the report's summary.
+
+    ``fresh`` draws the evaluation stream from the episodes ``registry`` does not hold;
+    ``planned`` plays a registration's streams (see :func:`deltamem_bench.runner.plan_streams`).
+    """
     from deltamem.config import Settings
     from deltamem.embed import make_embedder
     from deltamem.errors import ConfigError
@@ -150,7 +161,10 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         agent=AgentConfig(history_turns=history_turns, snap=snap, memory_chars=memory_chars),
         choice=ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
                             plan_match=plan_match, memory_in_prompt=memory_in_prompt),
-        memory_chars=memory_chars)
+        memory_chars=memory_chars, fresh=fresh)
+    from deltamem_bench.registry import DEFAULT_REGISTRY, Registry
+
+    known = Registry(registry or DEFAULT_REGISTRY) if fresh else None
     if llm == "local":
         model = resolve_model(model)
     model_obj = build_llm(llm, base_url, model, n_ctx)
@@ -162,7 +176,8 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         scorer = LlamaScorer(model, n_ctx=n_ctx)
     try:
         run_bench(env, kinds, model_obj, scorer=scorer, out=out,
-                  embedder=make_embedder(settings.embedder), options=options, console=console)
+                  embedder=make_embedder(settings.embedder), options=options, console=console,
+                  registry=known, planned=planned)
     finally:
         if scorer is not None:
             scorer.close()

@@ -37,11 +37,14 @@ small model follows a recalled procedure and uses recalled facts; it applies to 
 text the same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
 
 Irreversible actions. An action that ends the episode when it names the wrong object (the
-environment's ``irreversible`` prefixes: ScienceWorld's ``focus on``) is a candidate only when
-the task names its object in a sentence that uses the prefix ("First, focus on the sodium
-chloride."; every content word of the object's name, the part before " in ") or when it is the
-memory plan's next step (:func:`guarded`): without the rule, a small model's first
-action ended about half of the ScienceWorld episodes ("focus on door to hallway").
+environment's ``irreversible`` prefixes: ScienceWorld's ``focus on``) is guarded by one rule for
+every arm, ``ChoiceConfig.focus_guard``: by default (``open``) it is a candidate like any other.
+The agent of the runs before 2026-12-04 let it through only when the task named its object in a
+sentence that uses the prefix or when it was the memory plan's next step (``task-or-plan``,
+:func:`guarded`): that rule depended on the memory, so the no-memory control could never focus
+in the tasks whose sentence names no object ("First, focus on the thing"), six of the ten
+ScienceWorld tasks of the suites, and a memory gained there by unlocking the action rather
+than by choosing it well. ``task`` keeps the sentence rule alone (the same for every arm).
 
 Two more rules keep the loop from cycling: an action already played in the same state (same
 latest observation) is demoted, by ``repeat_penalty`` when it changed nothing (so that "look
@@ -59,6 +62,7 @@ from functools import lru_cache
 from typing import Any
 
 from deltamem.core.model import Episode
+from deltamem.errors import ConfigError
 from deltamem.usage import Usage
 from deltamem_bench.agent import (
     INVALID_REPLY,
@@ -110,8 +114,17 @@ class ChoiceConfig:
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
         max_steps: Overrides the environment's ``max_steps`` when set.
         memory_in_prompt: Show the memory block to the model. Off, the memory acts only
-            through the plan and the candidate set (a small model's choice degrades with long
+            through the plan and the candidate set (a small model's choice degades with long
             prompts, so this separates "the memory's content" from "a longer prompt").
+        focus_guard: When an irreversible action (ScienceWorld's ``focus on``) is a candidate
+            (:data:`FOCUS_GUARDS`): ``open`` - always, as any other action (the default; the
+            same action set for every arm, so a memory can gain only by naming the right
+            object); ``task`` - only when the task's sentence with the prefix names its object
+            (the same for every arm, but 6 of the 10 ScienceWorld tasks of the suites never
+            name it - "focus on the thing" - so nobody can win them); ``task-or-plan`` - the
+            task's sentence or the memory plan's next step (the agent of the runs before
+            2026-12-04: it depends on the memory, so the no-memory control could never focus
+            in those 6 tasks).
     """
 
     max_candidates: int = 15
@@ -128,6 +141,15 @@ class ChoiceConfig:
     context_tokens: int = 3000
     max_steps: int | None = None
     memory_in_prompt: bool = True
+    focus_guard: str = "open"
+
+    def __post_init__(self) -> None:
+        if self.focus_guard not in FOCUS_GUARDS:
+            raise ConfigError(f"focus_guard must be one of {FOCUS_GUARDS}, got "
+                              f"{self.focus_guard!r}")
+
+
+FOCUS_GUARDS = ("open", "task", "task-or-plan")
 
 
 def _words(text: str) -> set[str]:
@@ -502,6 +524,15 @@ class ChoiceAgent:
             return 0.0
         return self.config.repeat_penalty if changed_nothing else self.config.revisit_penalty
 
+    def _allowed(self, options: list[str], task: str, planned: str | None) -> list[str]:
+        """The actions the agent may choose from (see ``ChoiceConfig.focus_guard``)."""
+        guard = self.config.focus_guard
+        if guard == "open" or not self.irreversible:
+            return options
+        kept = guarded(options, self.irreversible, task,
+                       planned if guard == "task-or-plan" else None)
+        return kept or [self.fallback]
+
     # -- loop -----------------------------------------------------------------------------
     def run(self, env: Environment, spec: EpisodeSpec,
             memory: str | Callable[[Reset], str] = "") -> AgentResult:
@@ -529,10 +560,12 @@ class ChoiceAgent:
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)
-            allowed = guarded(options, self.irreversible, reset.task, planned) or [self.fallback]
+            allowed = self._allowed(options, reset.task, planned)
+            # Why: the plan's step is added to the candidates; one the guard holds back must not
+            # come back that way (the guard would then depend on the memory again).
             action, candidates, proposal, drop = self.choose(
                 history, current, allowed, block, f"{reset.task} {state}", tried, state,
-                planned, drop)
+                planned if planned in allowed else None, drop)
             plan.played(action, options)
             first_prompt = first_prompt or self.prompt(history, current, candidates, drop)
             raw.append(f"proposal={proposal!r} chose={action!r} of {len(candidates)}")

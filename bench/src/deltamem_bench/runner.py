@@ -332,13 +332,14 @@ def _specs(records: Sequence[dict[str, Any]]) -> list[EpisodeSpec]:
             for r in records]
 
 
-def plan_streams(env: Environment, env_name: str, opts: RunOptions, out: Path, *,
+def plan_streams(env: Environment, env_name: str, opts: RunOptions, out: Path | None, *,
                  registry: Registry | None = None,
                  planned: dict[str, Any] | None = None) -> tuple[list[EpisodeSpec],
                                                                   list[EpisodeSpec]]:
     """The run's evaluation and training streams, kept in ``<out>/stream.json``.
 
     ``planned`` (a registration's ``{"eval": [...], "train": [...]}``) is played as it is;
+    ``out`` None draws without looking at a run directory (a registration does);
     otherwise the streams are drawn by ``opts.seed`` (from the unregistered episodes of
     ``registry`` when ``opts.fresh``). A run directory that already holds a stream plays it
     again when fresh (the registry may have grown since).
@@ -347,8 +348,8 @@ def plan_streams(env: Environment, env_name: str, opts: RunOptions, out: Path, *
         ConfigError: a fresh stream without a registry.
     """
     train_split, eval_split = env.splits
-    path = out / STREAM_NAME
-    kept = json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+    path = out / STREAM_NAME if out is not None else None
+    kept = json.loads(path.read_text(encoding="utf-8")) if path and path.exists() else None
     if planned is not None:
         eval_specs, train_specs = _specs(planned["eval"]), _specs(planned.get("train", []))
     elif opts.fresh and kept is not None:
@@ -397,14 +398,18 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
               scorer: Scorer | None = None, embedder: Embedder | None = None,
               options: RunOptions | None = None, env: Environment | None = None,
               console: Console | None = None, registry: Registry | None = None,
-              planned: dict[str, Any] | None = None) -> dict[str, Path]:
+              planned: dict[str, Any] | None = None,
+              extra_config: dict[str, Any] | None = None) -> dict[str, Path]:
     """Run several memory kinds on the same stream; return each kind's episode log.
 
     ``llm`` acts (react agent) and serves the memories that need a model (the LLM extractor,
     AWM, ReasoningBank); ``scorer`` acts for the choice agent. A rerun into the same ``out``
     resumes; a changed configuration is refused (see :func:`check_config`). ``registry`` is
     the registry of evaluated episodes a fresh stream avoids; ``planned`` a registration's
-    streams, played as they are (see :func:`plan_streams`).
+    streams, played as they are (see :func:`plan_streams`). ``extra_config`` is recorded in
+    ``config.json`` with the options (and so must match on resume): the pins of what changes
+    trajectories besides the options (model hash, llama.cpp build, package versions) and the
+    registration a registered run plays.
     """
     from deltamem.embed import make_embedder
     from deltamem_bench.envs import make_env
@@ -419,8 +424,8 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
         eval_specs, train_specs = plan_streams(environment, env_name, opts, out,
                                                registry=registry, planned=planned)
         actor = scorer.name if opts.agent_kind == "choice" and scorer else getattr(llm, "name", "")
-        config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict()},
-                                       default=str))
+        config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict(),
+                                        **(extra_config or {})}, default=str))
         if len({spec.task_name for spec in [*eval_specs, *train_specs]}) > 1:
             # Why: runs written before the families were balanced drew another stream from the
             # same options; the key makes resuming one of them a changed configuration. A

@@ -369,3 +369,20 @@ def test_the_memory_block_s_prose_is_no_plan_step() -> None:
     assert adapt_step(("then", "go", "to", "hallway"), admissible) is None
     legacy = Plan(plan_phrases(block), 0.25, verb_first=False)
     assert legacy.next_step(admissible) == "task"
+
+
+def test_an_abstract_workflow_is_instantiated_with_the_scene_s_objects() -> None:
+    """Bad case (AWM): a workflow written with variables ("take <object> from <receptacle>")
+    almost never became a plan step, since "object" and "receptacle" name nothing in the scene.
+    Each variable now stands for one word of the action, the task's objects first."""
+    workflow = ("1. go to <receptacle>\n2. take <object> from <receptacle>\n"
+                "3. put <object> in fridge")
+    admissible = ["take knife 1 from countertop 1", "take apple 1 from countertop 1",
+                  "go to fridge 1", "look"]
+    keep = frozenset({"put", "apple", "fridge"})
+    plan = Plan(plan_phrases(workflow), cutoff=0.25, keep=keep)
+    assert plan.next_step(admissible) == "take apple 1 from countertop 1"
+    score = adapt_step(plan_phrases(workflow)[1], admissible, keep=keep)
+    assert score is not None and 0.25 <= score[0] < 1.0
+    # Without variables nothing changes: a concrete step is adapted as before.
+    assert adapt_step(("take", "pan", "from", "stove"), admissible) is None

@@ -30,7 +30,10 @@ episode, by the admissible action of the same verb whose words overlap it most
 (:func:`adapt_step`; "put black pepper in shelf" -> "put red hot pepper in shelf"), if the
 overlap reaches ``plan_match`` and the action keeps every word of the phrase that the task names
 (a recalled "move keychain 1 to sidetable 1" is not carried out by "move box 1 to sidetable 1"
-when the task is to put a keychain there). The plan's next step (:class:`Plan`) is always a
+when the task is to put a keychain there). An abstract step's variables (AWM's "take <object>
+from <receptacle>") each stand for one word of the action, the task's objects first, so an
+abstract workflow is instantiated with the scene's objects by the same machinery that adapts
+a concrete step. The plan's next step (:class:`Plan`) is always a
 candidate and its score gets ``plan_bonus``; playing it marks its phrase done, passing it over
 sends it behind the open phrases passed over fewer times. This is how a
 small model follows a recalled procedure and uses recalled facts; it applies to every memory's
@@ -186,12 +189,17 @@ def plan_phrases(memory: str) -> list[tuple[str, ...]]:
             continue
         if skipping:
             continue
+        line = _SLOT.sub(f" {SLOT} ", line)
         parts = [tuple(WORD.findall(part.lower())) for part in _CLAUSE.split(line)]
         phrases += [p for p in parts if len(p) > 1 or (p and len(parts) == 1)]
     return phrases
 
 
 _CLAUSE = re.compile(r"[.:;!?]|^\s*(?:\d+[.)]|[-*])\s")
+# A variable of an abstract workflow ("take <object> from <receptacle>", AWM's format): in a
+# phrase it stands for any one word of the action that carries the step out (see adapt_step).
+SLOT = "xslotx"
+_SLOT = re.compile(r"<[^<>\n]{1,40}>")
 # Words that say nothing about which object or place an action is about.
 _GLUE = frozenset({"a", "an", "the", "in", "on", "into", "onto", "to", "from", "of", "with", "at",
                    "for", "and", "or", "is", "it", "its"})
@@ -235,7 +243,8 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     # The phrase's content after each place its verb may stand, and the task's words in it: the
     # same for every action, so computed once, not once per admissible action.
     starts = range(min(1, len(phrase))) if verb_first else range(len(phrase))
-    rests = [_content(phrase[at + 1:]) for at in starts]
+    slots = [phrase[at + 1:].count(SLOT) for at in starts]
+    rests = [_content(phrase[at + 1:]) - {SLOT} for at in starts]
     needed = [rest & keep for rest in rests]
     for action in admissible:
         words = _action_words(action)
@@ -253,10 +262,24 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
                 return 1.0, action
             if not needed[at] <= want:
                 continue
-            score = _overlap(want, rests[at])
+            score = (_slotted(want, rests[at], slots[at], keep) if slots[at]
+                     else _overlap(want, rests[at]))
             if score > 0 and (best is None or score > best[0]):
                 best = (score, action)
     return best
+
+
+def _slotted(want: set[str], rest: set[str], slots: int, keep: frozenset[str]) -> float:
+    """The overlap of an action's words ``want`` with a phrase's words ``rest`` and ``slots``
+    variables, each variable matching one action word the phrase does not name; among equal
+    overlaps, the action whose variable words the task names scores a little more (a workflow's
+    ``<object>`` is the task's object). Below 1.0: an instantiated step is never an exact one.
+    """
+    extra = want - rest
+    filled = min(slots, len(extra))
+    union = len(want | rest) + (slots - filled)
+    base = (len(want & rest) + filled) / union if union else 0.0
+    return min(0.99, base + 0.01 * len(extra & keep))
 
 
 @dataclass

@@ -111,7 +111,7 @@ SUITES["heldout"] = [
 # A seconds-long suite on the smallest games, to check the whole path (registration, run,
 # artifacts, re-derivation) with the real model: `--suite smoke`.
 SUITES["smoke"] = [
-    {"name": "twx-coin-online", "env": "twx-coin", "memory": "none,deltamem", "episodes": 2,
+    {"name": "twx-coin-online", "env": "twx-coin", "memory": "none,deltamem", "episodes": 1,
      "protocol": "online", "max_steps": 3,
      "game_params": "numLocations=1,includeDoors=0,numDistractorItems=0"},
 ]

@@ -35,7 +35,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from deltamem.errors import DeltaMemError
+from deltamem_bench.artifacts import pack
 from deltamem_bench.cli import run_bench_command
+from deltamem_bench.registration import load_registration
+from deltamem_bench.report import endpoints
 
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
 # The arms that do not call the model to write (AWM and ReasoningBank do, at training time).
@@ -59,7 +63,7 @@ SUITES: dict[str, list[dict[str, Any]]] = {
          "protocol": "online", "max_steps": 10, "game_params": TWC},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
          "memory": ARMS, "episodes": 40, "train_episodes": 40,
-         "protocol": "warm", "max_steps": 12},
+         "protocol": "warm", "max_steps": 12, "focus_guard": "task-or-plan"},
         {"name": "alfworld-warm", "env": "alfworld-generated", "memory": ARMS, "episodes": 40,
          "train_episodes": 24, "protocol": "warm", "max_steps": 20},
     ],
@@ -73,27 +77,93 @@ SUITES: dict[str, list[dict[str, Any]]] = {
          "game_params": "numLocations=2,includeDoors=0,numDistractorItems=0"},
         {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_QUICK,
          "memory": CORE, "episodes": 12,
-         "train_episodes": 16, "protocol": "warm", "max_steps": 12},
+         "train_episodes": 16, "protocol": "warm", "max_steps": 12,
+         "focus_guard": "task-or-plan"},
     ],
 }
 
+# The held-out protocol (issue 33, docs/evaluation-protocol.md): warm and online on every
+# environment, every arm (DeltaMem with both write paths), 40 evaluation episodes each, one focus
+# rule for every arm. Played only through a registration (benchmarks/register.py) on a fresh
+# stream.
+HELDOUT_ARMS = "none,deltamem,deltamem-llm,synapse,awm,reasoningbank,long-context"
+COIN = "numLocations=4,includeDoors=0,numDistractorItems=0"
+SUITES["heldout"] = [
+    {"name": "twx-twc-warm", "env": "twx-twc", "memory": HELDOUT_ARMS, "episodes": 40,
+     "train_episodes": 40, "protocol": "warm", "max_steps": 10, "game_params": TWC},
+    {"name": "twx-twc-online", "env": "twx-twc", "memory": HELDOUT_ARMS, "episodes": 40,
+     "protocol": "online", "max_steps": 10, "game_params": TWC},
+    {"name": "twx-coin-warm", "env": "twx-coin", "memory": HELDOUT_ARMS, "episodes": 40,
+     "train_episodes": 10, "protocol": "warm", "max_steps": 12, "game_params": COIN},
+    {"name": "twx-coin-online", "env": "twx-coin", "memory": HELDOUT_ARMS, "episodes": 40,
+     "protocol": "online", "max_steps": 12, "game_params": COIN},
+    {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
+     "memory": HELDOUT_ARMS, "episodes": 40, "train_episodes": 40, "protocol": "warm",
+     "max_steps": 12, "focus_guard": "open"},
+    {"name": "scienceworld-online", "env": "scienceworld", "families": SW_TASKS,
+     "memory": HELDOUT_ARMS, "episodes": 40, "protocol": "online", "max_steps": 12,
+     "focus_guard": "open"},
+    {"name": "alfworld-warm", "env": "alfworld-generated", "memory": HELDOUT_ARMS,
+     "episodes": 40, "train_episodes": 24, "protocol": "warm", "max_steps": 20},
+    {"name": "alfworld-online", "env": "alfworld-generated", "memory": HELDOUT_ARMS,
+     "episodes": 40, "protocol": "online", "max_steps": 20},
+]
+# A seconds-long suite on the smallest games, to check the whole path (registration, run,
+# artifacts, re-derivation) with the real model: `--suite smoke`.
+SUITES["smoke"] = [
+    {"name": "twx-coin-online", "env": "twx-coin", "memory": "none,deltamem", "episodes": 1,
+     "protocol": "online", "max_steps": 3,
+     "game_params": "numLocations=1,includeDoors=0,numDistractorItems=0"},
+]
 
-def run_suite(name: str, out: Path, console: Console,
-              only: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run (or resume) every entry of suite ``name`` (or the ``only`` ones); return one summary
-    per entry."""
+# The suites whose seed-0 test streams docs/results.md reports (agents v1-v8): their streams are
+# in the registry of evaluated episodes (benchmarks/backfill_registry.py), so a fresh stream
+# never plays them again.
+DOCUMENTED: dict[str, list[dict[str, Any]]] = {
+    "full": [dict(e) for e in SUITES["full"]], "quick": [dict(e) for e in SUITES["quick"]]}
+
+
+def run_suite(name: str, out: Path, console: Console, only: list[str] | None = None, *,
+              seed: int = 0, fresh: bool = False,
+              registry: Path | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) every entry of suite ``name`` (or the ``only`` ones) on the episode
+    stream of ``seed`` (``fresh``: only episodes ``registry`` does not hold); return one
+    summary per entry."""
     results = []
     for entry in SUITES[name]:
         if only and entry["name"] not in only:
             continue
-        options = {k: v for k, v in entry.items() if k != "name"}
+        options = {"llm": "local", "extractor": "trace",
+                   **{k: v for k, v in entry.items() if k != "name"}}
         started = time.perf_counter()
         console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
-        summary = run_bench_command(llm="local", extractor="trace", out=out / entry["name"],
-                                    console=console, **options)
+        summary = run_bench_command(out=out / entry["name"], console=console, seed=seed,
+                                    fresh=fresh, registry=registry, **options)
         summary["name"] = entry["name"]
         summary["wall_s"] = round(time.perf_counter() - started, 1)
         results.append(summary)
+    return results
+
+
+def run_registered(path: Path, out: Path, console: Console,
+                   only: list[str] | None = None) -> list[dict[str, Any]]:
+    """Play the entries of the registration at ``path`` (or the ``only`` ones) into
+    ``out/<entry>``, each refused unless the code and options are the registered ones, and
+    store each finished entry's artifacts next to the registration (``<entry>.tar.gz``)."""
+    registration = load_registration(path)
+    results = []
+    for entry in registration["entries"]:
+        if only and entry["name"] not in only:
+            continue
+        started = time.perf_counter()
+        console.print(f"[bold]{entry['name']}[/bold] ({registration['name']}) -> "
+                      f"{out / entry['name']}")
+        summary = run_bench_command(out=out / entry["name"], console=console,
+                                    registration=path, entry=entry["name"], **entry["options"])
+        summary["name"] = entry["name"]
+        summary["wall_s"] = round(time.perf_counter() - started, 1)
+        results.append(summary)
+        pack(out / entry["name"], path.parent / f"{entry['name']}.tar.gz")
     return results
 
 
@@ -121,22 +191,46 @@ def main() -> None:
     parser.add_argument("--suite", choices=sorted(SUITES), default="quick")
     parser.add_argument("--out", type=Path, default=Path("runs/suite"))
     parser.add_argument("--only", help="comma list of entry names to run (default: all)")
+    parser.add_argument("--seed", type=int, default=0, help="fixes the episode streams")
+    parser.add_argument("--fresh", action="store_true",
+                        help="evaluate only episodes no registered run has evaluated")
+    parser.add_argument("--registry", type=Path, default=Path("results/registry.jsonl"),
+                        help="the registry of evaluated episodes (default: %(default)s)")
+    parser.add_argument("--registration", type=Path,
+                        help="play this registration's entries (benchmarks/register.py); "
+                        "--suite, --seed and --fresh then come from it")
     args = parser.parse_args()
     only = args.only.split(",") if args.only else None
-    unknown = sorted(set(only or ()) - {e["name"] for e in SUITES[args.suite]})
-    if unknown:
-        parser.error(f"no entry {unknown[0]!r} in suite {args.suite!r}")
     console = Console(width=140)
-    started = time.perf_counter()
-    results = run_suite(args.suite, args.out, console, only)
+    try:
+        if args.registration:
+            names = [e["name"] for e in load_registration(args.registration)["entries"]]
+            suite = f"registration {args.registration}"
+        else:
+            names = [e["name"] for e in SUITES[args.suite]]
+            suite = args.suite
+        unknown = sorted(set(only or ()) - set(names))
+        if unknown:
+            parser.error(f"no entry {unknown[0]!r} in {suite}")
+        started = time.perf_counter()
+        if args.registration:
+            results = run_registered(args.registration, args.out, console, only)
+        else:
+            results = run_suite(args.suite, args.out, console, only, seed=args.seed,
+                                fresh=args.fresh, registry=args.registry)
+    except DeltaMemError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise SystemExit(2) from exc
     console.print(table(results))
-    report = {"suite": args.suite, "wall_s": round(time.perf_counter() - started, 1),
+    judged = endpoints({r["name"]: r for r in results})
+    report = {"suite": suite, "wall_s": round(time.perf_counter() - started, 1),
+              "endpoints": judged,
               "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],
                         "paired": r["paired"], "wall_s": r["wall_s"]} for r in results]}
     if not only:  # suite.json is the whole suite; a partial run only prints its part
+        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "suite.json").write_text(json.dumps(report, indent=2), encoding="utf-8")
-    print(json.dumps({"suite": args.suite, "wall_s": report["wall_s"],
-                      "vs_none": {r["name"]: r["paired"].get("vs_none", {}) for r in results}},
+    print(json.dumps({"suite": suite, "wall_s": report["wall_s"], "endpoints": judged},
                      indent=2))
 
 

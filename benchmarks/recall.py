@@ -114,6 +114,8 @@ def bench(total: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
         # Thresholds of -1 accept every best match, so each recall also fetches and composes.
         mem = DeltaMem(store, _FixedDim(), TraceExtractor(),
                        settings=Settings(tau_task=-1.0, tau_env=-1.0, penalty=PENALTY))
+        # Why: the facade creates its space on the first learn; this fills the store directly.
+        store.ensure_space(mem.space, mem.embedder.name, mem.embedder.dim)
         started = time.perf_counter()
         naive = populate(store, mem.space, total // 2, rng)
         insert_s = time.perf_counter() - started

@@ -56,7 +56,10 @@ def make_nodes(n: int, rng: np.random.Generator) -> list[tuple[Node, np.ndarray]
         tree = Tree.TASK if i % 2 == 0 else Tree.ENV
         base: Skill | Knowledge = (Skill(f"task {i}", ("go", "take")) if tree is Tree.TASK
                                    else Knowledge(f"env {i}"))
-        outcome = Outcome.FAILURE if rng.random() < 0.1 else Outcome.SUCCESS
+        # Environment nodes are always successes (the store refuses to import a failed one);
+        # the draw is made for every node so the task tree's outcomes stay as they were.
+        failed = rng.random() < 0.1
+        outcome = Outcome.FAILURE if failed and tree is Tree.TASK else Outcome.SUCCESS
         pool = shallow[tree]
         if pool and rng.random() < 0.7:
             parent = pool[int(rng.integers(len(pool)))]

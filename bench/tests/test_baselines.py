@@ -188,3 +188,18 @@ def test_successes_only_memory_hands_out_no_lesson(tmp_path: Path) -> None:
     assert texts["deltamem-successes"] == ""
     assert "put boots in shoe cabinet" in texts["deltamem-successes after a win"]
     assert "umbrella stand" not in texts["deltamem-successes after a win"]
+
+
+def test_synapse_keys_on_the_task_and_the_start_of_the_observation(tmp_path: Path) -> None:
+    """Bad case (Commonsense, Coin Collector): one task sentence for every episode, so a
+    task-only key always returned the first stored exemplar. The specifier adds the start of
+    the first observation: the exemplar from the same kind of room comes back."""
+    memory = SynapseMemory(HashingEmbedder(), tmp_path / "syn.json")
+    task = "Pick up the coin."
+    for room, action in (("You are in the kitchen. There is a fridge and an oven.", "take pan"),
+                         ("You are in the garden. There is a hose and a shovel.", "take hose")):
+        memory.update(Episode(task=task, env=room, success=True, score=1.0,
+                              steps=(Step(action, "Taken."),)), {})
+    text, info = memory.context(task, "You are in the garden. There is a rake and a hose.")
+    assert info["entry"] == 1 and "take hose" in text
+    assert memory.context(task, "You are in the kitchen. There is a fridge.")[1]["entry"] == 0

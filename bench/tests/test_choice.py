@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pytest
 
+from deltamem.errors import ConfigError
 from deltamem_bench.choice import (
     ChoiceAgent,
     ChoiceConfig,
@@ -325,13 +326,31 @@ def test_irreversible_actions_need_the_task_s_focus_sentence_or_the_plan() -> No
 
 
 def test_agent_plays_an_irreversible_action_only_when_named() -> None:
-    """With "move" irreversible and unnamed by the task, the agent that wants to move east
-    stays put; a recalled plan that names the move lets it win."""
+    """The old guard (task-or-plan): with "move" irreversible and unnamed by the task, the agent
+    that wants to move east stays put; a recalled plan that names the move lets it win."""
     env = CoinRoomDouble(irreversible=("move",))
-    unnamed = ChoiceAgent(ScorerDouble(coin_rank), env, ChoiceConfig(max_steps=3)).run(env, SPEC)
+    old = ChoiceConfig(focus_guard="task-or-plan")
+    unnamed = ChoiceAgent(ScorerDouble(coin_rank), env,
+                          replace(old, max_steps=3)).run(env, SPEC)
     assert "move east" not in [s.action for s in unnamed.episode.steps]
-    planned = ChoiceAgent(ScorerDouble(coin_rank), env).run(env, SPEC, "1. move east")
+    planned = ChoiceAgent(ScorerDouble(coin_rank), env, old).run(env, SPEC, "1. move east")
     assert [s.action for s in planned.episode.steps] == ["move east", "take coin"]
+
+
+def test_the_focus_guard_does_not_depend_on_the_memory() -> None:
+    """Bad case (ScienceWorld): the guard opened "focus on X" only where the task or the memory
+    named X, so the no-memory control could never focus in six of ten tasks. ``open`` and
+    ``task`` give every arm the same actions whatever its memory holds."""
+    env = CoinRoomDouble(irreversible=("move",))
+    for guard, moves in (("open", True), ("task", False)):
+        config = ChoiceConfig(focus_guard=guard, max_steps=3)
+        plays = {memory: [s.action for s in ChoiceAgent(ScorerDouble(coin_rank), env, config)
+                          .run(env, SPEC, memory).episode.steps]
+                 for memory in ("", "1. move east")}
+        assert ("move east" in plays[""]) is moves
+        assert ("move east" in plays["1. move east"]) is moves
+    with pytest.raises(ConfigError, match="focus_guard"):
+        ChoiceConfig(focus_guard="plan")
 
 
 def test_the_memory_block_s_prose_is_no_plan_step() -> None:
@@ -350,3 +369,20 @@ def test_the_memory_block_s_prose_is_no_plan_step() -> None:
     assert adapt_step(("then", "go", "to", "hallway"), admissible) is None
     legacy = Plan(plan_phrases(block), 0.25, verb_first=False)
     assert legacy.next_step(admissible) == "task"
+
+
+def test_an_abstract_workflow_is_instantiated_with_the_scene_s_objects() -> None:
+    """Bad case (AWM): a workflow written with variables ("take <object> from <receptacle>")
+    almost never became a plan step, since "object" and "receptacle" name nothing in the scene.
+    Each variable now stands for one word of the action, the task's objects first."""
+    workflow = ("1. go to <receptacle>\n2. take <object> from <receptacle>\n"
+                "3. put <object> in fridge")
+    admissible = ["take knife 1 from countertop 1", "take apple 1 from countertop 1",
+                  "go to fridge 1", "look"]
+    keep = frozenset({"put", "apple", "fridge"})
+    plan = Plan(plan_phrases(workflow), cutoff=0.25, keep=keep)
+    assert plan.next_step(admissible) == "take apple 1 from countertop 1"
+    score = adapt_step(plan_phrases(workflow)[1], admissible, keep=keep)
+    assert score is not None and 0.25 <= score[0] < 1.0
+    # Without variables nothing changes: a concrete step is adapted as before.
+    assert adapt_step(("take", "pan", "from", "stove"), admissible) is None

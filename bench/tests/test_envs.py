@@ -292,3 +292,32 @@ def test_twx_gold_path_wins(game: str) -> None:
         assert (last.won, last.done, last.score) == (True, True, 1.0)
     finally:
         env.close()
+
+
+def test_alfworld_dev_split_uses_train_floor_plans_and_its_own_games(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ALFWorld had no dev split: its rules could only be checked on test games. The dev split
+    draws from the training floor plans (never a test room) under its own generator stream."""
+    import types
+
+    from deltamem_bench.envs import alfworld_gen
+    from deltamem_bench.envs.alfworld import episode_specs
+
+    layouts = tmp_path / "gen" / "layouts"
+    layouts.mkdir(parents=True)
+    for n in (1, 2, 7, 8):
+        (layouts / f"FloorPlan{n}-openable.json").write_text("{}")
+    rooms = {"kitchen": [1, 2, 7, 8]}
+    constants = types.SimpleNamespace(
+        TRAIN_SCENE_NUMBERS=[7, 8], TEST_SCENE_NUMBERS=[1, 2],
+        SCENE_TYPE={"Kitchen": rooms["kitchen"]},
+        GOALS_VALID={goal: ["Kitchen"] for goal in alfworld_gen.TASK_TYPES.values()})
+    monkeypatch.setattr(alfworld_gen, "_alfworld", lambda: (constants, None, tmp_path))
+    for kind in alfworld_gen.TASK_TYPES:
+        assert alfworld_gen.floor_plans("dev", kind) == alfworld_gen.floor_plans("seen", kind)
+        assert not set(alfworld_gen.floor_plans("dev", kind)) & set(
+            alfworld_gen.floor_plans("unseen", kind))
+    dev = list(episode_specs("dev", 6))
+    assert {s.split for s in dev} == {"dev"}
+    with pytest.raises(ConfigError, match="unknown ALFWorld split"):
+        list(episode_specs("valid", 1))

@@ -1,6 +1,7 @@
 """The paper's baselines, re-implemented from their descriptions (deltamem-spec.md §6.6).
 
-* :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by task embedding.
+* :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by the embedding of
+  the paper's *specifier*: the task plus the start of the first observation.
 * :class:`AWMMemory` - one workflow per task family, induced by the LLM from successes and merged
   on later successes; injected cut to 2000 characters.
 * :class:`LongContextMemory` - no retrieval at all: every past trajectory (success or failure),
@@ -105,8 +106,23 @@ def _account(usage: Usage, prompt_tokens: int, completion_tokens: int) -> None:
     usage.completion_tokens += completion_tokens
 
 
+SPECIFIER_CHARS = 200  # the start of the first observation that keys an exemplar
+
+
+def specifier(task: str, scene: str) -> str:
+    """Synapse's retrieval key: the task and the start of the first observation.
+
+    Why: the paper retrieves exemplars by a *specifier* (the task with its state), not by the
+    task text alone. TextWorld Commonsense and Coin Collector give every episode the same task
+    sentence, so a task-only key always returned the first stored exemplar.
+    """
+    start = " ".join(scene.split())[:SPECIFIER_CHARS]
+    return f"{task.strip()}\n{start}" if start else task.strip()
+
+
 class SynapseMemory:
-    """Trajectory exemplars: only successes are stored, retrieved top-1 by task embedding."""
+    """Trajectory exemplars: only successes are stored, retrieved top-1 by the embedding of the
+    specifier (:func:`specifier`: task plus the start of the first observation)."""
 
     name = "synapse"
 
@@ -116,8 +132,8 @@ class SynapseMemory:
         self.entries = _load(path)
 
     def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
-        """The closest stored trajectory, flattened like an ICL example."""
-        hit = _top1(self.embedder, task, self.entries)
+        """The stored trajectory whose specifier is closest, flattened like an ICL example."""
+        hit = _top1(self.embedder, specifier(task, scene), self.entries)
         if hit is None:
             return "", {"matched": False}
         index, score = hit
@@ -129,9 +145,10 @@ class SynapseMemory:
         usage = Usage()
         if not episode.success:
             return Update(usage, {"stored": False, "reason": "failure"})
-        self.entries.append({"task": episode.task,
+        key = specifier(episode.task, episode.env)
+        self.entries.append({"task": episode.task, "key": key,
                              "trajectory": flatten_trajectory(episode),
-                             "vector": _vector(self.embedder, episode.task, usage)})
+                             "vector": _vector(self.embedder, key, usage)})
         _save(self.path, self.name, self.entries)
         return Update(usage, {"stored": True, "entry": len(self.entries) - 1})
 

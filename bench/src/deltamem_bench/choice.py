@@ -30,18 +30,24 @@ episode, by the admissible action of the same verb whose words overlap it most
 (:func:`adapt_step`; "put black pepper in shelf" -> "put red hot pepper in shelf"), if the
 overlap reaches ``plan_match`` and the action keeps every word of the phrase that the task names
 (a recalled "move keychain 1 to sidetable 1" is not carried out by "move box 1 to sidetable 1"
-when the task is to put a keychain there). The plan's next step (:class:`Plan`) is always a
+when the task is to put a keychain there). An abstract step's variables (AWM's "take <object>
+from <receptacle>") each stand for one word of the action, the task's objects first, so an
+abstract workflow is instantiated with the scene's objects by the same machinery that adapts
+a concrete step. The plan's next step (:class:`Plan`) is always a
 candidate and its score gets ``plan_bonus``; playing it marks its phrase done, passing it over
 sends it behind the open phrases passed over fewer times. This is how a
 small model follows a recalled procedure and uses recalled facts; it applies to every memory's
 text the same way (no memory: no plan), and ``plan_bonus=0`` leaves the model alone.
 
 Irreversible actions. An action that ends the episode when it names the wrong object (the
-environment's ``irreversible`` prefixes: ScienceWorld's ``focus on``) is a candidate only when
-the task names its object in a sentence that uses the prefix ("First, focus on the sodium
-chloride."; every content word of the object's name, the part before " in ") or when it is the
-memory plan's next step (:func:`guarded`): without the rule, a small model's first
-action ended about half of the ScienceWorld episodes ("focus on door to hallway").
+environment's ``irreversible`` prefixes: ScienceWorld's ``focus on``) is guarded by one rule for
+every arm, ``ChoiceConfig.focus_guard``: by default (``open``) it is a candidate like any other.
+The agent of the runs before 2026-12-04 let it through only when the task named its object in a
+sentence that uses the prefix or when it was the memory plan's next step (``task-or-plan``,
+:func:`guarded`): that rule depended on the memory, so the no-memory control could never focus
+in the tasks whose sentence names no object ("First, focus on the thing"), six of the ten
+ScienceWorld tasks of the suites, and a memory gained there by unlocking the action rather
+than by choosing it well. ``task`` keeps the sentence rule alone (the same for every arm).
 
 Two more rules keep the loop from cycling: an action already played in the same state (same
 latest observation) is demoted, by ``repeat_penalty`` when it changed nothing (so that "look
@@ -59,6 +65,7 @@ from functools import lru_cache
 from typing import Any
 
 from deltamem.core.model import Episode
+from deltamem.errors import ConfigError
 from deltamem.usage import Usage
 from deltamem_bench.agent import (
     INVALID_REPLY,
@@ -110,8 +117,17 @@ class ChoiceConfig:
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
         max_steps: Overrides the environment's ``max_steps`` when set.
         memory_in_prompt: Show the memory block to the model. Off, the memory acts only
-            through the plan and the candidate set (a small model's choice degrades with long
+            through the plan and the candidate set (a small model's choice degades with long
             prompts, so this separates "the memory's content" from "a longer prompt").
+        focus_guard: When an irreversible action (ScienceWorld's ``focus on``) is a candidate
+            (:data:`FOCUS_GUARDS`): ``open`` - always, as any other action (the default; the
+            same action set for every arm, so a memory can gain only by naming the right
+            object); ``task`` - only when the task's sentence with the prefix names its object
+            (the same for every arm, but 6 of the 10 ScienceWorld tasks of the suites never
+            name it - "focus on the thing" - so nobody can win them); ``task-or-plan`` - the
+            task's sentence or the memory plan's next step (the agent of the runs before
+            2026-12-04: it depends on the memory, so the no-memory control could never focus
+            in those 6 tasks).
     """
 
     max_candidates: int = 15
@@ -128,6 +144,15 @@ class ChoiceConfig:
     context_tokens: int = 3000
     max_steps: int | None = None
     memory_in_prompt: bool = True
+    focus_guard: str = "open"
+
+    def __post_init__(self) -> None:
+        if self.focus_guard not in FOCUS_GUARDS:
+            raise ConfigError(f"focus_guard must be one of {FOCUS_GUARDS}, got "
+                              f"{self.focus_guard!r}")
+
+
+FOCUS_GUARDS = ("open", "task", "task-or-plan")
 
 
 def _words(text: str) -> set[str]:
@@ -164,12 +189,17 @@ def plan_phrases(memory: str) -> list[tuple[str, ...]]:
             continue
         if skipping:
             continue
+        line = _SLOT.sub(f" {SLOT} ", line)
         parts = [tuple(WORD.findall(part.lower())) for part in _CLAUSE.split(line)]
         phrases += [p for p in parts if len(p) > 1 or (p and len(parts) == 1)]
     return phrases
 
 
 _CLAUSE = re.compile(r"[.:;!?]|^\s*(?:\d+[.)]|[-*])\s")
+# A variable of an abstract workflow ("take <object> from <receptacle>", AWM's format): in a
+# phrase it stands for any one word of the action that carries the step out (see adapt_step).
+SLOT = "xslotx"
+_SLOT = re.compile(r"<[^<>\n]{1,40}>")
 # Words that say nothing about which object or place an action is about.
 _GLUE = frozenset({"a", "an", "the", "in", "on", "into", "onto", "to", "from", "of", "with", "at",
                    "for", "and", "or", "is", "it", "its"})
@@ -213,7 +243,8 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     # The phrase's content after each place its verb may stand, and the task's words in it: the
     # same for every action, so computed once, not once per admissible action.
     starts = range(min(1, len(phrase))) if verb_first else range(len(phrase))
-    rests = [_content(phrase[at + 1:]) for at in starts]
+    slots = [phrase[at + 1:].count(SLOT) for at in starts]
+    rests = [_content(phrase[at + 1:]) - {SLOT} for at in starts]
     needed = [rest & keep for rest in rests]
     for action in admissible:
         words = _action_words(action)
@@ -231,10 +262,24 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
                 return 1.0, action
             if not needed[at] <= want:
                 continue
-            score = _overlap(want, rests[at])
+            score = (_slotted(want, rests[at], slots[at], keep) if slots[at]
+                     else _overlap(want, rests[at]))
             if score > 0 and (best is None or score > best[0]):
                 best = (score, action)
     return best
+
+
+def _slotted(want: set[str], rest: set[str], slots: int, keep: frozenset[str]) -> float:
+    """The overlap of an action's words ``want`` with a phrase's words ``rest`` and ``slots``
+    variables, each variable matching one action word the phrase does not name; among equal
+    overlaps, the action whose variable words the task names scores a little more (a workflow's
+    ``<object>`` is the task's object). Below 1.0: an instantiated step is never an exact one.
+    """
+    extra = want - rest
+    filled = min(slots, len(extra))
+    union = len(want | rest) + (slots - filled)
+    base = (len(want & rest) + filled) / union if union else 0.0
+    return min(0.99, base + 0.01 * len(extra & keep))
 
 
 @dataclass
@@ -502,6 +547,15 @@ class ChoiceAgent:
             return 0.0
         return self.config.repeat_penalty if changed_nothing else self.config.revisit_penalty
 
+    def _allowed(self, options: list[str], task: str, planned: str | None) -> list[str]:
+        """The actions the agent may choose from (see ``ChoiceConfig.focus_guard``)."""
+        guard = self.config.focus_guard
+        if guard == "open" or not self.irreversible:
+            return options
+        kept = guarded(options, self.irreversible, task,
+                       planned if guard == "task-or-plan" else None)
+        return kept or [self.fallback]
+
     # -- loop -----------------------------------------------------------------------------
     def run(self, env: Environment, spec: EpisodeSpec,
             memory: str | Callable[[Reset], str] = "") -> AgentResult:
@@ -529,10 +583,12 @@ class ChoiceAgent:
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)
-            allowed = guarded(options, self.irreversible, reset.task, planned) or [self.fallback]
+            allowed = self._allowed(options, reset.task, planned)
+            # Why: the plan's step is added to the candidates; one the guard holds back must not
+            # come back that way (the guard would then depend on the memory again).
             action, candidates, proposal, drop = self.choose(
                 history, current, allowed, block, f"{reset.task} {state}", tried, state,
-                planned, drop)
+                planned if planned in allowed else None, drop)
             plan.played(action, options)
             first_prompt = first_prompt or self.prompt(history, current, candidates, drop)
             raw.append(f"proposal={proposal!r} chose={action!r} of {len(candidates)}")

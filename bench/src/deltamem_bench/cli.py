@@ -8,6 +8,7 @@ Errors are library errors; ``deltamem``'s CLI turns them into one-line messages.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -88,6 +89,17 @@ def bench(
                                                    "candidates.")] = True,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
                                        "model.")] = 4096,
+    fresh: Annotated[bool, typer.Option("--fresh", help="Evaluate only episodes that no "
+                                        "registered run has evaluated (see --registry), drawn "
+                                        "by --seed.")] = False,
+    registry: Annotated[Path, typer.Option("--registry", help="The registry of evaluated "
+                                           "episodes.")] = Path("results/registry.jsonl"),
+    registration: Annotated[Path | None, typer.Option("--registration", help="Play an entry "
+                                                      "of this registration (written by "
+                                                      "benchmarks/register.py); refused when "
+                                                      "the code or an option differs.")] = None,
+    entry: Annotated[str | None, typer.Option("--entry", help="The registered entry "
+                                              "played.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Compare memories on a text environment; writes logs, plots and report.html to --out."""
@@ -98,7 +110,7 @@ def bench(
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
         plan_bonus=plan_bonus, plan_match=plan_match, memory_in_prompt=memory_in_prompt,
-        n_ctx=n_ctx)
+        n_ctx=n_ctx, fresh=fresh, registry=registry, registration=registration, entry=entry)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -109,29 +121,39 @@ def bench(
         console.print(f"report: {out / 'report.html'}")
 
 
-def run_bench_command(*, env: str, memory: str, ablations: bool = False,
-                      agent: str = "choice", llm: str = "local",
-                      base_url: str | None = None, model: str | None = None, episodes: int = 5,
-                      seed: int = 0, protocol: str = "online", out: Path,
-                      eval_split: str | None = None, train_episodes: int = 5,
-                      learn_during_eval: bool = False,
-                      extractor: str = "llm", max_steps: int | None = None,
-                      game_params: str | None = None, families: str | None = None,
-                      embedder: str | None = None, history_turns: int = 4, snap: bool = True,
-                      plan_bonus: float = 1.0, plan_match: float = 0.25,
-                      memory_in_prompt: bool = True, n_ctx: int = 4096, memory_chars: int = 2400,
-                      console: Console | None = None) -> dict[str, Any]:
-    """What ``deltamem bench`` does, callable from Python; returns the report's summary."""
+@dataclass(frozen=True)
+class BenchPlan:
+    """What a ``deltamem bench`` command resolves to before anything is played."""
+
+    env: str
+    kinds: list[str]
+    options: Any  # RunOptions (imported lazily: the CLI must start fast)
+    llm: str
+    base_url: str | None
+    model: str | None
+    n_ctx: int
+
+
+def plan_bench(*, env: str, memory: str, ablations: bool = False,
+               agent: str = "choice", llm: str = "local",
+               base_url: str | None = None, model: str | None = None, episodes: int = 5,
+               seed: int = 0, protocol: str = "online",
+               eval_split: str | None = None, train_episodes: int = 5,
+               learn_during_eval: bool = False,
+               extractor: str = "llm", max_steps: int | None = None,
+               game_params: str | None = None, families: str | None = None,
+               embedder: str | None = None, history_turns: int = 4, snap: bool = True,
+               plan_bonus: float = 1.0, plan_match: float = 0.25,
+               memory_in_prompt: bool = True, n_ctx: int = 4096, memory_chars: int = 2400,
+               fresh: bool = False, focus_guard: str | None = None) -> BenchPlan:
+    """The arms and :class:`~deltamem_bench.runner.RunOptions` of a ``deltamem bench`` command
+    (the memory settings come from the environment, as the library's)."""
     from deltamem.config import Settings
-    from deltamem.embed import make_embedder
-    from deltamem.errors import ConfigError
     from deltamem_bench.agent import AgentConfig
     from deltamem_bench.choice import ChoiceConfig
     from deltamem_bench.factory import parse_kinds
     from deltamem_bench.models import resolve_model
-    from deltamem_bench.report import write_report
-    from deltamem_bench.runner import RunOptions, run_bench
-    from deltamem_bench.scorer import LlamaScorer
+    from deltamem_bench.runner import RunOptions
 
     kinds = parse_kinds(memory, ablations=ablations)
     settings = Settings.from_env().with_(embedder=embedder)
@@ -140,6 +162,10 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         env_options["max_steps"] = max_steps
     if game_params is not None:
         env_options["game_params"] = game_params
+    choice = ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
+                          plan_match=plan_match, memory_in_prompt=memory_in_prompt)
+    if focus_guard is not None:
+        choice = replace(choice, focus_guard=focus_guard)
     options = RunOptions(
         episodes=episodes, seed=seed, protocol=protocol, train_episodes=train_episodes,
         eval_split=eval_split,
@@ -148,21 +174,56 @@ def run_bench_command(*, env: str, memory: str, ablations: bool = False,
         else None,
         env_options=env_options, extractor=extractor, settings=settings, agent_kind=agent,
         agent=AgentConfig(history_turns=history_turns, snap=snap, memory_chars=memory_chars),
-        choice=ChoiceConfig(memory_chars=memory_chars, plan_bonus=plan_bonus,
-                            plan_match=plan_match, memory_in_prompt=memory_in_prompt),
-        memory_chars=memory_chars)
+        choice=choice,
+        memory_chars=memory_chars, fresh=fresh)
     if llm == "local":
         model = resolve_model(model)
-    model_obj = build_llm(llm, base_url, model, n_ctx)
+    return BenchPlan(env, kinds, options, llm, base_url, model, n_ctx)
+
+
+def run_bench_command(*, out: Path, console: Console | None = None,
+                      registry: Path | None = None, registration: Path | None = None,
+                      entry: str | None = None, **options: Any) -> dict[str, Any]:
+    """What ``deltamem bench`` does, callable from Python; returns the report's summary.
+
+    ``options`` are :func:`plan_bench`'s. ``fresh`` draws the evaluation stream from the
+    episodes ``registry`` does not hold. ``registration`` (a file written by
+    ``benchmarks/register.py``) with its ``entry`` plays that entry's registered streams, after
+    checking that the code and every option are the registered ones
+    (:func:`deltamem_bench.registration.check_run`).
+    """
+    from deltamem.embed import make_embedder
+    from deltamem.errors import ConfigError
+    from deltamem_bench.registration import check_run, load_registration, pins
+    from deltamem_bench.registry import DEFAULT_REGISTRY, Registry
+    from deltamem_bench.report import write_report
+    from deltamem_bench.runner import run_bench
+    from deltamem_bench.scorer import LlamaScorer
+
+    plan = plan_bench(**options)
+    opts = plan.options
+    planned = None
+    extra: dict[str, Any] = {"pins": pins(plan.model, llm=plan.llm)}
+    if registration is not None:
+        if entry is None:
+            raise ConfigError("a registered run names its entry (--entry)")
+        registered = load_registration(registration)
+        found = check_run(registered, entry, run_options=opts.to_dict(), kinds=plan.kinds)
+        planned = found["streams"]
+        extra["registration"] = {"name": registered["name"], "entry": entry,
+                                 "code_sha256": registered["code"]["code_sha256"]}
+    known = Registry(registry or DEFAULT_REGISTRY) if opts.fresh and planned is None else None
+    model_obj = build_llm(plan.llm, plan.base_url, plan.model, plan.n_ctx)
     scorer = None
-    if agent == "choice":
-        if llm != "local":
+    if opts.agent_kind == "choice":
+        if plan.llm != "local":
             raise ConfigError("--agent choice scores actions with a local GGUF model; use "
                               "--agent react with --llm openai")
-        scorer = LlamaScorer(model, n_ctx=n_ctx)
+        scorer = LlamaScorer(plan.model, n_ctx=plan.n_ctx)
     try:
-        run_bench(env, kinds, model_obj, scorer=scorer, out=out,
-                  embedder=make_embedder(settings.embedder), options=options, console=console)
+        run_bench(plan.env, plan.kinds, model_obj, scorer=scorer, out=out,
+                  embedder=make_embedder(opts.settings.embedder), options=opts, console=console,
+                  registry=known, planned=planned, extra_config=extra)
     finally:
         if scorer is not None:
             scorer.close()

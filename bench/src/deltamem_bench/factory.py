@@ -5,7 +5,9 @@ the DeltaMem ablations ``deltamem-task`` (inject only the task tree), ``deltamem
 environment tree), ``deltamem-nopenalty`` (failure penalty 0), ``deltamem-nocons`` (no
 consolidation) and ``deltamem-flat`` (every episode a root: no deltas, no consolidation); and,
 outside the ablation set, ``deltamem-successes``: the memory hands the agent only what succeeded
-(failure penalty 1, so no lesson, failed scene and discredited skill clears a threshold).
+(failure penalty 1, so no lesson, failed scene and discredited skill clears a threshold);
+``deltamem-llm``: DeltaMem written by the LLM extractor (the paper's write path) with the model
+that writes AWM and ReasoningBank, next to the trace extractor of ``deltamem``.
 A warm start learns only gold successes, where it is the full memory: it is an arm of the
 online entry, where SmolLM2-135M copies the actions a lesson says failed (docs/results.md).
 """
@@ -30,7 +32,9 @@ from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory
 MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank", "long-context")
 ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons",
                   "deltamem-flat")
-ALL_KINDS = (*MEMORY_KINDS, *ABLATION_KINDS, "deltamem-successes")
+# ``deltamem-llm``: DeltaMem with the paper's write path (the LLM extractor) whatever the run's
+# extractor, written by the same model that writes AWM's workflows and ReasoningBank's notes.
+ALL_KINDS = (*MEMORY_KINDS, *ABLATION_KINDS, "deltamem-successes", "deltamem-llm")
 # What each DeltaMem variant changes in the settings it is given.
 _SETTING_CHANGES: dict[str, dict[str, Any]] = {
     "deltamem-nopenalty": {"penalty": 0.0},
@@ -75,6 +79,10 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | No
             raise ConfigError(f"unknown memory kind {kind!r}")
         mode = {"deltamem-task": "task", "deltamem-env": "env"}.get(kind, "both")
         base = base.with_(**_SETTING_CHANGES.get(kind, {}))
+        if kind == "deltamem-llm":
+            extractor = "llm"
+            if llm is None:
+                raise ConfigError("the deltamem-llm memory needs an LLM (its writer)")
         return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
                               llm=llm if extractor == "llm" else None, settings=base,
                               mode=mode, name=kind, budget_chars=budget_chars)

@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from deltamem_bench.runner import LOG_NAME, read_log
-from deltamem_bench.stats import mcnemar_exact, paired_bootstrap, wilson
+from deltamem_bench.stats import holm, mcnemar_exact, paired_bootstrap, wilson
 
 BASELINE = "none"
 
@@ -89,8 +89,40 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any] 
                                [float(bool(eb[i]["success"])) for i in shared])
     test = mcnemar_exact([bool(ea[i]["success"]) for i in shared],
                          [bool(eb[i]["success"]) for i in shared])
+    diffs = [float(ea[i]["score"] or 0) - float(eb[i]["score"] or 0) for i in shared]
+    # The stream in thirds (its order): an online memory's gain should grow along the stream.
+    cuts = [round(len(diffs) * k / 3) for k in range(4)]
+    thirds = [round(_mean(diffs[cuts[k]:cuts[k + 1]]), 4) for k in range(3)]
     return {"episodes": len(shared), "progress": progress.to_dict(),
-            "success": success.to_dict(), "mcnemar": test.to_dict()}
+            "success": success.to_dict(), "mcnemar": test.to_dict(),
+            "progress_by_thirds": thirds}
+
+
+PRIMARY = ("deltamem", BASELINE)
+
+
+def endpoints(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The registered endpoints over a suite's entries (``{entry name: summary}``).
+
+    Primary: DeltaMem − none on progress, the bootstrap's p-value Holm-adjusted over the
+    entries that hold both arms; secondary: exact McNemar on success, Holm-adjusted likewise.
+    An entry is above zero when its adjusted primary p is below 0.05 and its mean above 0.
+    """
+    names = [n for n, s in summaries.items()
+             if PRIMARY[0] in s.get("paired", {}).get(f"vs_{BASELINE}", {})]
+    diffs = {n: summaries[n]["paired"][f"vs_{BASELINE}"][PRIMARY[0]] for n in names}
+    primary = holm([float(diffs[n]["progress"]["p_value"]) for n in names])
+    secondary = holm([float(diffs[n]["mcnemar"]["p_value"]) for n in names])
+    rows = {}
+    for n, p_adj, q_adj in zip(names, primary, secondary, strict=True):
+        d = diffs[n]
+        rows[n] = {"episodes": d["episodes"], "progress": d["progress"],
+                   "primary_p_holm": round(p_adj, 4),
+                   "above_zero": bool(p_adj < 0.05 and d["progress"]["mean"] > 0),
+                   "mcnemar": d["mcnemar"], "secondary_p_holm": round(q_adj, 4),
+                   "progress_by_thirds": d.get("progress_by_thirds")}
+    return {"contrast": f"{PRIMARY[0]} - {PRIMARY[1]}", "correction": "holm",
+            "entries": rows}
 
 
 def load_run(run_dir: Path) -> dict[str, list[dict[str, Any]]]:

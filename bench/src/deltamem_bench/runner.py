@@ -20,11 +20,9 @@ the same directory skips the episodes already logged and continues from the pers
 from __future__ import annotations
 
 import json
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from itertools import zip_longest
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,12 +40,14 @@ from deltamem_bench.choice import ChoiceAgent, ChoiceConfig
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset
 from deltamem_bench.factory import make_memory
 from deltamem_bench.memories import Memory
+from deltamem_bench.registry import Registry, deal, fresh_stream
 from deltamem_bench.scorer import Scorer
 
 PROTOCOLS = ("online", "warm")
 AGENT_KINDS = ("choice", "react")
 LOG_NAME = "episodes.jsonl"
 GOLD_NAME = "gold.jsonl"
+STREAM_NAME = "stream.json"
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ class RunOptions:
         choice: the choice agent's settings.
         memory_chars: the context budget every memory gets (the agents cut the block there, the
             long-context baseline fills it).
+        fresh: draw the evaluation stream from the split's episodes that no registered run has
+            evaluated (see :mod:`deltamem_bench.registry`); the stream drawn is kept in
+            ``<out>/stream.json``, so a resumed run plays the same episodes.
     """
 
     episodes: int = 5
@@ -89,6 +92,7 @@ class RunOptions:
     agent: AgentConfig = field(default_factory=AgentConfig)
     choice: ChoiceConfig = field(default_factory=ChoiceConfig)
     memory_chars: int = 2400
+    fresh: bool = False
 
     def __post_init__(self) -> None:
         if self.agent_kind not in AGENT_KINDS:
@@ -118,14 +122,7 @@ def episode_stream(env: Environment, split: str, count: int, seed: int,
     pool = list(env.specs(split, count=count, families=families))
     if not pool:
         raise ConfigError(f"{env.name}: split {split!r} has no episodes")
-    rng = random.Random(seed)
-    groups: dict[str, list[EpisodeSpec]] = {}
-    for spec in pool:
-        groups.setdefault(spec.task_name, []).append(spec)
-    for group in groups.values():
-        rng.shuffle(group)
-    dealt = [spec for turn in zip_longest(*groups.values()) for spec in turn if spec is not None]
-    return dealt[:count]
+    return deal(pool, count, seed)
 
 
 def read_log(path: Path) -> list[dict[str, Any]]:
@@ -316,6 +313,9 @@ def check_config(out: Path, config: dict[str, Any]) -> None:
     if not path.exists():
         return
     old = json.loads(path.read_text(encoding="utf-8"))
+    # An option added after the run was written counts as unchanged at its default.
+    for key, value in json.loads(json.dumps(RunOptions().to_dict(), default=str)).items():
+        old.setdefault(key, value)
     if isinstance(old.get("settings"), dict):
         defaults = json.loads(json.dumps(asdict(Settings()), default=str))
         old["settings"] = {**{k: v for k, v in defaults.items()
@@ -327,15 +327,89 @@ def check_config(out: Path, config: dict[str, Any]) -> None:
                           f"{', '.join(changed)}); use a new --out or the same options")
 
 
+def _specs(records: Sequence[dict[str, Any]]) -> list[EpisodeSpec]:
+    return [EpisodeSpec(str(r["task_name"]), int(r["variation"]), str(r["split"]))
+            for r in records]
+
+
+def plan_streams(env: Environment, env_name: str, opts: RunOptions, out: Path | None, *,
+                 registry: Registry | None = None,
+                 planned: dict[str, Any] | None = None) -> tuple[list[EpisodeSpec],
+                                                                  list[EpisodeSpec]]:
+    """The run's evaluation and training streams, kept in ``<out>/stream.json``.
+
+    ``planned`` (a registration's ``{"eval": [...], "train": [...]}``) is played as it is;
+    ``out`` None draws without looking at a run directory (a registration does);
+    otherwise the streams are drawn by ``opts.seed`` (from the unregistered episodes of
+    ``registry`` when ``opts.fresh``). A run directory that already holds a stream plays it
+    again when fresh (the registry may have grown since).
+
+    Raises:
+        ConfigError: a fresh stream without a registry.
+    """
+    train_split, eval_split = env.splits
+    path = out / STREAM_NAME if out is not None else None
+    kept = json.loads(path.read_text(encoding="utf-8")) if path and path.exists() else None
+    if planned is not None:
+        eval_specs, train_specs = _specs(planned["eval"]), _specs(planned.get("train", []))
+    elif opts.fresh and kept is not None:
+        # The registry may have grown since the stream was drawn (by this very run's
+        # registration), so the kept stream is played, never a new draw.
+        if len(kept["eval"]) < opts.episodes:
+            raise ConfigError(f"{out} holds a fresh stream of {len(kept['eval'])} episodes; a "
+                              "fresh stream is not extended (use a new --out)")
+        eval_specs = _specs(kept["eval"])[:opts.episodes]
+        train_specs = _specs(kept["train"])
+    else:
+        split = opts.eval_split or eval_split
+        if opts.fresh:
+            if registry is None:
+                raise ConfigError("a fresh stream needs a registry of evaluated episodes")
+            eval_specs = fresh_stream(env, env_name, split, opts.episodes, opts.seed, registry,
+                                      opts.families)
+        else:
+            eval_specs = episode_stream(env, split, opts.episodes, opts.seed, opts.families)
+        train_specs = []
+        if opts.protocol == "warm":
+            train_specs = episode_stream(env, opts.train_split or train_split,
+                                         opts.train_episodes, opts.seed, opts.families)
+    return eval_specs, train_specs
+
+
+def keep_stream(out: Path, eval_specs: Sequence[EpisodeSpec],
+                train_specs: Sequence[EpisodeSpec]) -> None:
+    """Write the run's streams to ``<out>/stream.json``, refusing a directory that holds
+    another one (more or fewer episodes of the same draw are the same stream)."""
+    path = out / STREAM_NAME
+    stream = {"eval": [_spec_dict(s) for s in eval_specs],
+              "train": [_spec_dict(s) for s in train_specs]}
+    if path.exists():
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        for key in ("eval", "train"):
+            n = min(len(kept.get(key, [])), len(stream[key]))
+            if kept.get(key, [])[:n] != stream[key][:n]:
+                raise ConfigError(f"{out} was drawn for another episode stream; use a new --out")
+        if len(kept.get("eval", [])) > len(stream["eval"]):
+            return  # a shorter rerun keeps the longer record
+    path.write_text(json.dumps(stream, indent=1), encoding="utf-8")
+
+
 def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path,
               scorer: Scorer | None = None, embedder: Embedder | None = None,
               options: RunOptions | None = None, env: Environment | None = None,
-              console: Console | None = None) -> dict[str, Path]:
+              console: Console | None = None, registry: Registry | None = None,
+              planned: dict[str, Any] | None = None,
+              extra_config: dict[str, Any] | None = None) -> dict[str, Path]:
     """Run several memory kinds on the same stream; return each kind's episode log.
 
     ``llm`` acts (react agent) and serves the memories that need a model (the LLM extractor,
     AWM, ReasoningBank); ``scorer`` acts for the choice agent. A rerun into the same ``out``
-    resumes; a changed configuration is refused (see :func:`check_config`).
+    resumes; a changed configuration is refused (see :func:`check_config`). ``registry`` is
+    the registry of evaluated episodes a fresh stream avoids; ``planned`` a registration's
+    streams, played as they are (see :func:`plan_streams`). ``extra_config`` is recorded in
+    ``config.json`` with the options (and so must match on resume): the pins of what changes
+    trajectories besides the options (model hash, llama.cpp build, package versions) and the
+    registration a registered run plays.
     """
     from deltamem.embed import make_embedder
     from deltamem_bench.envs import make_env
@@ -347,16 +421,11 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
     stream = console or Console(stderr=True)
     logs: dict[str, Path] = {}
     try:
-        train_split, eval_split = environment.splits
-        eval_specs = episode_stream(environment, opts.eval_split or eval_split,
-                                    opts.episodes, opts.seed, opts.families)
-        train_specs: list[EpisodeSpec] = []
-        if opts.protocol == "warm":
-            train_specs = episode_stream(environment, opts.train_split or train_split,
-                                         opts.train_episodes, opts.seed, opts.families)
+        eval_specs, train_specs = plan_streams(environment, env_name, opts, out,
+                                               registry=registry, planned=planned)
         actor = scorer.name if opts.agent_kind == "choice" and scorer else getattr(llm, "name", "")
-        config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict()},
-                                       default=str))
+        config = json.loads(json.dumps({"env": env_name, "llm": actor, **opts.to_dict(),
+                                        **(extra_config or {})}, default=str))
         if len({spec.task_name for spec in [*eval_specs, *train_specs]}) > 1:
             # Why: runs written before the families were balanced drew another stream from the
             # same options; the key makes resuming one of them a changed configuration. A
@@ -368,6 +437,7 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
             # depended on the episodes before; the key makes resuming one a changed configuration.
             config["worlds"] = worlds
         check_config(out, config)
+        keep_stream(out, eval_specs, train_specs)
         previous = json.loads((out / "config.json").read_text(encoding="utf-8")).get(
             "kinds", []) if (out / "config.json").exists() else []
         all_kinds = list(dict.fromkeys([*previous, *kinds]))

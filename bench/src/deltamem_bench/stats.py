@@ -5,19 +5,25 @@ episode: the paired difference removes the (large) variation between games and l
 of the memory. Two tools, both exact or resampling-based, with no distributional assumption:
 
 * :func:`paired_bootstrap` - the mean of per-episode differences with a percentile bootstrap
-  interval (episodes resampled with replacement, the pairing kept).
+  interval (episodes resampled with replacement, the pairing kept; ``scipy.stats.bootstrap``)
+  and the bootstrap's two-sided p-value: the least level at which the percentile interval
+  leaves out zero.
 * :func:`mcnemar_exact` - the exact two-sided McNemar test on paired successes: only discordant
   episodes (one arm won, the other lost) carry information; under "no difference" each is a fair
-  coin, so the p-value is a binomial tail.
+  coin, so the p-value is a binomial tail (``scipy.stats.binomtest``).
+* :func:`holm` - Holm's step-down adjustment of several p-values (one per entry of a suite), so
+  that the chance of any false "above zero" among them stays at the level.
 * :func:`wilson` - a score interval for one arm's success rate.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
 
 
 @dataclass(frozen=True)
@@ -29,6 +35,8 @@ class PairedDiff:
         low / high: The ``confidence`` percentile-bootstrap interval.
         n: Number of pairs.
         confidence: Interval level (0.95 by default).
+        p_value: Two-sided bootstrap p-value of "no difference" (the least level at which the
+            percentile interval leaves out zero; 1.0 when every difference is zero).
     """
 
     mean: float
@@ -36,6 +44,7 @@ class PairedDiff:
     high: float
     n: int
     confidence: float = 0.95
+    p_value: float = 1.0
 
     @property
     def above_zero(self) -> bool:
@@ -50,7 +59,8 @@ class PairedDiff:
     def to_dict(self) -> dict[str, float | int]:
         """JSON-able form."""
         return {"mean": round(self.mean, 4), "low": round(self.low, 4),
-                "high": round(self.high, 4), "n": self.n, "confidence": self.confidence}
+                "high": round(self.high, 4), "n": self.n, "confidence": self.confidence,
+                "p_value": round(self.p_value, 4)}
 
 
 def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int = 10_000,
@@ -69,15 +79,22 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, resamples: int =
         raise ValueError("paired_bootstrap needs at least one pair")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    diffs = [float(x) - float(y) for x, y in zip(a, b, strict=True)]
+    diffs = np.asarray([float(x) - float(y) for x, y in zip(a, b, strict=True)])
     n = len(diffs)
-    mean = sum(diffs) / n
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(resamples))
-    tail = (1 - confidence) / 2
-    low = means[int(math.floor(tail * (resamples - 1)))]
-    high = means[int(math.ceil((1 - tail) * (resamples - 1)))]
-    return PairedDiff(mean, min(low, mean), max(high, mean), n, confidence)
+    mean = float(diffs.mean())
+    if np.all(diffs == diffs[0]):
+        # Every resample is the same: the interval is that value (scipy refuses degenerate data).
+        return PairedDiff(mean, mean, mean, n, confidence, 1.0 if mean == 0 else
+                          2 / (resamples + 1))
+    result = scipy_stats.bootstrap((diffs,), np.mean, n_resamples=resamples,
+                                   confidence_level=confidence, method="percentile",
+                                   vectorized=True, rng=np.random.default_rng(seed))
+    means = result.bootstrap_distribution
+    low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)
+    below = int(np.count_nonzero(means <= 0))
+    above = int(np.count_nonzero(means >= 0))
+    p_value = min(1.0, 2 * (min(below, above) + 1) / (resamples + 1))
+    return PairedDiff(mean, min(low, mean), max(high, mean), n, confidence, p_value)
 
 
 @dataclass(frozen=True)
@@ -115,9 +132,25 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
     d = a_only + b_only
     if d == 0:
         return McNemar(a_only, b_only, 1.0)
-    k = min(a_only, b_only)
-    tail = sum(math.comb(d, i) for i in range(k + 1)) / 2**d
-    return McNemar(a_only, b_only, min(1.0, 2 * tail))
+    test = scipy_stats.binomtest(min(a_only, b_only), d, 0.5, alternative="two-sided")
+    return McNemar(a_only, b_only, min(1.0, float(test.pvalue)))
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given.
+
+    Sorted ascending, the ``i``-th smallest (from 0) is multiplied by ``m - i``, then made
+    non-decreasing along the sorted order and capped at 1. Rejecting where the adjusted value
+    is below ``alpha`` keeps the family-wise error rate at ``alpha``.
+    """
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * float(p_values[index])))
+        adjusted[index] = running
+    return adjusted
 
 
 def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:

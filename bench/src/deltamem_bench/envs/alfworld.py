@@ -90,7 +90,9 @@ class AlfworldGeneratedEnvironment:
               families: Sequence[str] | None = None) -> list[EpisodeSpec]:
         """Generated games of ``split``: ``4 * count`` generator seeds, cycling task types.
 
-        Train and eval never share a game: the seen and unseen splits use disjoint floor plans.
+        Train and eval never share a game: the seen and unseen splits use disjoint floor plans;
+        ``dev`` (to tune on: ``--eval-split dev``) uses the seen floor plans with its own
+        generator stream, never an unseen one.
         """
         return list(episode_specs(split, max(count, 1) * 4, task_types=families))
 

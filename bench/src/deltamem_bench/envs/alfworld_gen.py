@@ -11,7 +11,11 @@ and sentence templates (``alfworld/gen/goal_library.py``). Fast Downward (throug
 within :data:`MAX_PLAN_LENGTH` actions, and the plan is stored as the game's walkthrough.
 
 "seen" games use ALFRED's training floor plans, "unseen" games its held-out ones (the two sets
-are disjoint), mirroring ALFWorld's in-distribution / out-of-distribution evaluation. Scenes are
+are disjoint), mirroring ALFWorld's in-distribution / out-of-distribution evaluation. "dev"
+games are for choosing rules, thresholds and defaults: they use the training floor plans (never
+an unseen one, so nothing tuned on dev has seen a test room) under their own generator stream
+(the split is part of the generator's seed, so no dev game is a seen game), as ALFWorld's
+``valid_seen`` does. Held-out results are on "unseen" only. Scenes are
 kept small (4-6 receptacles, 3-5 objects) so that planning takes a fraction of a second.
 
 Generation is deterministic: the same (seed, task type, split) always yields the same file.
@@ -41,7 +45,7 @@ TASK_TYPES: dict[str, str] = {
     "look_at_obj": "look_at_obj_in_light",
     "pick_two_obj": "pick_two_obj_and_place",
 }
-SPLITS = ("seen", "unseen")
+SPLITS = ("seen", "dev", "unseen")
 
 # The receptacle type each state-changing action needs (alfred.pddl's preconditions) and the
 # VAL_ACTION_OBJECTS property the object must have.
@@ -104,7 +108,8 @@ def floor_plans(split: str, task_type: str) -> list[int]:
     if split not in SPLITS:
         raise ConfigError(f"unknown ALFWorld split {split!r}; use one of {SPLITS}")
     _check_task_type(task_type)
-    numbers = constants.TRAIN_SCENE_NUMBERS if split == "seen" else constants.TEST_SCENE_NUMBERS
+    numbers = (constants.TEST_SCENE_NUMBERS if split == "unseen"
+               else constants.TRAIN_SCENE_NUMBERS)
     rooms = constants.GOALS_VALID[TASK_TYPES[task_type]]
     allowed = [n for n in numbers
                if any(n in constants.SCENE_TYPE[room] for room in rooms)
@@ -328,7 +333,8 @@ def generate_game(seed: int, task_type: str, split: str = "seen",
     Args:
         seed: Any integer; the same arguments always give the same game.
         task_type: One of :data:`TASK_TYPES` (e.g. "pick_cool_then_place").
-        split: "seen" (ALFRED training floor plans) or "unseen" (held-out floor plans).
+        split: "seen" (ALFRED training floor plans), "dev" (the same floor plans, another
+            generator stream) or "unseen" (held-out floor plans).
         cache_dir: Folder for the ``.tw-pddl`` files (default :func:`default_cache_dir`).
 
     Returns:

@@ -1,0 +1,97 @@
+"""Run artifacts: packed by the runner's suite script, re-derived without playing."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import json
+import tarfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.errors import ConfigError
+from deltamem.testing.llm import FunctionLLM
+from deltamem_bench.artifacts import members, pack, unpack
+from deltamem_bench.report import write_report
+from deltamem_bench.runner import run_bench
+from test_agent import CoinRoomDouble
+from test_registration import registered
+from test_runner import ENV, coin_player, options
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def played(tmp_path: Path) -> Path:
+    """A registration and one entry played by the real runner at smoke size, archived."""
+    reg = registered(tmp_path)
+    streams = reg["entries"][0]["streams"]
+    run_dir = tmp_path / "runs" / "coin-online"
+    run_bench(ENV, ["none", "deltamem"], FunctionLLM(coin_player), out=run_dir,
+              embedder=HashingEmbedder(), env=CoinRoomDouble(),
+              options=options(episodes=3, fresh=True), planned=streams,
+              extra_config={"registration": {"name": reg["name"], "entry": "coin-online"}})
+    write_report(run_dir)
+    folder = tmp_path / "results" / reg["name"]
+    pack(run_dir, folder / "coin-online.tar.gz")
+    return folder
+
+
+def test_an_archive_keeps_the_logs_and_not_the_memories(tmp_path: Path) -> None:
+    folder = played(tmp_path)
+    names = {p.as_posix() for p in members(tmp_path / "runs" / "coin-online")}
+    assert {"config.json", "stream.json", "summary.json", "none/episodes.jsonl",
+            "deltamem/episodes.jsonl"} <= names
+    assert not any(n.endswith((".db", "memory.json")) for n in names)
+    restored = unpack(folder / "coin-online.tar.gz", tmp_path / "restored")
+    assert (restored / "deltamem" / "episodes.jsonl").read_bytes() == (
+        tmp_path / "runs" / "coin-online" / "deltamem" / "episodes.jsonl").read_bytes()
+    with pytest.raises(ConfigError, match="no episode log"):
+        pack(tmp_path / "restored" / "none", tmp_path / "x.tar.gz")
+
+
+def test_unpack_refuses_a_member_outside_the_run(tmp_path: Path) -> None:
+    archive = tmp_path / "evil.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        info = tarfile.TarInfo("../outside.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"hi"))
+    with pytest.raises(ConfigError, match="not a run file"):
+        unpack(archive, tmp_path / "dest")
+    assert not (tmp_path / "outside.txt").exists()
+
+
+def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
+                                                           capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    folder = played(tmp_path)
+    rederive = script("rederive")
+    out = tmp_path / "rederived"
+    assert rederive.main([str(folder), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "coin-online: re-derived identically" in printed and "| coin-online | 3 |" in printed
+    report = json.loads((out / "r1" / "endpoints.json").read_text())
+    row = report["endpoints"]["entries"]["coin-online"]
+    stored = json.loads((tmp_path / "runs" / "coin-online" / "summary.json").read_text())
+    assert row["progress"] == stored["paired"]["vs_none"]["deltamem"]["progress"]
+    assert (out / "r1" / "coin-online" / "curve.png").stat().st_size > 0
+    # A log changed after the run no longer matches the summary stored with it.
+    run_dir = tmp_path / "tampered"
+    unpack(folder / "coin-online.tar.gz", run_dir)
+    log = run_dir / "deltamem" / "episodes.jsonl"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    records[0]["score"] = 1.0 - float(records[0]["score"])
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    pack(run_dir, folder / "coin-online.tar.gz")
+    assert rederive.main([str(folder), "--out", str(tmp_path / "again")]) == 1
+    assert "DIFFERS" in capsys.readouterr().out

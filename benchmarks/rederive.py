@@ -1,0 +1,127 @@
+"""Re-derive every table and plot of the registered runs from their committed artifacts.
+
+No episode is played: each ``results/<registration>/<entry>.tar.gz`` (written by
+``benchmarks/agent_success.py --registration``) is unpacked, its summary recomputed from the
+episode logs (``deltamem_bench.report.summarize``: paired bootstrap, exact McNemar, thirds of
+the stream), compared with the summary stored at run time, and its plots and report written
+again; then the registered endpoints are judged over the entries (DeltaMem − none on progress,
+Holm-adjusted; McNemar on success, Holm-adjusted).
+
+Usage:
+    .venv/bin/python benchmarks/rederive.py                      # every registration in results/
+    .venv/bin/python benchmarks/rederive.py results/heldout-1    # one registration
+    .venv/bin/python benchmarks/rederive.py --out runs/rederived --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from deltamem.errors import DeltaMemError
+from deltamem_bench.artifacts import unpack
+from deltamem_bench.registration import REGISTRATION_NAME, load_registration
+from deltamem_bench.report import endpoints, write_report
+
+COMPARED = ("kinds", "paired")
+
+
+def _strip(summary: dict[str, Any]) -> dict[str, Any]:
+    """What must agree between the stored and the re-derived summary (not the run's path)."""
+    kinds = [{k: v for k, v in row.items() if k != "wall_s_per_episode"}
+             for row in summary.get("kinds", [])]
+    return {"kinds": kinds, "paired": summary.get("paired", {})}
+
+
+def rederive(folder: Path, out: Path) -> dict[str, Any]:
+    """Re-derive one registration folder into ``out/<name>``; return its report."""
+    registration = load_registration(folder / REGISTRATION_NAME)
+    summaries: dict[str, dict[str, Any]] = {}
+    checks: dict[str, str] = {}
+    for entry in registration["entries"]:
+        archive = folder / f"{entry['name']}.tar.gz"
+        if not archive.exists():
+            checks[entry["name"]] = "not played yet (no archive)"
+            continue
+        run_dir = out / registration["name"] / entry["name"]
+        with tempfile.TemporaryDirectory() as tmp:
+            unpack(archive, Path(tmp))
+            stored_path = Path(tmp) / "summary.json"
+            stored = json.loads(stored_path.read_text(encoding="utf-8")) \
+                if stored_path.exists() else None
+            config = json.loads((Path(tmp) / "config.json").read_text(encoding="utf-8"))
+            run_dir.mkdir(parents=True, exist_ok=True)
+            unpack(archive, run_dir)
+        played = (config.get("registration") or {}).get("name")
+        if played != registration["name"]:
+            checks[entry["name"]] = f"archive was played for registration {played!r}"
+            continue
+        summary = write_report(run_dir)
+        summaries[entry["name"]] = summary
+        if stored is None:
+            checks[entry["name"]] = "re-derived (no stored summary to compare)"
+        elif _strip(stored) == _strip(summary):
+            checks[entry["name"]] = "re-derived identically"
+        else:
+            checks[entry["name"]] = "DIFFERS from the stored summary"
+    judged = endpoints(summaries)
+    report = {"registration": registration["name"], "checks": checks, "endpoints": judged}
+    target = out / registration["name"] / "endpoints.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    return report
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The endpoints as the table docs/results.md leads with."""
+    lines = [f"Registration `{report['registration']}`: DeltaMem − none (Holm over "
+             f"{len(report['endpoints']['entries'])} entries)", "",
+             "| entry | episodes | DeltaMem − none on progress [95% CI] | Holm p | above zero? "
+             "| McNemar (wins/losses, Holm p) | by thirds |", "|---|---|---|---|---|---|---|"]
+    for name, row in report["endpoints"]["entries"].items():
+        p, m = row["progress"], row["mcnemar"]
+        thirds = ", ".join(f"{t:+.3f}" for t in row.get("progress_by_thirds") or [])
+        lines.append(f"| {name} | {row['episodes']} | {p['mean']:+.3f} [{p['low']:+.3f}, "
+                     f"{p['high']:+.3f}] | {row['primary_p_holm']:.4f} | "
+                     f"{'yes' if row['above_zero'] else 'no'} | {m['a_only']}/{m['b_only']}, "
+                     f"{row['secondary_p_holm']:.4f} | {thirds} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("folders", nargs="*", type=Path,
+                        help="registration folders (default: every one under results/)")
+    parser.add_argument("--results", type=Path, default=Path("results"))
+    parser.add_argument("--out", type=Path, default=Path("runs/rederived"))
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    args = parser.parse_args(argv)
+    folders = args.folders or sorted(p.parent for p in args.results.glob(
+        f"*/{REGISTRATION_NAME}"))
+    reports = []
+    try:
+        for folder in folders:
+            reports.append(rederive(folder, args.out))
+    except DeltaMemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(reports, indent=2))
+    else:
+        for report in reports:
+            print(markdown(report))
+            for name, check in report["checks"].items():
+                print(f"  {name}: {check}")
+            print()
+    if not reports:
+        print(f"no registration under {args.results}")
+    bad = any("DIFFERS" in c for r in reports for c in r["checks"].values())
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

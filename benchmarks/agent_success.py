@@ -13,12 +13,26 @@ Suites:
              DeltaMem ablations on Commonsense; an online run there over 120 episodes (the
              memory starts empty and learns on the evaluation stream; no memory, DeltaMem,
              Synapse, long context). Entries run in this order, each resumable on its own.
+    heldout - the held-out protocol (docs/evaluation-protocol.md): warm and online on
+             TextWorld Commonsense, Coin Collector, ScienceWorld and generated ALFWorld, every
+             arm (DeltaMem with the trace and with the LLM extractor), 40 evaluation episodes
+             each, one ScienceWorld focus rule for every arm. Played through a registration:
+             ``benchmarks/register.py`` first, then ``--registration FILE``.
+    smoke  - one Coin Collector game per arm, to check the whole path in seconds.
     quick  - the subset that fits about half an hour on a 2-core machine: TextWorld Commonsense
              (no memory, DeltaMem, Synapse, long context, and DeltaMem env-only, task-only and
              flat), Coin Collector and four ScienceWorld tasks (no memory, DeltaMem, Synapse,
              long context). AWM and ReasoningBank, which call the model to write, only in full.
 
+``full`` and ``quick`` are the suites docs/results.md reports (their seed-0 test streams are in
+the registry; ScienceWorld with the focus rule of those runs). ``--seed`` draws other streams;
+``--fresh`` only episodes no registered run has evaluated (``results/registry.jsonl``).
+
 Usage:
+    .venv/bin/python benchmarks/register.py --name heldout-1 --suite heldout --seed 1 --fresh
+    .venv/bin/python benchmarks/agent_success.py --registration \
+        results/heldout-1/registration.json --out runs/heldout-1
+    .venv/bin/python benchmarks/rederive.py results/heldout-1
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite --only alfworld-warm

@@ -35,8 +35,10 @@ Metrics per arm (targets from issue 31):
   what the two hooks injected (case and whitespace ignored);
 * **false injections** -- should-not-inject probes that got anything injected;
 * **cross-project injections** -- probes whose injection holds another project's phrase (a
-  lesson phrase of sessions of other repositories that no session of the probe's own repository
-  has), a must-not-contain phrase, or another repository's root path;
+  distinctive lesson phrase of other repositories' sessions that neither the labels nor the
+  transcripts of the probe's own repository contain), a must-not-contain phrase, or another
+  repository's root path; the per-probe rows in the JSON carry the injected text (labelled
+  secrets masked) and what was found;
 * **stale strings injected** -- (probe, stale string) pairs: a string an edit made stale,
   injected anyway;
 * **secrets** -- each labelled secret is looked for (case-insensitive; the whole value, or any

@@ -70,8 +70,8 @@ def timed(samples: list[float], fn: Any, *args: Any) -> Any:
 
 def recall_given(mem: DeltaMem, pairs: Any) -> None:
     """The read path with the query vectors given: scan, chain, render (no embedding)."""
-    mem._recall_tree(pairs[0][0], pairs[0][1], pairs[0][2], 1)
-    mem._recall_tree(pairs[1][0], pairs[1][1], pairs[1][2], 1)
+    mem.reader.tree(pairs[0][0], pairs[0][1], pairs[0][2], 1)
+    mem.reader.tree(pairs[1][0], pairs[1][1], pairs[1][2], 1)
 
 
 def scan_given(mem: DeltaMem, pairs: Any) -> None:

@@ -2,7 +2,7 @@
 
 What is timed, per query, for both trees (query embedding excluded):
 
-* ``recall``  -- the real read path (``DeltaMem._recall_tree``): scan, chain fetch, composition,
+* ``recall``  -- the real read path (``Reader.tree``): scan, chain fetch, composition,
   per-link similarities;
 * ``scan``    -- the store's exact scan alone (int8 index + exact float32 re-scoring, kept in step
   with SQLite);
@@ -121,8 +121,8 @@ def bench(total: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
         insert_s = time.perf_counter() - started
         qs = rng.normal(size=(queries, DIM)).astype(np.float32)
         qs /= np.linalg.norm(qs, axis=1, keepdims=True)
-        mem._recall_tree(Tree.TASK, "warm", qs[0], 1)  # first scan loads the index
-        mem._recall_tree(Tree.ENV, "warm", qs[0], 1)
+        mem.reader.tree(Tree.TASK, "warm", qs[0], 1)  # first scan loads the index
+        mem.reader.tree(Tree.ENV, "warm", qs[0], 1)
         prebuilt = {tree: (np.stack([n[1] for n in naive[tree]]),
                            np.array([n[2] for n in naive[tree]]),
                            np.array([n[3] for n in naive[tree]], dtype=np.int32)) for tree in Tree}
@@ -141,7 +141,7 @@ def bench(total: int, queries: int, rng: np.random.Generator) -> dict[str, Any]:
                 times[name].append((time.perf_counter() - t0) * 1000)
                 answers[name].append(out)
 
-        timed("recall", lambda tree, q: mem._recall_tree(tree, "q", q, 1).best)
+        timed("recall", lambda tree, q: mem.reader.tree(tree, "q", q, 1).recall.best)
         timed("scan", lambda tree, q: store.scan(mem.space, tree, q, penalty=PENALTY)[0])
         timed("f32", lambda tree, q: top_k(*prebuilt[tree], q, penalty=PENALTY)[0])
         timed("blas", lambda tree, q: blas_scan(prebuilt[tree][0], blas_pen[tree], q))

@@ -14,7 +14,7 @@ Per size (nodes split evenly between the two trees, 384-d), in one process:
   ``recall@1`` is how often its best node is the exact scan's best node (same run, same queries);
   ``agree`` how often recall decides the same (accept the same node, or reject both) under the
   default thresholds;
-* ``recall``: the memory's read path (``DeltaMem._recall_tree``: scan, chain fetch, composition)
+* ``recall``: the memory's read path (``Reader.tree``: scan, chain fetch, composition)
   with the default ``Settings.ann_from``, i.e. what a user gets at that size.
 
 Vectors: ``--centres`` cluster centres per tree, every node a noisy copy of one (cosine ~0.8 to
@@ -163,7 +163,7 @@ def bench(total: int, args: argparse.Namespace, rng: np.random.Generator) -> dic
         recaller = DeltaMem(store, _FixedDim(), TraceExtractor(),
                             settings=Settings(tau_task=-1.0, tau_env=-1.0, penalty=PENALTY))
         results["recall_near"] = _timed(
-            lambda tree, q: recaller._recall_tree(tree, "q", q, 1).best, near)
+            lambda tree, q: recaller.reader.tree(tree, "q", q, 1).recall.best, near)
         row["recall_path"] = "ann" if per_tree > Settings().ann_from else "exact"
         recaller.close()
     for name, (samples, _) in results.items():

@@ -117,3 +117,16 @@ def test_a_damaged_registration_is_refused(tmp_path: Path) -> None:
         load_registration(path)
     with pytest.raises(ConfigError, match="cannot read"):
         load_registration(tmp_path / "missing.json")
+
+
+def test_entries_on_one_environment_draw_disjoint_fresh_streams(tmp_path: Path) -> None:
+    """Warm and online on the same environment: each entry evaluates its own episodes."""
+    online = dict(ENTRY)
+    warm = {**ENTRY, "name": "coin-warm", "protocol": "warm", "train_episodes": 2}
+    path = register("both", [online, warm], seed=1, fresh=True,
+                    registry_path=tmp_path / "registry.jsonl", results=tmp_path / "results",
+                    make_env=double)
+    streams = [{(s["task_name"], s["variation"]) for s in e["streams"]["eval"]}
+               for e in load_registration(path)["entries"]]
+    assert len(streams[0]) == len(streams[1]) == 3 and not streams[0] & streams[1]
+    assert len(Registry(tmp_path / "registry.jsonl").episodes()) == 6

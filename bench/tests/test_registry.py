@@ -98,12 +98,15 @@ def test_a_directory_drawn_for_another_stream_is_refused(tmp_path: Path) -> None
 
 def test_committed_registry_holds_the_documented_streams() -> None:
     """The backfilled registry is readable and holds the seed-0 test streams of the documented
-    entries (spot checks the audit re-derived: ScienceWorld's find-plant 271, chemistry-mix 27,
-    Commonsense's first test seed)."""
+    entries (spot checks: the ScienceWorld variations the audit re-derived on its own)."""
     path = Path(__file__).resolve().parents[2] / "results" / "registry.jsonl"
     registry = Registry(path)
-    assert ("scienceworld", "test", "find-plant", 271) in registry
-    assert ("scienceworld", "test", "chemistry-mix", 27) in registry
+    audited = [("find-plant", 271), ("chemistry-mix", 27), ("find-non-living-thing", 247),
+               ("lifespan-longest-lived", 124), ("test-conductivity", 718),
+               # the threshold fixture's test episodes
+               ("lifespan-longest-lived", 94), ("power-component", 16), ("chemistry-mix", 25)]
+    for task, variation in audited:
+        assert ("scienceworld", "test", task, variation) in registry
     assert len(registry.episodes("twx-twc", "test")) >= 120
     assert len(registry.episodes("twx-coin", "test")) >= 120
     assert len(registry.episodes("alfworld-generated", "unseen")) >= 40

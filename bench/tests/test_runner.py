@@ -340,3 +340,19 @@ def test_a_run_from_before_balanced_families_is_not_resumed(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="another configuration .*stream"):
         run_bench(ENV, [], None, out=tmp_path, embedder=HashingEmbedder(), options=options(),
                   env=TwoFamilies())
+
+
+def test_a_run_from_before_the_pins_and_the_focus_rule_resumes(tmp_path: Path) -> None:
+    """A run written before pins were recorded, in an environment without irreversible actions
+    (where the focus rule cannot act), resumes; changed pins are refused."""
+    def play(**extra: Any) -> None:
+        run_bench(ENV, ["none"], FunctionLLM(coin_player), out=tmp_path,
+                  embedder=HashingEmbedder(), options=options(episodes=2), env=CoinRoomDouble(),
+                  extra_config=extra or None)
+
+    play()
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert "focus_guard" not in config["choice"]
+    play(pins={"model": {"sha256": "a"}})
+    with pytest.raises(ConfigError, match="another configuration .*pins"):
+        play(pins={"model": {"sha256": "b"}})

@@ -13,6 +13,8 @@ from real_text import experiences as real_experiences
 from real_text import item as real_item
 
 from deltamem.core.delta import (
+    MAX_MATCH,
+    Budget,
     Edit,
     PatchError,
     Put,
@@ -208,3 +210,42 @@ def test_patch_from_json_names_the_bad_op(raw):
     """Malformed stored patches are reported with their position."""
     with pytest.raises(ValueError, match=r"patch\[0\]"):
         patch_from_json([raw])
+
+
+# -- bounded cost ----------------------------------------------------------------------------
+budgets = st.integers(0, 400)
+
+
+@given(wordy, wordy, budgets)
+def test_the_law_holds_whatever_the_budget(a, b, units):
+    """Past its budget a diff falls back to the linear encoding, and stays exact."""
+    patch = diff(a, b, budget=Budget(units))
+    assert apply(a, patch) == b
+    assert apply(a, patch_from_json(json.loads(json.dumps(patch_to_json(patch))))) == b
+
+
+@given(experiences, experiences, budgets)
+def test_the_law_holds_for_any_experiences_and_budget(a, b, units):
+    assert apply(a, diff(a, b, budget=Budget(units))) == b
+    assert diff(a, a, budget=Budget(units)) == ()  # a duplicate is still a dedup
+
+
+@given(wordy, wordy)
+def test_an_ordinary_diff_is_the_same_under_the_default_budget(a, b):
+    """Small experiences never reach the bounds: the patch is the matcher's own."""
+    assert diff(a, b) == diff(a, b, budget=Budget(10**12))
+
+
+def test_a_crafted_pair_is_diffed_at_a_bounded_cost():
+    """Texts of repeated words make the matcher near-cubic: the budget stops it, and the
+    linear encoding keeps the common prefix and suffix of every item."""
+    a = ("a " * 150)[:299]
+    b = ("a b " * 75)[:299]
+    old = Skill("task", tuple(f"{i} {a}" for i in range(1_000)), "done")
+    new = Skill("task", tuple(f"{i} {b}" for i in range(1_000)), "done")
+    budget = Budget()
+    patch = diff(old, new, budget=budget)
+    assert apply(old, patch) == new
+    assert budget.left >= 0
+    assert all(isinstance(op, Edit | Splice) for op in patch)
+    assert len(a) * len(b) > MAX_MATCH  # each item alone is past the single-comparison bound

@@ -221,3 +221,17 @@ def test_choose_placement_takes_a_dedup_else_the_cheapest_delta_else_a_root(new,
     assert all(compose_chain(c) != new for c in chains)
     assert all(patch_chars(place(new, c).patch) >= patch_chars(placement.patch)
                for c in chains)
+
+
+@given(experiences, st.lists(experiences, min_size=1, max_size=4), st.integers(0, 300))
+def test_a_placement_past_its_budget_still_composes_to_the_new_experience(new, olds, units):
+    """All the diffs of one placement share a bounded budget; the patch stays exact."""
+    from deltamem.core.delta import Budget
+
+    chains = [[root(old, node_id=f"r{i}")] for i, old in enumerate(olds)]
+    placement, index = choose_placement(new, chains, budget=Budget(units))
+    if placement.action is Action.ROOT:
+        assert index is None
+    else:
+        assert index is not None
+        assert compose(compose_chain(chains[index]), [placement.patch]) == new

@@ -404,3 +404,21 @@ def test_a_request_gets_the_project_facts_it_touches_and_a_follow_up_gets_nothin
     assert "whsec_test" not in note
     for follow_up in ("yes, go ahead", "now run the whole suite", "ok commit it"):
         assert prompt_note(mem, root, follow_up) == ""
+
+
+def test_without_a_repository_on_disk_the_session_and_the_memory_say_where_the_root_is(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    base = "/nonexistent-home/dev"  # transcripts from another machine: nothing on disk here
+    deploy = deploy_denied(Path(f"{base}/platform/deploy/k8s"))
+    stop(mem, deploy, tmp_path / "a.jsonl")
+    stop(mem, migration(Path(f"{base}/platform")), tmp_path / "b.jsonl")
+    assert POLICY in start_note(mem, f"{base}/platform/deploy/k8s")
+    assert POLICY in start_note(mem, f"{base}/platform")  # the project owns its subfolders
+    assert "alembic" in start_note(mem, f"{base}/platform/charts/api")
+    assert "alembic" not in start_note(mem, f"{base}/platform/deploy/k8s")
+    for other in (base, f"{base}/platform-docs", f"{base}/platform2"):
+        assert start_note(mem, other) == "", other
+    # pytest's "rootdir:" shows the root of a session started in a subfolder.
+    shop = f"{base}/shop"
+    stop(mem, checkout_fix(Path(shop)).user("thanks"), tmp_path / "c.jsonl", cwd=f"{shop}/shop")
+    assert "`pytest -q` works" in start_note(mem, shop)

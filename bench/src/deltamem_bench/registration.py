@@ -277,6 +277,8 @@ def register(name: str, entries: Sequence[dict[str, Any]], *, seed: int, fresh: 
             raise ConfigError(f"entry {entry['name']!r}: {len(seen)} of its evaluation episodes "
                               f"are in {registry_path} already (e.g. {seen[0]}); register a "
                               "fresh stream (--fresh)")
+        # Why: two entries on one environment (warm and online) draw disjoint fresh streams.
+        registry.reserve(plan.env, eval_specs)
         drawn.append({"name": entry["name"], "env": plan.env, "options": options,
                       "run_options": plan.options.to_dict(), "kinds": plan.kinds,
                       "seen_before": len(seen),

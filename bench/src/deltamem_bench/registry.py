@@ -102,6 +102,11 @@ class Registry:
         """The runs that registered ``key`` (empty when none did)."""
         return [e.run for e in self.entries if e.key == key]
 
+    def reserve(self, env: str, specs: Iterable[EpisodeSpec]) -> None:
+        """Count ``specs`` as registered for the fresh draws of this object, without writing
+        them (a registration draws entry after entry, then writes them all)."""
+        self._keys |= {episode_key(env, s) for s in specs}
+
     def add(self, env: str, specs: Iterable[EpisodeSpec], *, stream_seed: int, run: str) -> int:
         """Append ``specs`` as evaluated by ``run`` (a line already there is not repeated);
         return the number of lines written."""

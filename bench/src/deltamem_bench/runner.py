@@ -320,8 +320,11 @@ def check_config(out: Path, config: dict[str, Any]) -> None:
         defaults = json.loads(json.dumps(asdict(Settings()), default=str))
         old["settings"] = {**{k: v for k, v in defaults.items()
                               if k not in old["settings"]}, **old["settings"]}
+    # Pins were first recorded on 2026-12-04; a run written before has none to compare.
+    unrecorded = {k for k in ("pins",) if k not in old}
     changed = sorted(k for k in set(old) | set(config)
-                     if k not in ("kinds", "episodes") and old.get(k) != config.get(k))
+                     if k not in ("kinds", "episodes", *unrecorded)
+                     and old.get(k) != config.get(k))
     if changed:
         raise ConfigError(f"{out} holds a run with another configuration (changed: "
                           f"{', '.join(changed)}); use a new --out or the same options")
@@ -431,6 +434,10 @@ def run_bench(env_name: str, kinds: Sequence[str], llm: LLM | None, *, out: Path
             # same options; the key makes resuming one of them a changed configuration. A
             # one-family stream is the same either way and carries no key.
             config["stream"] = "families in turn"
+        if not getattr(environment, "irreversible", ()):
+            # Why: the focus rule acts only on irreversible actions; without any, runs written
+            # before the rule existed play the same and resume.
+            config.get("choice", {}).pop("focus_guard", None)
         worlds = getattr(environment, "worlds", None)
         if worlds:
             # Why: ScienceWorld runs written while its episodes shared one JVM played worlds that

@@ -19,6 +19,17 @@ property-tested in ``tests/core/test_delta.py``::
     apply(a, diff(a, b)) == b        for any two experiences a and b
 
 An empty patch means "nothing new": the caller deduplicates instead of writing a node.
+
+**Bounded cost.** :class:`difflib.SequenceMatcher` is superlinear -- near-cubic on texts of
+repeated words -- so an adversarial pair of experiences could take minutes. Every diff therefore
+draws on a :class:`Budget` of matcher work, counted as ``len(a) * len(b)`` per comparison of
+two token or item sequences: a comparison larger than :data:`MAX_MATCH` units, or one the
+budget can no longer pay for, falls back to a linear exact encoding (the common prefix and
+suffix kept, the middle restated). The patch may then be larger than the smallest one, never
+wrong: the law above holds for every input. Ordinary experiences (steps and facts of up to about
+a hundred words, lists of up to a few dozen items) stay far below both bounds and get exactly
+the patches they always got. The work of one diff is at most
+``DIFF_BUDGET * (cost of a unit)`` plus time linear in the sizes of the two experiences.
 """
 
 from __future__ import annotations
@@ -75,39 +86,93 @@ class Put:
 Op: TypeAlias = SetText | Edit | Splice | Put
 Patch: TypeAlias = tuple[Op, ...]
 
+# The largest single comparison the matcher runs, in units of len(a) * len(b): 128 x 128 tokens
+# (a text of about 64 words against another) or items. Larger ones take the linear encoding.
+MAX_MATCH = 128 * 128
+# The matcher work one diff may do, in the same units (placement shares one budget among all
+# the candidates it compares, see core.tree.choose_placement).
+DIFF_BUDGET = 100_000
 
-def diff(old: Experience, new: Experience) -> Patch:
-    """Smallest-effort exact patch from ``old`` to ``new``.
+Opcode: TypeAlias = tuple[str, int, int, int, int]
+
+
+class Budget:
+    """What is left of the matcher work a diff (or a whole placement) may do."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, units: int = DIFF_BUDGET):
+        self.left = units
+
+    def afford(self, a: Sequence[Any], b: Sequence[Any]) -> bool:
+        """Charge a comparison of ``a`` with ``b`` if it is small enough and paid for."""
+        units = len(a) * len(b)
+        if units > MAX_MATCH or units > self.left:
+            return False
+        self.left -= units
+        return True
+
+
+def _opcodes(a: Sequence[Any], b: Sequence[Any], budget: Budget) -> list[Opcode]:
+    """:class:`SequenceMatcher` opcodes from ``a`` to ``b`` when the budget affords them, else
+    the linear encoding: the common prefix and suffix equal, the middle one replacement."""
+    if budget.afford(a, b):
+        return list(SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes())
+    n, m = len(a), len(b)
+    p = 0
+    while p < n and p < m and a[p] == b[p]:
+        p += 1
+    s = 0
+    while s < n - p and s < m - p and a[n - 1 - s] == b[m - 1 - s]:
+        s += 1
+    ops: list[Opcode] = []
+    if p:
+        ops.append(("equal", 0, p, 0, p))
+    if p < n - s or p < m - s:
+        tag = "replace" if p < n - s and p < m - s else ("delete" if p < n - s else "insert")
+        ops.append((tag, p, n - s, p, m - s))
+    if s:
+        ops.append(("equal", n - s, n, m - s, m))
+    return ops
+
+
+def diff(old: Experience, new: Experience, *, budget: Budget | None = None) -> Patch:
+    """Smallest-effort exact patch from ``old`` to ``new``, at a bounded cost.
 
     List fields are diffed with :class:`difflib.SequenceMatcher` over whole items, so an unchanged
-    step costs nothing and a changed step costs one splice.
+    step costs nothing and a changed step costs one splice. ``budget`` (a fresh
+    :data:`DIFF_BUDGET` by default) bounds the matcher work; past it the patch is still exact
+    (see the module docstring).
 
-    Complexity: O(n*m) worst case per list field (difflib), linear for near-identical lists.
+    Complexity: at most ``DIFF_BUDGET`` matcher units plus linear time in the sizes.
     """
     if type(old) is not type(new):
         return (Put(new),)
+    budget = Budget() if budget is None else budget
     ops: list[Op] = []
     for name in old.SCALARS:
         before, after = getattr(old, name), getattr(new, name)
         if before != after:
-            edit = _edit(name, None, before, after)
+            edit = _edit(name, None, before, after, budget)
             ops.append(edit if edit is not None else SetText(name, after))
     for name in old.LISTS:
-        ops.extend(_diff_list(name, getattr(old, name), getattr(new, name)))
+        ops.extend(_diff_list(name, getattr(old, name), getattr(new, name), budget))
     return tuple(ops)
 
 
-def _diff_list(name: str, a: Sequence[str], b: Sequence[str]) -> Iterable[Edit | Splice]:
+def _diff_list(name: str, a: Sequence[str], b: Sequence[str],
+               budget: Budget) -> Iterable[Edit | Splice]:
     if a == b:
         return
-    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+    for tag, i1, i2, j1, j2 in _opcodes(a, b, budget):
         if tag == "equal":
             continue
         if tag == "replace" and i2 - i1 == j2 - j1:
             # Item for item: revise the items that changed by a few words, restate the others.
             for k in range(i2 - i1):
-                edit = _edit(name, i1 + k, a[i1 + k], b[j1 + k])
+                if a[i1 + k] == b[j1 + k]:  # only the linear encoding leaves equal items here
+                    continue
+                edit = _edit(name, i1 + k, a[i1 + k], b[j1 + k], budget)
                 yield edit if edit is not None else Splice(name, i1 + k, i1 + k + 1, (b[j1 + k],))
         else:
             yield Splice(name, i1, i2, tuple(b[j1:j2]))
@@ -120,13 +185,13 @@ def _tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
-def _edit(name: str, index: int | None, before: str, after: str) -> Edit | None:
+def _edit(name: str, index: int | None, before: str, after: str,
+          budget: Budget) -> Edit | None:
     """A word-level edit from ``before`` to ``after``, or None when restating is cheaper."""
     a, b = _tokens(before), _tokens(after)
-    matcher = SequenceMatcher(a=a, b=b, autojunk=False)
     edits = tuple(
         (i1, i2, "".join(b[j1:j2]))
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+        for tag, i1, i2, j1, j2 in _opcodes(a, b, budget)
         if tag != "equal"
     )
     cost = sum(len(text) + 8 for _, _, text in edits)

@@ -15,10 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from deltamem.core.delta import Patch, PatchError, compose, diff, patch_chars
+from deltamem.core.delta import Budget, Patch, PatchError, compose, diff, patch_chars
 from deltamem.core.model import Experience, Node, Outcome, experience_chars
 
 MAX_DEPTH = 5
+# The matcher work one placement may spend on all its candidates together (``core.delta``):
+# ordinary episodes use a small part of it; a crafted one gets exact but larger patches past it.
+PLACEMENT_BUDGET = 300_000
 
 
 class Action(StrEnum):
@@ -62,6 +65,7 @@ def place(
     chain: Sequence[Node],
     *,
     max_depth: int = MAX_DEPTH,
+    budget: Budget | None = None,
 ) -> Placement:
     """Decide where ``new`` goes, given the chain (root first) of the node it matched.
 
@@ -73,13 +77,13 @@ def place(
     if not chain:
         return Placement(Action.ROOT)
     match = chain[-1]
-    patch = diff(compose_chain(chain), new)
+    patch = diff(compose_chain(chain), new, budget=budget)
     if not patch:
         return Placement(Action.DEDUP, anchor=match.id, depth=match.depth)
     if match.depth < max_depth:
         return Placement(Action.DELTA, anchor=match.id, depth=match.depth + 1, patch=patch)
     parent_chain = chain[:-1]
-    sibling_patch = diff(compose_chain(parent_chain), new)
+    sibling_patch = diff(compose_chain(parent_chain), new, budget=budget)
     parent = parent_chain[-1]
     if not sibling_patch:
         return Placement(Action.DEDUP, anchor=parent.id, depth=parent.depth)
@@ -99,6 +103,7 @@ def choose_placement(
     chains: Sequence[Sequence[Node]],
     *,
     max_depth: int = MAX_DEPTH,
+    budget: Budget | None = None,
 ) -> tuple[Placement, int | None]:
     """The cheapest place for ``new`` among the candidate ``chains`` (best match first).
 
@@ -106,10 +111,14 @@ def choose_placement(
     otherwise the delta with the fewest patch characters (the earlier chain on a tie), but only
     if it is cheaper than a root holding ``new`` -- else a new root. Returns the placement and
     the index of the chain it was placed on (None for a root).
+
+    All the diffs share one ``budget`` (:data:`PLACEMENT_BUDGET` by default), so a placement's
+    cost is bounded whatever the experiences: past it, diffs are exact but not minimal.
     """
+    budget = Budget(PLACEMENT_BUDGET) if budget is None else budget
     best: tuple[int, Placement, int] | None = None
     for index, chain in enumerate(chains):
-        placement = place(new, chain, max_depth=max_depth)
+        placement = place(new, chain, max_depth=max_depth, budget=budget)
         if placement.action is Action.DEDUP:
             return placement, index
         cost = patch_chars(placement.patch)

@@ -8,6 +8,8 @@ spec                      embedder
 ``minilm`` (default)      all-MiniLM-L6-v2 (:class:`MiniLMEmbedder`), no torch; runs on
                           ONNX Runtime when installed, else numpy (``minilm:onnx``,
                           ``minilm:numpy`` pick one)
+``minilm:int8``           the same network quantised to int8 weights (ONNX Runtime): faster,
+                          an embedder of its own (``minilm-int8``, own thresholds)
 ``static``                MiniLM distilled to static token vectors (:class:`StaticEmbedder`)
 ``st:<model>``            any sentence-transformers model (needs the ``st`` extra)
 ``hashing[:<dim>]``       feature hashing - TEST DOUBLE ONLY (:class:`HashingEmbedder`)
@@ -24,7 +26,8 @@ from deltamem.embed.sentence_transformers import SentenceTransformerEmbedder
 from deltamem.embed.static import StaticEmbedder
 from deltamem.errors import ConfigError
 
-CHOICES = ("minilm[:onnx|:numpy]", "static", "static-minilm", "st:<model>", "hashing[:<dim>]")
+CHOICES = ("minilm[:onnx|:numpy|:int8]", "static", "static-minilm", "st:<model>",
+           "hashing[:<dim>]")
 
 __all__ = [
     "CHOICES",
@@ -44,7 +47,8 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     """Build the embedder named by ``spec``.
 
     Args:
-        spec: ``"minilm"`` (default; ``"minilm:onnx"`` / ``"minilm:numpy"`` choose the runtime),
+        spec: ``"minilm"`` (default; ``"minilm:onnx"`` / ``"minilm:numpy"`` choose the runtime;
+            ``"minilm:int8"`` is the quantised model, an embedder of its own),
             ``"static"`` / ``"static-minilm"``, ``"st:<model>"`` (a
             sentence-transformers model name or path), or ``"hashing"`` / ``"hashing:<dim>"``.
             ``hashing`` is a deterministic test double with no notion of meaning: use it in
@@ -59,7 +63,7 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     text = spec.strip()
     kind, _, arg = text.partition(":")
     kind = kind.lower()
-    if kind == "minilm" and arg.strip().lower() in ("", "onnx", "numpy"):
+    if kind == "minilm" and arg.strip().lower() in ("", "onnx", "numpy", "int8"):
         return MiniLMEmbedder(runtime=arg.strip().lower() or "auto")
     if kind in ("static", "static-minilm") and not arg:
         return StaticEmbedder()

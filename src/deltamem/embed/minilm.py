@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from deltamem import extras
+from deltamem.config import cache_dir
 from deltamem.embed.base import Vectors
 from deltamem.errors import ConfigError
 
@@ -41,7 +42,7 @@ MODEL_FILES = ("model.safetensors", "config.json", "tokenizer.json", "sentence_b
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 Forward = Callable[[I64, F32], F32]
-RUNTIMES = ("auto", "onnx", "numpy")
+RUNTIMES = ("auto", "onnx", "numpy", "int8")
 
 
 def find_model_dir() -> Path:
@@ -288,6 +289,28 @@ def onnx_forward(model: MiniLMModel) -> Forward:
         return forward
 
 
+_INT8: dict[Path, Forward] = {}
+
+
+def int8_forward(model_dir: Path, cache: Path) -> Forward:
+    """The process-wide forward pass of the dynamically quantised model (built and cached in
+    ``cache`` on first use, see :func:`deltamem.embed.minilm_onnx.int8_model_file`)."""
+    model = load_model(model_dir)  # takes _LOCK itself
+    with _LOCK:
+        forward = _INT8.get(model_dir)
+        if forward is None:
+            import hashlib
+
+            from deltamem.embed.minilm_onnx import OnnxInt8Forward, int8_model_file
+
+            weights = (model_dir / "model.safetensors").resolve()
+            stat = weights.stat()
+            key = hashlib.sha256(f"{weights}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+            path = int8_model_file(model, key.hexdigest(), cache)
+            forward = _INT8[model_dir] = OnnxInt8Forward(path)
+        return forward
+
+
 def onnx_available() -> bool:
     """Whether ONNX Runtime and onnx (the ``onnx`` extra) are installed."""
     return not extras.missing("onnx")
@@ -305,23 +328,34 @@ class MiniLMEmbedder:
     agree to ~1e-7 (tested under 1e-5), so they share the name ``minilm`` and one memory can be
     read and written with either.
 
+    ``runtime="int8"`` (embedder ``minilm:int8``) runs a dynamically quantised copy of the
+    network (int8 weights per channel, built once into ``cache``): faster, but its vectors
+    differ from the float model's (cosine to them ~0.99), so it is another embedder, named
+    ``minilm-int8``, with thresholds of its own (docs/calibration.md); a space written with one
+    refuses the other.
+
     Args:
         model_dir: a folder with the model files; default is the bundled model.
         batch_size: texts per forward pass.
-        runtime: ``"auto"`` (ONNX Runtime when installed, else numpy), ``"onnx"`` or ``"numpy"``.
+        runtime: ``"auto"`` (ONNX Runtime when installed, else numpy), ``"onnx"``, ``"numpy"``
+            or ``"int8"`` (needs the ``onnx`` extra).
+        cache: where the int8 model file is kept (default: ``deltamem.config.cache_dir()``).
     """
 
     name = "minilm"
     dim = 384
 
     def __init__(self, model_dir: Path | str | None = None, batch_size: int = 32,
-                 runtime: str = "auto"):
+                 runtime: str = "auto", cache: Path | str | None = None):
         """Check that the weights exist now (clear error early) but load them on first use."""
         if runtime not in RUNTIMES:
             raise ConfigError(f"unknown MiniLM runtime {runtime!r}; choose one of "
                               f"{', '.join(RUNTIMES)}")
-        if runtime == "onnx":
-            extras.require("onnx", "the MiniLM onnx runtime")
+        if runtime in ("onnx", "int8"):
+            extras.require("onnx", f"the MiniLM {runtime} runtime")
+        if runtime == "int8":
+            self.name = "minilm-int8"
+        self._cache = Path(cache) if cache is not None else None
         self._model_dir = Path(model_dir) if model_dir is not None else find_model_dir()
         self.batch_size = batch_size
         self.runtime = runtime if runtime != "auto" else (
@@ -340,7 +374,10 @@ class MiniLMEmbedder:
             return out
         model = self.model
         ids = model.tokenize([texts[i] for i in keep])
-        forward = onnx_forward(model) if self.runtime == "onnx" else model.forward
+        if self.runtime == "int8":
+            forward = int8_forward(self._model_dir, self._cache or cache_dir())
+        else:
+            forward = onnx_forward(model) if self.runtime == "onnx" else model.forward
         pooled = model.embed_ids(ids, self.batch_size, forward)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out[keep] = pooled / np.maximum(norms, 1e-12)

@@ -16,6 +16,9 @@ Needs the ``onnx`` extra: ``pip install 'deltamem[onnx]'``.
 from __future__ import annotations
 
 import math
+import os
+import tempfile
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -146,6 +149,77 @@ class OnnxForward:
         options.add_external_initializers(
             list(weights), [ort.OrtValue.ortvalue_from_numpy(a) for a in weights.values()])
         self._session = ort.InferenceSession(blob, options, providers=["CPUExecutionProvider"])
+
+    def __call__(self, ids: I64, mask: F32) -> F32:
+        out: F32 = self._session.run(["pooled"], {"ids": ids, "mask": mask})[0]
+        return out
+
+
+# -- the int8 variant (embedder "minilm:int8", name "minilm-int8") -----------------------------
+INT8_FORMAT = 1  # bump when the graph or the quantisation settings change
+
+
+def inline_model(model: MiniLMModel) -> Any:
+    """The float32 graph of :func:`build_graph` with its weights stored inside (an
+    ``onnx.ModelProto``), as ONNX Runtime's quantiser needs it."""
+    import onnx
+    from onnx import numpy_helper
+
+    blob, weights = build_graph(model)
+    proto = onnx.load_from_string(blob)
+    inits = proto.graph.initializer
+    for i, tensor in enumerate(list(inits)):
+        if tensor.name in weights:
+            inits[i].CopyFrom(numpy_helper.from_array(weights[tensor.name], tensor.name))
+    return proto
+
+
+def int8_model_file(model: MiniLMModel, weights_key: str, cache: Path) -> Path:
+    """The dynamically quantised model file in ``cache``, written on first use.
+
+    Weights of every MatMul are int8 per output channel; activations are quantised per call
+    (ONNX Runtime's dynamic quantisation). The file is keyed by the weights' sha256, the format
+    and ONNX Runtime's version, and written to a temporary name first, so a half-written file is
+    never loaded. ``weights_key`` names the float weights (it changes when they do)."""
+    import logging
+
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    key = f"{weights_key[:16]}-v{INT8_FORMAT}-ort{onnxruntime.__version__}"
+    path = cache / f"minilm-int8-{key}.onnx"
+    if path.is_file():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=".minilm-int8-", suffix=".onnx", dir=cache)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    root = logging.getLogger()  # the quantiser advises pre-processing on the root logger
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        quantize_dynamic(inline_model(model), tmp, per_channel=True,
+                         weight_type=QuantType.QInt8, op_types_to_quantize=["MatMul"])
+        os.replace(tmp, path)
+    finally:
+        root.setLevel(level)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+class OnnxInt8Forward:
+    """:class:`OnnxForward` on the int8 model file (see :func:`int8_model_file`)."""
+
+    def __init__(self, path: Path, threads: int = 0):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = ort.InferenceSession(str(path), options,
+                                             providers=["CPUExecutionProvider"])
 
     def __call__(self, ids: I64, mask: F32) -> F32:
         out: F32 = self._session.run(["pooled"], {"ids": ids, "mask": mask})[0]

@@ -245,12 +245,23 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
         return None  # the agent already handed this turn to the memory itself
     messages = [m for m in transcript.messages
                 if not any(_memory_call(c) for c in m.get("tool_calls") or [])]
-    coding = CodingMemory.for_directory(mem, cwd or transcript.cwd,
+    coding = CodingMemory.for_directory(mem, cwd or transcript.cwd, hints=_texts(messages),
                                         scope=scope or config.scope(),
                                         extractor=extractor or CodingExtractor())
     results = coding.learn_session(messages, verdict=_verdict(turn),
                                    meta={"source": "hook", **dict(meta or {})})
     return results[-1] if results else None
+
+
+def _texts(messages: list[Message]) -> list[str]:
+    """The tool calls' arguments and results of a session (where its root may show)."""
+    out = []
+    for m in messages:
+        if m.get("role") == "tool":
+            out.append(str(m.get("content") or ""))
+        for c in m.get("tool_calls") or []:
+            out.append(json.dumps((c.get("function") or {}).get("arguments"), default=str))
+    return out
 
 
 def context_output(event: str, context: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.core.tree import compose_chain
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
@@ -149,6 +149,53 @@ def relevant_facts(facts: Sequence[str], request: str, limit: int = 3) -> list[s
     return hits[:limit]
 
 
+_ROOT_HINTS = (
+    re.compile(r"\brootdir: (/[^\s,]+)"),  # pytest
+    re.compile(r"(/[\w.@+-]+(?:/[\w.@+-]+)*)/(?:\.git|pyproject\.toml|setup\.py|setup\.cfg|"
+               r"package\.json|go\.mod|Cargo\.toml|Gemfile|pom\.xml|build\.gradle|"
+               r"composer\.json|uv\.lock|poetry\.lock|pnpm-workspace\.yaml|\.gitignore)\b"),
+)
+
+
+def root_hints(texts: Sequence[str]) -> list[str]:
+    """Folders a session's texts show as a repository root: pytest's ``rootdir:``, the folder
+    of a ``.git``, ``pyproject.toml``, ``package.json``, ``go.mod`` and the like."""
+    found: list[str] = []
+    for text in texts:
+        for pattern in _ROOT_HINTS:
+            found += [signature_of(f"at {m}") for m in pattern.findall(text)]
+    return list(dict.fromkeys(f for f in found if f))
+
+
+def git_root(start: str) -> str | None:
+    """The repository root on disk above ``start`` (a folder holding ``.git``), else None."""
+    root = project_root(start)
+    try:
+        return str(root) if (root / ".git").exists() else None
+    except OSError:
+        return None
+
+
+def known_projects(mem: DeltaMem) -> set[str]:
+    """The project roots the memory holds knowledge for."""
+    return {sig for n in mem.nodes(Tree.ENV) if (sig := signature_of(n.key))}
+
+
+def _within(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def resolve_root(start: str, known: set[str] | frozenset[str], hints: Sequence[str] = ()) -> str:
+    """The project root of ``start`` when no repository is on disk to ask: the shallowest
+    folder the session itself shows as a root (``hints``), else the nearest folder the memory
+    already knows as a project, else ``start`` itself."""
+    shown = [h for h in hints if _within(start, h)]
+    if shown:
+        return min(shown, key=len)
+    above = [k for k in known if _within(start, k)]
+    return max(above, key=len) if above else start
+
+
 @dataclass
 class CodingMemory:
     """A memory seen from one project (see the module docstring).
@@ -171,10 +218,23 @@ class CodingMemory:
         if self.scope not in SCOPES:
             raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         self.root = signature_of(f"at {self.root}") or self.root
+        self.family: frozenset[str] = frozenset({self.root})
 
     @classmethod
-    def for_directory(cls, mem: DeltaMem, cwd: str | Path, **kwargs: Any) -> CodingMemory:
-        return cls(mem, str(project_root(cwd or Path.cwd())), **kwargs)
+    def for_directory(cls, mem: DeltaMem, cwd: str | Path, *, hints: Sequence[str] = (),
+                      **kwargs: Any) -> CodingMemory:
+        """The memory of the project ``cwd`` belongs to (see :func:`resolve_root`); ``hints``
+        are texts of the session (tool calls and outputs) that may name the root."""
+        start = signature_of(f"at {Path(cwd or Path.cwd()).absolute()}")
+        on_disk = git_root(start)
+        known = known_projects(mem)
+        root = on_disk or resolve_root(start, known, root_hints(hints))
+        made = cls(mem, root, **kwargs)
+        if on_disk is None and root in known:
+            # No repository to look at: a folder known as a project owns what earlier sessions
+            # learned in its subfolders (each of which then looked like a project of its own).
+            made.family = frozenset(k for k in known if _within(k, root))
+        return made
 
     @property
     def scene(self) -> str:
@@ -186,17 +246,19 @@ class CodingMemory:
 
     # -- reading ---------------------------------------------------------------------------
     def knowledge(self) -> Knowledge | None:
-        """This project's knowledge (exactly this root's), or None."""
-        recalled = self.mem.recall("", self.scene, top_k=CANDIDATES)
-        for candidate in recalled.env.candidates:
-            if candidate.score < recalled.env.threshold:
-                break
-            node = self.mem.get(candidate.id)
-            if signature_of(node.key) != self.root:
-                continue
-            composed = compose_chain(self.mem.chain(candidate.id))
-            return composed if isinstance(composed, Knowledge) else None
-        return None
+        """This project's knowledge: the latest knowledge node of exactly this root (and of the
+        subfolders it owns, see :meth:`for_directory`), or None."""
+        newest: dict[str, tuple[float, str]] = {}
+        for node in self.mem.nodes(Tree.ENV):
+            sig = signature_of(node.key)
+            if sig in self.family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
+                newest[sig] = (node.created_at, node.id)
+        facts: list[str] = []
+        for sig in sorted(newest, key=lambda k: (k != self.root, k)):
+            composed = compose_chain(self.mem.chain(newest[sig][1]))
+            if isinstance(composed, Knowledge):
+                facts += [f for f in composed.facts if f not in facts]
+        return Knowledge(self.scene, tuple(facts)) if newest else None
 
     def experience_for(self, request: str) -> tuple[Experience, bool] | None:
         """The skill or lesson recalled for ``request`` within the scope, with whether it was
@@ -211,7 +273,7 @@ class CodingMemory:
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}
             composed = compose_chain(self.mem.chain(candidate.id))
-            if meta.get("project") == self.root:
+            if meta.get("project") in self.family:
                 return composed, True
             if self.scope == "project" or (self.scope == "user" and meta.get("user") != self.user):
                 continue

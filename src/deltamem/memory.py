@@ -22,7 +22,7 @@ import numpy as np
 
 from deltamem import jsonsafe, reports, transfer
 from deltamem.config import Settings
-from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
+from deltamem.core.knowledge import latest_first, same_layout_first
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -70,6 +70,7 @@ from deltamem.results import (
     cosine,
     node_row,
 )
+from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
@@ -97,12 +98,16 @@ class DeltaMem:
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
-                 space: str = "default", settings: Settings | None = None, create: bool = True):
+                 space: str = "default", settings: Settings | None = None, create: bool = True,
+                 scene: str | Scene | None = None):
         self.store = store
         self.embedder = embedder
         self.extractor = extractor
         self.space = space
         self.settings = settings or Settings.from_env()
+        # The scene plug-in (``deltamem.scenes``): given, else the extractor's, else the settings'.
+        self.scene: Scene = make_scene(scene if scene is not None else
+                                       getattr(extractor, "scene", None) or self.settings.scene)
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
         self._exists = space_info(store, space) is not None
@@ -133,6 +138,7 @@ class DeltaMem:
         llm: Any = None,
         settings: Settings | None = None,
         create: bool = True,
+        scene: str | Scene | None = None,
     ) -> DeltaMem:
         """Open the memory at ``db``, creating the database and the space unless ``create=False``.
 
@@ -144,6 +150,9 @@ class DeltaMem:
             llm: an LLM object or spec (``"local"``, ``"openai"``) for the ``llm`` extractor.
             settings: thresholds and constants; defaults come from ``Settings.from_env()``.
             create: create a missing database or space; with False, they must exist.
+            scene: the scene plug-in, ``"text-games"`` (the default, from ``Settings.scene``),
+                ``"coding"``, ``"plain"`` or a :class:`~deltamem.scenes.Scene`; it gives scenes
+                their identity and, to the ``trace`` extractor, their facts.
 
         Raises:
             SpaceNotFound: ``create=False`` and the database or the space does not exist.
@@ -153,11 +162,13 @@ class DeltaMem:
         settings = settings or Settings.from_env()
         if not isinstance(embedder, Embedder):
             embedder = make_embedder(embedder or settings.embedder)
+        resolved = make_scene(scene if scene is not None else settings.scene)
         if isinstance(extractor, str):
-            extractor = make_extractor(extractor, llm=llm)
+            extractor = make_extractor(extractor, llm=llm, scene=resolved)
         store = open_store(str(db), create=create)
         try:
-            return cls(store, embedder, extractor, space=space, settings=settings, create=create)
+            return cls(store, embedder, extractor, space=space, settings=settings, create=create,
+                       scene=resolved)
         except BaseException:
             store.close()
             raise
@@ -254,7 +265,7 @@ class DeltaMem:
             ranked = self._same_scene(tree, key, found, limit=max(k, 1))
         else:
             ranked = self._started_here(self._task_ranked(query, max(k, 1)),
-                                        layout_signature(scene))
+                                        self.scene.signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
         if result.best is None or result.best.score < threshold:
@@ -344,14 +355,14 @@ class DeltaMem:
         reorders within such runs), instead of fetching every candidate."""
         if tree is Tree.TASK:
             return found
-        layout = layout_signature(key)
+        layout = self.scene.signature(key)
         kept: list[Candidate] = []
         created: dict[str, float] = {}
         for candidate in found:
             if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
                 break
             node = self.store.get_node(self.space, candidate.id)
-            if node is not None and layout_signature(node.key) == layout:
+            if node is not None and self.scene.signature(node.key) == layout:
                 kept.append(candidate)
                 created[candidate.id] = node.created_at
         return latest_first(kept, created)
@@ -474,7 +485,8 @@ class DeltaMem:
         base = growth_chain(recall.chain, max_depth=self.settings.max_depth)
         chain = tuple(compose_chain(base[: i + 1]) for i in range(len(base)))
         extraction = self.extractor.extract(
-            ExtractRequest(episode, recall.tree, chain[-1] if chain else None, chain)
+            ExtractRequest(episode, recall.tree, chain[-1] if chain else None, chain,
+                           scene=self.scene)
         )
         usage.add(extraction.usage)
         return extraction
@@ -540,8 +552,8 @@ class DeltaMem:
             content=experience if is_root else None,
             patch=None if is_root else placement.patch,
             episode_id=episode_id, created_at=time.time(),
-            meta={"trace": trace_signature(episode, tree), **_layout_meta(tree, episode.env),
-                  **_user_meta(episode)},
+            meta={"trace": trace_signature(episode, tree),
+                  **_layout_meta(tree, episode.env, self.scene), **_user_meta(episode)},
         )
 
     def _zero(self) -> Vector:
@@ -800,9 +812,9 @@ def trace_signature(episode: Episode, tree: Tree) -> str:
     return h.hexdigest()
 
 
-def _layout_meta(tree: Tree, env: str) -> dict[str, Any]:
+def _layout_meta(tree: Tree, env: str, scene: Scene) -> dict[str, Any]:
     """A skill remembers the layout of the scene it was learned in (see ``_started_here``)."""
-    layout = layout_signature(env) if tree is Tree.TASK else ""
+    layout = scene.signature(env) if tree is Tree.TASK else ""
     return {"layout": layout} if layout else {}
 
 

@@ -95,6 +95,10 @@ class DeltaMem:
     write (in that write's transaction), and reads before it see an empty memory; with
     ``create=False`` it must exist already (``SpaceNotFound`` otherwise), so that a reader's typo
     never creates anything.
+
+    ``scene`` is the scene plug-in (``deltamem.scenes``: a name or a ``Scene``) that gives scenes
+    their identity; when it is not given, the extractor's own scene is used if it has one, else
+    ``settings.scene`` (``"text-games"`` by default).
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,

@@ -33,7 +33,7 @@ from deltamem.core.model import (
     experience_chars,
 )
 from deltamem.core.render import Style, estimate_tokens, render_context
-from deltamem.core.scoring import penalised
+from deltamem.core.scoring import accepts, penalised
 from deltamem.core.tree import (
     Action,
     Placement,
@@ -272,7 +272,7 @@ class DeltaMem:
                                         self.scene.signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
-        if result.best is None or result.best.score < threshold:
+        if result.best is None or not accepts(result.best.score, threshold):
             return result
         result.chain = self.store.chain(self.space, result.best.id)
         if not result.chain:  # deleted by another writer since the scan: nothing matched
@@ -542,7 +542,7 @@ class DeltaMem:
         threshold = self.settings.threshold(tree.value)
         found = self._scan(tree, query, POOL)
         chains = [self.store.chain(self.space, c.id)
-                  for c in self._same_scene(tree, key, found) if c.score >= threshold]
+                  for c in self._same_scene(tree, key, found) if accepts(c.score, threshold)]
         placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)
         return (chains[index] if index is not None else []), placement
 

@@ -20,6 +20,7 @@ from deltamem.core.model import (
 from deltamem.core.tree import (
     Action,
     Evidence,
+    Placement,
     chain_evidence,
     check_forest,
     choose_placement,
@@ -27,7 +28,6 @@ from deltamem.core.tree import (
     consolidation_meta,
     discredited,
     due_for_consolidation,
-    Placement,
     growth_chain,
     place,
     success_prefix,

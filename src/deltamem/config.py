@@ -48,8 +48,6 @@ class Settings:
         style: prompt rendering, ``composed`` or ``patches``.
         scene: the scene plug-in (``deltamem.scenes``): ``text-games`` (rooms, exits and doors of
             TextWorld, ScienceWorld and ALFWorld; the default), ``coding`` or ``plain``.
-        flat: store every episode as a root (no deltas, no dedup): the "flat memory" ablation
-            that shows what the residual trees add.
         embed_cache: embeddings of recent texts kept per memory, so a repeated task or scene is
             not embedded again (0 turns the cache off).
         embed_threads: BLAS threads one embedding call may use (0: the BLAS library's default).
@@ -72,7 +70,6 @@ class Settings:
     embedder: str = DEFAULT_EMBEDDER
     style: str = "composed"
     scene: str = DEFAULT_SCENE
-    flat: bool = False
     embed_cache: int = 4096
     embed_threads: int = 1
     ann_from: int = 400_000

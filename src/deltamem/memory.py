@@ -37,6 +37,7 @@ from deltamem.core.scoring import accepts, penalised
 from deltamem.core.tree import (
     Action,
     Placement,
+    Placer,
     choose_placement,
     compose_chain,
     consolidation_meta,
@@ -99,6 +100,9 @@ class DeltaMem:
     ``scene`` is the scene plug-in (``deltamem.scenes``: a name or a ``Scene``) that gives scenes
     their identity; when it is not given, the extractor's own scene is used if it has one, else
     ``settings.scene`` (``"text-games"`` by default).
+
+    ``placer`` is the placement rule writes follow (``core.tree.choose_placement``); an
+    experiment may swap it, e.g. the benchmark's flat ablation stores every episode as a root.
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
@@ -112,6 +116,7 @@ class DeltaMem:
         # The scene plug-in (``deltamem.scenes``): given, else the extractor's, else the settings'.
         self.scene: Scene = make_scene(scene if scene is not None else
                                        getattr(extractor, "scene", None) or self.settings.scene)
+        self.placer: Placer = choose_placement
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
         self._exists = space_info(store, space) is not None
@@ -537,13 +542,13 @@ class DeltaMem:
         Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
         environment tree, only scenes of the same layout), best first.
         """
-        if self.settings.flat or not key.strip() or query is None:
+        if not key.strip() or query is None:
             return [], Placement(Action.ROOT)
         threshold = self.settings.threshold(tree.value)
         found = self._scan(tree, query, POOL)
         chains = [self.store.chain(self.space, c.id)
                   for c in self._same_scene(tree, key, found) if accepts(c.score, threshold)]
-        placement, index = choose_placement(experience, chains, max_depth=self.settings.max_depth)
+        placement, index = self.placer(experience, chains, max_depth=self.settings.max_depth)
         return (chains[index] if index is not None else []), placement
 
     def _new_node(self, tree: Tree, key: str, outcome: Outcome, placement: Placement,

@@ -69,3 +69,28 @@ def test_facts_read_rooms_exits_doors_and_placements():
     assert facts == ("North of the kitchen: the laundry room (through the wood door)",
                      "pot: in the sink")
     assert contradictions(facts) == []
+
+
+def test_the_games_own_noise_phrases_live_in_the_text_game_scene():
+    """ScienceWorld's "No known action matches" and "You decide to wait" are the text-game
+    scene's noise; the generic rules (every other scene) know only domain-free phrasing."""
+    from deltamem.extract.trace import TraceExtractor
+    from deltamem.scenes.plain import Plain
+    from deltamem.scenes.text import GENERIC, noise_of
+
+    games = noise_of(TextGames())
+    assert games.rejected("No known action matches that input.")
+    assert games.says_nothing("You decide to wait for 1 iterations.")
+    assert games.rejected("I don't understand that.") and GENERIC.rejected("I don't understand.")
+    assert not GENERIC.rejected("No known action matches that input.")
+    assert not GENERIC.says_nothing("You decide to wait for 1 iterations.")
+    assert noise_of(Plain()) is GENERIC and noise_of(object()) is GENERIC
+
+    episode = Episode(task="boil water", env="a lab", success=True, steps=(
+        Step("boil", "No known action matches that input."), Step("activate stove",
+                                                                   "The stove is now on.")))
+    assert TraceExtractor().skill(episode).steps == ("activate stove",)
+    assert TraceExtractor(scene=Plain()).skill(episode).steps == ("boil", "activate stove")
+    lost = Episode(task="boil water", env="a lab", success=False, steps=episode.steps)
+    assert TraceExtractor().lesson(lost).failed == (
+        'boil (step 1) -> "No known action matches that input."',)

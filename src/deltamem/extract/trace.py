@@ -2,10 +2,11 @@
 
 Rules (deterministic, documented in docs/extractors.md):
 
-* **Noise.** A step is *rejected* when its observation is an invalid-action reply ("No known
-  action matches…", "I don't understand"), a *no-op* when the reply says nothing changed
-  ("Nothing happens.", "The door is already open."), and a *repeat* when it has the same action
-  and the same observation as the step kept just before it.
+* **Noise.** A step is *rejected* when its observation is an invalid-action reply ("I don't
+  understand", "Invalid action"), a *no-op* when the reply says nothing changed ("Nothing
+  happens.", "The door is already open."), and a *repeat* when it has the same action and the
+  same observation as the step kept just before it. The scene plug-in may add its domain's
+  phrases (``scenes.text.Noise``; the text-game scene adds its games' own).
 * Task tree, successful episode -> ``Skill``: activation = the task text; steps = the actions in
   order without rejected steps, repeats (a ``look around`` loop becomes one ``look around``)
   and mistakes (a step that lowered the score, ``Step.reward < 0``: an agent's own win may put
@@ -53,11 +54,13 @@ from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Step, Tree
 from deltamem.extract.base import Extraction, ExtractRequest
 from deltamem.scenes.base import Scene
 from deltamem.scenes.text import (
+    Noise,
     clean,
     earned_nothing,
     first_sentence,
     flat,
     lowered_score,
+    noise_of,
     rejected,
     says_nothing,
 )
@@ -69,20 +72,22 @@ __all__ = ["TraceExtractor", "clean", "earned_nothing", "first_sentence", "lower
 _flat = flat
 _ERROR = re.compile(
     r"\b(errors?|fail(?:s|ed|ure)?|fatal|forbidden|denied|refused|rejected|not allowed|"
-    r"not permitted|cannot|can'?t|could ?n[o']t|unable|invalid|no known action|not found|"
+    r"not permitted|cannot|can'?t|could ?n[o']t|unable|invalid|not found|"
     r"no such|exception|traceback|timed out|timeout|nothing happens|don'?t understand)\b",
     re.IGNORECASE,
 )
 _DEFAULT_SCENE = TextGames()
+_DEFAULT_NOISE = noise_of(_DEFAULT_SCENE)
 
 
-def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
-    """The steps (1-based index, step) left after dropping rejected steps, repeats and
-    mistakes: a step that lowered the score (``Step.reward < 0``) is no part of a procedure,
-    even in an episode that was won in the end."""
+def useful_steps(steps: tuple[Step, ...],
+                 noise: Noise = _DEFAULT_NOISE) -> list[tuple[int, Step]]:
+    """The steps (1-based index, step) left after dropping rejected steps (by ``noise``),
+    repeats and mistakes: a step that lowered the score (``Step.reward < 0``) is no part of a
+    procedure, even in an episode that was won in the end."""
     kept: list[tuple[int, Step]] = []
     for i, step in enumerate(steps, 1):
-        if rejected(step.observation) or lowered_score(step):
+        if noise.rejected(step.observation) or lowered_score(step):
             continue
         if kept and _same(kept[-1][1], step):
             continue
@@ -91,7 +96,8 @@ def useful_steps(steps: tuple[Step, ...]) -> list[tuple[int, Step]]:
 
 
 def without_detours(kept: list[tuple[int, Step]], start: str = "",
-                    place: Callable[[str], str] = _DEFAULT_SCENE.place) -> list[tuple[int, Step]]:
+                    place: Callable[[str], str] = _DEFAULT_SCENE.place,
+                    noise: Noise = _DEFAULT_NOISE) -> list[tuple[int, Step]]:
     """``kept`` (from :func:`useful_steps`) without the detours: pairs of consecutive steps
     that left the world as the agent found it.
 
@@ -115,7 +121,8 @@ def without_detours(kept: list[tuple[int, Step]], start: str = "",
         room = place(seen)
         retraced = (room and seen == stack[-1][3] and stack[-1][2] not in ("", room)) \
             if stack else False
-        if stack and position < len(kept) - 1 and (retraced or _undoes(stack[-1][1], step)):
+        if stack and position < len(kept) - 1 and (retraced or _undoes(stack[-1][1], step,
+                                                                       noise)):
             stack.pop()
         else:
             stack.append((index, step, room, current))
@@ -123,11 +130,11 @@ def without_detours(kept: list[tuple[int, Step]], start: str = "",
     return [(index, step) for index, step, _, _ in stack]
 
 
-def _undoes(first: Step, second: Step) -> bool:
+def _undoes(first: Step, second: Step, noise: Noise) -> bool:
     """Whether ``second`` closes what ``first`` opened or opens what it closed (``open X`` /
     ``close X``), neither reply a no-op. Only opening and closing: switching a device off is
     no undo (ScienceWorld's sink runs for the step it is on)."""
-    if says_nothing(first.observation) or says_nothing(second.observation):
+    if noise.says_nothing(first.observation) or noise.says_nothing(second.observation):
         return False
     a, b = _flat(first.action).lower(), _flat(second.action).lower()
     return any(a.startswith(x + " ") and b.startswith(y + " ") and a[len(x):] == b[len(y):]
@@ -167,7 +174,7 @@ class TraceExtractor:
         if episode.success:
             return Extraction(self.skill(episode, scene=scene))
         matched = request.matched if isinstance(request.matched, Skill) else None
-        return Extraction(self.lesson(episode, matched))
+        return Extraction(self.lesson(episode, matched, scene=scene))
 
     def compile(self, tree: Tree, composed: Skill | Knowledge | Lesson) -> Extraction:
         """The exact composition is already self-contained; nothing to generalise."""
@@ -178,27 +185,33 @@ class TraceExtractor:
 
     def skill(self, episode: Episode, *, scene: Scene | None = None) -> Skill:
         last = episode.steps[-1].observation if episode.steps else ""
+        scene = self._scene(scene)
+        noise = noise_of(scene)
         return Skill(
             activation=clean(episode.task, self.max_chars),
             steps=tuple(clean(s.action, self.max_chars) for _, s in
-                        without_detours(useful_steps(episode.steps), episode.env,
-                                        self._scene(scene).place)),
+                        without_detours(useful_steps(episode.steps, noise), episode.env,
+                                        scene.place, noise)),
             termination=clean(last, self.max_chars),
         )
 
-    def lesson(self, episode: Episode, matched: Skill | None = None) -> Lesson:
+    def lesson(self, episode: Episode, matched: Skill | None = None, *,
+               scene: Scene | None = None) -> Lesson:
         """The failure record: failing steps with their error text, what worked, what not.
 
-        A step fails when its reply reads as an error or when it lowered the score
-        (``Step.reward < 0``: "You put the hiking boots in the umbrella stand." reads as fine,
-        and undid a point); without either, the last step is blamed."""
+        A step fails when its reply reads as an error or a rejection (the scene's noise rules),
+        or when it lowered the score (``Step.reward < 0``: "You put the hiking boots in the
+        umbrella stand." reads as fine, and undid a point); without either, the last step is
+        blamed."""
         steps = episode.steps
+        noise = noise_of(self._scene(scene))
         errors = [i for i, s in enumerate(steps, 1)
-                  if _ERROR.search(s.observation) or lowered_score(s)]
+                  if _ERROR.search(s.observation) or noise.rejected(s.observation)
+                  or lowered_score(s)]
         if not errors and steps:
             errors = [len(steps)]
         failed = tuple(self._quote(i, steps[i - 1]) for i in errors)
-        worked_steps = [s for i, s in useful_steps(steps)
+        worked_steps = [s for i, s in useful_steps(steps, noise)
                         if i not in errors and not earned_nothing(s)]
         worked = tuple(dict.fromkeys(clean(s.action, self.max_chars) for s in worked_steps))
         played = {clean(s.action, self.max_chars) for s in steps}

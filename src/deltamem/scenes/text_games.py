@@ -25,7 +25,9 @@ Facts (:meth:`TextGames.facts`), statements ``"<subject>: <statement>"`` (``core
 - movement replies only update the current room; replies about the agent itself (focus,
   inventory, waiting) give nothing;
 - any other informative reply gives ``<action> [in the <room>]: <reply>`` (what an object does);
-- rejected and no-op replies, and observations repeated word for word, give nothing.
+- rejected and no-op replies (:data:`NOISE`: the generic phrases plus ScienceWorld's "No known
+  action matches", Inform's "That's not a verb I recognise" and "You decide to wait"), and
+  observations repeated word for word, give nothing.
 
 Trigger (:meth:`TextGames.trigger`): the scene text's first sentence.
 """
@@ -39,12 +41,12 @@ from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode
 from deltamem.scenes.text import (
     SENTENCE_END,
+    Noise,
     clean,
     earned_nothing,
     first_sentence,
     flat,
     lowered_score,
-    says_nothing,
 )
 
 # -- scene layouts ---------------------------------------------------------------------------
@@ -126,10 +128,17 @@ _TW_STATE = re.compile(r",? that (?:is|has) (.+)$", re.IGNORECASE)
 _SW_DOOR = re.compile(r"^a door to (?:the )?(.+?) \(that is (\w+)\)$", re.IGNORECASE)
 
 
+# The games' own ways of saying a step did not happen or changed nothing (the generic phrases of
+# ``scenes.text`` are always included).
+NOISE = Noise(rejected=(r"no known action matches", r"that'?s not a verb"),
+              no_op=(r"you decide to wait",))
+
+
 class TextGames:
     """The text-game scene (see the module docstring); stateless, so one instance is shared."""
 
     name = "text-games"
+    noise = NOISE
 
     def signature(self, scene: str) -> str:
         return layout_signature(scene)
@@ -146,7 +155,7 @@ class TextGames:
         seen: set[str] = set()
         for step in episode.steps:
             observation = step.observation.strip()
-            if says_nothing(observation) or observation in seen:
+            if self.noise.says_nothing(observation) or observation in seen:
                 continue  # a repeated identical observation says nothing new
             seen.add(observation)
             moved = _MOVED.match(flat(observation))

@@ -143,3 +143,13 @@ def test_cli_scene_option(tmp_path):
     assert bad.returncode != 0
     assert "scene must be one of" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_plug_in_is_found_by_its_name_when_its_class_is_named_otherwise(monkeypatch):
+    import deltamem.scenes as scenes
+
+    monkeypatch.setitem(scenes._SCENES, "plain", ("deltamem.scenes.plain", "Renamed"))
+    assert isinstance(make_scene("plain"), Plain)
+    monkeypatch.setitem(scenes._SCENES, "plain", ("deltamem.scenes.text", "Plain"))
+    with pytest.raises(ConfigError, match="no Scene plug-in named 'plain'"):
+        make_scene("plain")

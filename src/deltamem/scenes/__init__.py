@@ -22,7 +22,7 @@ DEFAULT_SCENE = "text-games"
 # name -> (module, class)
 _SCENES: dict[str, tuple[str, str]] = {
     "text-games": ("deltamem.scenes.text_games", "TextGames"),
-    "coding": ("deltamem.scenes.coding", "Coding"),
+    "coding": ("deltamem.scenes.coding", "CodingScene"),
     "plain": ("deltamem.scenes.plain", "Plain"),
 }
 
@@ -51,9 +51,13 @@ def make_scene(scene: str | Scene | None = None) -> Scene:
             raise
         raise ConfigError(f"the {key!r} scene is not available in this installation "
                           f"({module_name} is missing)") from exc
-    made = getattr(module, class_name)()
-    if not isinstance(made, Scene):  # pragma: no cover - a broken plug-in
-        raise ConfigError(f"{module_name}.{class_name} does not implement the Scene protocol")
+    cls = getattr(module, class_name, None)
+    if cls is None:  # the plug-in's class under another name: the one that calls itself ``key``
+        cls = next((v for v in vars(module).values() if isinstance(v, type)
+                    and v.__module__ == module_name and getattr(v, "name", None) == key), None)
+    made = cls() if cls is not None else None
+    if not isinstance(made, Scene):
+        raise ConfigError(f"{module_name} has no Scene plug-in named {key!r}")
     return made
 
 

@@ -41,6 +41,8 @@ PLACES: dict[str, str] = {
     "deltamem.client": "faces",
     "deltamem.skills": "faces",
     "deltamem.worker": "faces",
+    "deltamem.cli_output": "faces",  # (modules other branches add, placed ahead of the merge)
+    "deltamem.cli_privacy": "faces",
     "deltamem.memory": "engine",
     "deltamem.engine": "engine",
     "deltamem.aio": "engine",
@@ -59,6 +61,8 @@ PLACES: dict[str, str] = {
     "deltamem.transfer": "adapters",
     "deltamem.config": "adapters",
     "deltamem.testing": "adapters",
+    "deltamem.redact": "adapters",
+    "deltamem.scrub": "adapters",
     "deltamem.core": "core",
     "deltamem.errors": "ground",
     "deltamem.usage": "ground",

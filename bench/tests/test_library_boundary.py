@@ -68,3 +68,27 @@ def test_the_reasoningbank_schema_lists_objects_built_in_the_harness():
         '{"type": "string", "maxLength": 600, "minLength": 1}}, "required": ["title", '
         '"description", "content"], "additionalProperties": false}, "maxItems": 3, '
         '"minItems": 1}}, "required": ["items"], "additionalProperties": false}')
+
+
+def test_a_run_written_with_settings_flat_false_still_resumes(tmp_path: Path) -> None:
+    """Runs written while ``flat`` was a library setting recorded ``"flat": false`` (and no
+    ``scene``); they resume, while a recorded ``"flat": true`` would be another run."""
+    from dataclasses import fields
+
+    import pytest
+
+    from deltamem.config import Settings
+    from deltamem.errors import ConfigError
+    from deltamem_bench.runner import RunOptions, check_config
+
+    config = json.loads(json.dumps(RunOptions(settings=TEST_SETTINGS).to_dict(), default=str))
+    old = json.loads(json.dumps(config))
+    del old["settings"]["scene"]
+    old["settings"]["flat"] = False
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    check_config(tmp_path, config)
+    old["settings"]["flat"] = True
+    (tmp_path / "config.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="changed: settings"):
+        check_config(tmp_path, config)
+    assert "flat" not in {f.name for f in fields(Settings)}

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamem.config import Settings
-from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
+from deltamem.core.knowledge import latest_first, same_layout_first
 from deltamem.core.model import Episode, Step, Tree
 from deltamem.core.ranking import POOL, Candidate
 from deltamem.core.scoring import penalised
@@ -39,6 +39,7 @@ from deltamem.core.tree import discredited
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.trace import TraceExtractor
 from deltamem.memory import DeltaMem
+from deltamem.scenes.text_games import layout_signature
 from deltamem.store.postgres import PostgresStore
 from deltamem.usage import Usage
 

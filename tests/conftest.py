@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings
 
@@ -14,7 +16,12 @@ from helpers import TEST_SETTINGS
 # No per-example deadline: on a loaded CI machine it is a timed assertion that flakes. A hang is
 # still caught by pytest-timeout (pyproject.toml).
 settings.register_profile("deltamem", deadline=None)
-settings.load_profile("deltamem")
+# In CI (``CI`` set) the examples are derandomised: the same examples on every run, so a failure
+# on a commit is that commit's, never a new random draw's. Locally they stay random (and failing
+# examples are saved in .hypothesis/, which git ignores).
+settings.register_profile("deltamem-ci", deadline=None, derandomize=True, database=None,
+                          print_blob=True)
+settings.load_profile("deltamem-ci" if os.environ.get("CI") else "deltamem")
 
 
 @pytest.fixture

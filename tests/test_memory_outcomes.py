@@ -6,7 +6,7 @@ import pytest
 
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
-from deltamem.core.tree import chain_evidence
+from deltamem.core.tree import Action, Placement, chain_evidence
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import NodeNotFound
 from deltamem.extract.trace import TraceExtractor
@@ -140,7 +140,8 @@ def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path):
     from deltamem.core.ranking import POOL
 
     with DeltaMem(SQLiteStore(tmp_path / "p.db"), HashingEmbedder(), TraceExtractor(),
-                  settings=TEST_SETTINGS.with_(flat=True)) as mem:
+                  settings=TEST_SETTINGS) as mem:
+        mem.placer = lambda new, chains, *, max_depth=0: (Placement(Action.ROOT), None)
         oldest, *newer = (mem.learn(make_episode(task=TIDY, actions=(f"take item {i}",),
                                                  env=HALL)).task.node for i in range(POOL + 2))
         assert mem.recall(TIDY, HALL).task.node.id == newer[-1]

@@ -14,13 +14,15 @@ Everyday use::
 ``AsyncDeltaMem`` is the same facade for asyncio hosts; ``Client`` / ``AsyncClient`` talk to a
 ``deltamem serve`` server with the same vocabulary.
 
-The four extension points are protocols: ``Store``, ``Embedder``, ``LLM`` and ``Extractor``.
-Adapters live in documented submodules: ``deltamem.store.sqlite`` / ``.postgres``,
-``deltamem.embed``, ``deltamem.llm``, ``deltamem.extract``; test doubles in ``deltamem.testing``.
+The five extension points are protocols: ``Store``, ``Embedder``, ``LLM``, ``Extractor`` and
+``Scene``. Adapters live in documented submodules: ``deltamem.store.sqlite`` / ``.postgres``,
+``deltamem.embed``, ``deltamem.llm``, ``deltamem.extract``, ``deltamem.scenes``; test doubles in
+``deltamem.testing``.
 """
 
 from typing import TYPE_CHECKING, Any
 
+import deltamem.transcripts  # noqa: F401  (registers Episode.from_messages)
 from deltamem.aio import AsyncDeltaMem
 from deltamem.config import Settings
 from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, compose, diff
@@ -44,16 +46,27 @@ from deltamem.errors import (
     EmbedderMismatch,
     EpisodeError,
     ExtractionError,
+    InvalidExport,
     NodeNotFound,
+    PatchError,
     ProviderError,
     RemoteError,
     SchemaError,
+    SpaceNotFound,
     StoreError,
 )
 from deltamem.extract.base import Extractor
 from deltamem.llm.base import LLM
 from deltamem.memory import DeltaMem
-from deltamem.results import Consolidation, LearnResult, Recall, TreeRecall, TreeWrite
+from deltamem.results import (
+    BatchResult,
+    Consolidation,
+    LearnResult,
+    Recall,
+    TreeRecall,
+    TreeWrite,
+)
+from deltamem.scenes import Scene
 from deltamem.store.base import Store
 from deltamem.usage import Usage
 
@@ -65,6 +78,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AsyncClient",
     "AsyncDeltaMem",
+    "BatchResult",
     "BudgetExceeded",
     "Client",
     "ConfigError",
@@ -79,6 +93,7 @@ __all__ = [
     "Experience",
     "ExtractionError",
     "Extractor",
+    "InvalidExport",
     "Knowledge",
     "LLM",
     "LearnResult",
@@ -88,14 +103,17 @@ __all__ = [
     "NodeNotFound",
     "Outcome",
     "Patch",
+    "PatchError",
     "ProviderError",
     "Put",
     "Recall",
     "RemoteError",
+    "Scene",
     "SchemaError",
     "SetText",
     "Settings",
     "Skill",
+    "SpaceNotFound",
     "Splice",
     "Step",
     "Store",

@@ -99,6 +99,8 @@ EXIT_INTERRUPTED = 130
 TauTask = Annotated[float | None, typer.Option("--tau-task", help="Task-tree threshold.")]
 TauEnv = Annotated[float | None, typer.Option("--tau-env", help="Environment-tree threshold.")]
 Penalty = Annotated[float | None, typer.Option("--penalty", help="Failure penalty lambda.")]
+SceneOpt = Annotated[str | None, typer.Option(
+    "--scene", help="Scene plug-in: text-games (default; or DELTAMEM_SCENE), coding, plain.")]
 
 
 @app.command()
@@ -113,6 +115,7 @@ def learn(
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
     penalty: Penalty = None,
+    scene: SceneOpt = None,
     create: CreateOpt = True,
     as_json: JsonOpt = False,
     *,
@@ -133,7 +136,7 @@ def learn(
         raise typer.Exit(EXIT_CODES[EpisodeError])
     good = [(i, line, e) for i, (line, e) in enumerate(parsed) if isinstance(e, Episode)]
     with open_memory(db, space, embedder, create=create, extractor=models.build(),
-                     tau_task=tau_task, tau_env=tau_env, penalty=penalty) as mem:
+                     tau_task=tau_task, tau_env=tau_env, penalty=penalty, scene=scene) as mem:
         if strict:
             batch = mem.learn_many([e for _, _, e in good])
             learned, total = batch.results, batch.usage
@@ -181,11 +184,12 @@ def recall(
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
     penalty: Penalty = None,
+    scene: SceneOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
     with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
-                     penalty=penalty) as mem:
+                     penalty=penalty, scene=scene) as mem:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
     data = result.to_dict(explain=explain)
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",

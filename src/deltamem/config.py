@@ -25,6 +25,7 @@ from typing import Any
 
 from deltamem.core.tree import MAX_DEPTH
 from deltamem.errors import ConfigError
+from deltamem.scenes import DEFAULT_SCENE, SCENE_NAMES
 
 DEFAULT_EMBEDDER = "minilm"
 
@@ -50,8 +51,8 @@ class Settings:
         auto_consolidate: consolidate during ``learn`` as soon as a node is due.
         embedder: embedder spec (``minilm``, ``static``, ``st:<model>``; ``hashing`` in tests).
         style: prompt rendering, ``composed`` or ``patches``.
-        flat: store every episode as a root (no deltas, no dedup): the "flat memory" ablation
-            that shows what the residual trees add.
+        scene: the scene plug-in (``deltamem.scenes``): ``text-games`` (rooms, exits and doors of
+            TextWorld, ScienceWorld and ALFWorld; the default), ``coding`` or ``plain``.
         embed_cache: embeddings of recent texts kept per memory, so a repeated task or scene is
             not embedded again (0 turns the cache off).
         embed_threads: BLAS threads one embedding call may use (0: the BLAS library's default).
@@ -73,7 +74,7 @@ class Settings:
     auto_consolidate: bool = True
     embedder: str = DEFAULT_EMBEDDER
     style: str = "composed"
-    flat: bool = False
+    scene: str = DEFAULT_SCENE
     embed_cache: int = 4096
     embed_threads: int = 1
     ann_from: int = 400_000
@@ -95,6 +96,8 @@ class Settings:
             raise ConfigError(f"embed_threads must be >= 0, got {self.embed_threads}")
         if self.style not in ("composed", "patches"):
             raise ConfigError(f"style must be 'composed' or 'patches', got {self.style!r}")
+        if self.scene not in SCENE_NAMES:
+            raise ConfigError(f"scene must be one of {', '.join(SCENE_NAMES)}, got {self.scene!r}")
 
     def threshold(self, tree: str) -> float:
         return self.tau_task if tree == "task" else self.tau_env

@@ -20,7 +20,6 @@ from typing import Any
 
 from deltamem import jsonsafe, reports, transfer
 from deltamem.config import Settings
-from deltamem.core.knowledge import layout_signature
 from deltamem.core.model import (
     Episode,
     Experience,
@@ -33,7 +32,7 @@ from deltamem.core.model import (
 from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
-from deltamem.core.tree import compose_chain
+from deltamem.core.tree import Placer, compose_chain
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
 from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
@@ -59,6 +58,7 @@ from deltamem.results import (
     Recall,
     node_row,
 )
+from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
@@ -82,26 +82,47 @@ class DeltaMem:
     write (in that write's transaction), and reads before it see an empty memory; with
     ``create=False`` it must exist already (``SpaceNotFound`` otherwise), so that a reader's typo
     never creates anything.
+
+    ``scene`` is the scene plug-in (``deltamem.scenes``: a name or a ``Scene``) that gives scenes
+    their identity; when it is not given, the extractor's own scene is used if it has one, else
+    ``settings.scene`` (``"text-games"`` by default).
+
+    ``placer`` is the placement rule writes follow (``core.tree.choose_placement``); an
+    experiment may swap it, e.g. the benchmark's flat ablation stores every episode as a root.
     """
 
     def __init__(self, store: Store, embedder: Embedder, extractor: Extractor, *,
-                 space: str = "default", settings: Settings | None = None, create: bool = True):
+                 space: str = "default", settings: Settings | None = None, create: bool = True,
+                 scene: str | Scene | None = None):
         self.store = store
         self.embedder = embedder
         self._extractor = extractor
         self.space = space
         self.settings = settings or Settings.from_env()
+        # The scene plug-in (``deltamem.scenes``): given, else the extractor's, else the settings'.
+        self.scene: Scene = make_scene(scene if scene is not None else
+                                       getattr(extractor, "scene", None) or self.settings.scene)
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
-        # The scene layout of a text (core.knowledge.layout_signature): the one place it is named.
-        self.reader = Reader(store, space, self.settings, layout_signature)
-        self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim)
+        # The scene's signature of a text: the one place the scene is handed to ranking.
+        self.reader = Reader(store, space, self.settings, self.scene.signature)
+        self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim,
+                             scene=self.scene)
         self.consolidator = Consolidator(store, space, self.settings, extractor, self._writing)
         self._exists = space_info(store, space) is not None
         if self._exists:
             store.ensure_space(space, embedder.name, embedder.dim)  # checks the embedder
         elif not create:
             raise self._not_found()
+
+    @property
+    def placer(self) -> Placer:
+        """The placement rule writes follow (``core.tree.choose_placement`` unless swapped)."""
+        return self.writer.placer
+
+    @placer.setter
+    def placer(self, placer: Placer) -> None:
+        self.writer.placer = placer
 
     @property
     def extractor(self) -> Extractor:
@@ -135,6 +156,7 @@ class DeltaMem:
         llm: Any = None,
         settings: Settings | None = None,
         create: bool = True,
+        scene: str | Scene | None = None,
     ) -> DeltaMem:
         """Open the memory at ``db``, creating the database and the space unless ``create=False``.
 
@@ -146,6 +168,9 @@ class DeltaMem:
             llm: an LLM object or spec (``"local"``, ``"openai"``) for the ``llm`` extractor.
             settings: thresholds and constants; defaults come from ``Settings.from_env()``.
             create: create a missing database or space; with False, they must exist.
+            scene: the scene plug-in, ``"text-games"`` (the default, from ``Settings.scene``),
+                ``"coding"``, ``"plain"`` or a :class:`~deltamem.scenes.Scene`; it gives scenes
+                their identity and, to the ``trace`` extractor, their facts.
 
         Raises:
             SpaceNotFound: ``create=False`` and the database or the space does not exist.
@@ -155,11 +180,13 @@ class DeltaMem:
         settings = settings or Settings.from_env()
         if not isinstance(embedder, Embedder):
             embedder = make_embedder(embedder or settings.embedder)
+        resolved = make_scene(scene if scene is not None else settings.scene)
         if isinstance(extractor, str):
-            extractor = make_extractor(extractor, llm=llm)
+            extractor = make_extractor(extractor, llm=llm, scene=resolved)
         store = open_store(str(db), create=create)
         try:
-            return cls(store, embedder, extractor, space=space, settings=settings, create=create)
+            return cls(store, embedder, extractor, space=space, settings=settings, create=create,
+                       scene=resolved)
         except BaseException:
             store.close()
             raise

@@ -10,6 +10,7 @@ import numpy as np
 
 from deltamem.core.delta import patch_to_json
 from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
+from deltamem.core.scoring import accepts
 from deltamem.core.tree import Action, compose_chain, success_prefix
 from deltamem.store.base import Candidate, Vector
 from deltamem.usage import Usage
@@ -78,7 +79,7 @@ class TreeRecall:
             {"id": c.id, "similarity": round(c.similarity, 6), "failure": c.failure,
              "discredited": c.discredited,
              "penalty": round(self.penalty if c.failure else 0.0, 6), "score": round(c.score, 6),
-             "depth": c.depth, "clears_threshold": c.score >= self.threshold}
+             "depth": c.depth, "clears_threshold": accepts(c.score, self.threshold)}
             for c in self.candidates
         ]
         return {"tree": self.tree.value, "key": self.key, "threshold": self.threshold,

@@ -26,7 +26,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from deltamem.core.model import Episode, Step
+from deltamem.core.model import Episode, Step, register_message_reader
 from deltamem.errors import EpisodeError
 
 MAX_ACTION = 300
@@ -227,3 +227,7 @@ def messages_from_anthropic(messages: Iterable[Mapping[str, Any]]) -> list[Messa
         if any(t.strip() for t in texts):
             out.append({"role": role, "content": "\n".join(texts).strip()})
     return out
+
+
+# Episode.from_messages calls it (so the core imports nothing above it).
+register_message_reader(episode_from_messages)

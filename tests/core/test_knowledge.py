@@ -12,9 +12,7 @@ from deltamem.core.knowledge import (
     contradictions,
     fact_subject,
     latest_first,
-    layout_signature,
     same_layout_first,
-    scene_room,
     supersede,
 )
 
@@ -44,30 +42,6 @@ def test_contradictions_are_the_pairs_of_different_statements(facts):
     assert all(fact_subject(a) == fact_subject(b) and a != b for a, b in pairs)
     if len({fact_subject(f) for f in facts}) == len(facts):
         assert pairs == []
-
-
-@given(text, st.sampled_from(["You are in the kitchen.", "This room is called the hallway.",
-                              "", "To the North you see a closed door."]))
-def test_layout_signature_is_total(noise, scene):
-    """Any text has a signature; it is empty exactly when no room is named."""
-    for sample in (noise, scene + noise, noise + scene):
-        assert (layout_signature(sample) == "") == (scene_room(sample) == "")
-
-
-ALF_BATH = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 2, "
-            "a cabinet 1, a countertop 1, a sinkbasin 1, and a toilet 1.")
-
-
-def test_alfworld_floor_plans_are_layouts():
-    """Bad case (ALFWorld unseen floor plans): every room starts "You are in the middle of a
-    room.", so facts of another floor plan were recalled ("On the toilet 1, you see a cloth
-    1"). The receptacles of the first glance tell floor plans apart; their order does not."""
-    reordered = ("You are in the middle of a room. Looking quickly around you, you see a toilet 1,"
-                 " a sinkbasin 1, a countertop 1, a cabinet 1 and a cabinet 2.")
-    other = ALF_BATH.replace("a cabinet 2, ", "")
-    assert layout_signature(ALF_BATH) == layout_signature(reordered)
-    assert layout_signature(ALF_BATH) != layout_signature(other)
-    assert layout_signature(ALF_BATH).startswith("middle of a room|see=cabinet 1")
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from deltamem.core.model import (
 from deltamem.core.tree import (
     Action,
     Evidence,
+    Placement,
     chain_evidence,
     check_forest,
     choose_placement,
@@ -27,6 +28,7 @@ from deltamem.core.tree import (
     consolidation_meta,
     discredited,
     due_for_consolidation,
+    growth_chain,
     place,
     success_prefix,
 )
@@ -235,3 +237,62 @@ def test_a_placement_past_its_budget_still_composes_to_the_new_experience(new, o
     else:
         assert index is not None
         assert compose(compose_chain(chains[index]), [placement.patch]) == new
+
+
+# -- which placement is chosen (pins the rules, not only that chains compose) -----------------
+
+def test_equally_cheap_chains_tie_to_the_earlier_better_match():
+    """Two candidate chains whose deltas cost exactly the same: the delta goes under the earlier
+    one (the better match, which recall follows), whichever order they come in."""
+    first = root(Skill("x", ("a", "b"), "y"), "first")
+    second = root(Skill("x", ("a", "c"), "y"), "second")
+    new = Skill("x", ("a", "d"), "y")
+    assert patch_chars(diff(first.content, new)) == patch_chars(diff(second.content, new))
+    placement, index = choose_placement(new, [[first], [second]])
+    assert (placement.action, placement.anchor, index) == (Action.DELTA, "first", 0)
+    placement, index = choose_placement(new, [[second], [first]])
+    assert (placement.action, placement.anchor, index) == (Action.DELTA, "second", 0)
+
+
+def test_a_cheaper_later_chain_wins_over_an_earlier_one():
+    far = root(Skill("x", ("p", "q", "r"), "z"), "far")
+    near = root(Skill("x", ("a", "b"), "y"), "near")
+    new = Skill("x", ("a", "b", "c"), "y")
+    placement, index = choose_placement(new, [[far], [near]])
+    assert (placement.action, placement.anchor, index) == (Action.DELTA, "near", 1)
+
+
+def test_a_delta_as_large_as_a_root_becomes_a_root():
+    """The cost boundary: a delta is kept only when it is strictly cheaper than a root holding
+    the experience; at equal size the root wins (it composes without its chain)."""
+    known = root(Knowledge("t", ("a",)), "k", tree=Tree.ENV)
+    same_size = Knowledge("u", ("a", "f"))
+    assert patch_chars(place(same_size, [known]).patch) == experience_chars(same_size)
+    assert choose_placement(same_size, [[known]]) == (Placement(Action.ROOT), None)
+    cheaper = Knowledge("t", ("a", "f"))
+    assert patch_chars(place(cheaper, [known]).patch) < experience_chars(cheaper)
+    placement, index = choose_placement(cheaper, [[known]])
+    assert (placement.action, placement.anchor, index) == (Action.DELTA, "k", 0)
+
+
+def test_a_dedup_on_a_later_chain_beats_a_cheap_delta_on_an_earlier_one():
+    near = root(Skill("x", ("a", "b"), "y"), "near")
+    twin = root(Skill("x", ("a", "b", "c"), "y"), "twin")
+    placement, index = choose_placement(twin.content, [[near], [twin]])
+    assert (placement.action, placement.anchor, index) == (Action.DEDUP, "twin", 1)
+
+
+def test_growth_at_max_depth_extends_the_parents_chain():
+    """At max depth the extractor is shown (and the delta is placed on) the parent's chain; one
+    level above it, the match's own chain."""
+    exps = [Skill("a", tuple("s" * i)) for i in range(1, 4)]
+    r = root(exps[0])
+    c = child(r, exps[0], exps[1], "c")
+    assert c.depth == 2
+    assert list(growth_chain([r, c], max_depth=2)) == [r]
+    assert list(growth_chain([r, c], max_depth=3)) == [r, c]
+    assert list(growth_chain([r], max_depth=2)) == [r]
+    # The placement agrees: a sibling under the parent at max depth, a child one level above.
+    assert place(exps[2], [r, c], max_depth=2).anchor == "r"
+    assert place(exps[2], [r, c], max_depth=3).anchor == "c"
+

@@ -64,8 +64,11 @@ def test_answer_schema_requires_all_fields() -> None:
     assert tight["properties"]["failed"]["items"]["maxLength"] == 500  # capped at validation
 
 
-def test_schema_of_a_list_of_objects_describes_the_objects():
-    """Nested answer models (e.g. ReasoningBank items) get object item schemas with their bounds."""
+def test_schema_of_a_list_of_objects_is_refused():
+    """The memory's answers hold text and lists of text; a list of anything else is a
+    programming error named as such (a baseline that wants nested items builds its own schema,
+    as bench's ReasoningBank does)."""
+    import pytest
     from pydantic import BaseModel, Field
 
     from deltamem.extract.schemas import answer_schema
@@ -76,7 +79,6 @@ def test_schema_of_a_list_of_objects_describes_the_objects():
     class Items(BaseModel):
         items: list[Item] = Field(min_length=1, max_length=3)
 
-    schema = answer_schema(Items)["properties"]["items"]
-    assert schema["maxItems"] == 3 and schema["minItems"] == 1
-    assert schema["items"]["type"] == "object"
-    assert schema["items"]["properties"]["title"]["maxLength"] == 50
+    with pytest.raises(TypeError, match="Items.items is a list of"):
+        answer_schema(Items)
+    assert answer_schema(Item)["properties"]["title"]["maxLength"] == 50

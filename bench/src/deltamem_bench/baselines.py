@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
 from deltamem.errors import ExtractionError
+from deltamem.extract.schemas import answer_schema
 from deltamem.extract.structured import ask_structured
 from deltamem.llm.base import LLM, Message
 from deltamem.usage import Usage
@@ -300,6 +301,16 @@ class MemoryItems(BaseModel):
     items: list[MemoryItem] = Field(min_length=1, max_length=3)
 
 
+def items_schema() -> dict[str, Any]:
+    """The structured-output schema of :class:`MemoryItems`: one to three objects, each with
+    the library's schema of a :class:`MemoryItem` (the library's own answers hold only text, so
+    the list of objects is built here)."""
+    return {"type": "object",
+            "properties": {"items": {"type": "array", "items": answer_schema(MemoryItem),
+                                     "maxItems": 3, "minItems": 1}},
+            "required": ["items"], "additionalProperties": False}
+
+
 RB_EXTRACT = """Study this {outcome} attempt at a task and write at most 3 short, reusable \
 strategy notes for similar tasks{why}.
 
@@ -352,7 +363,7 @@ class ReasoningBankMemory:
         try:
             answer, spent, _raw = ask_structured(
                 self.llm, [{"role": "user", "content": prompt}], MemoryItems,
-                retries=self.retries, max_tokens=self.max_tokens,
+                schema=items_schema(), retries=self.retries, max_tokens=self.max_tokens,
                 label=str(episode.meta.get("task_name", "")))
         except ExtractionError as exc:
             # The episode teaches nothing we can store; say so instead of storing a guess.

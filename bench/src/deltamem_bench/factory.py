@@ -40,8 +40,10 @@ _SETTING_CHANGES: dict[str, dict[str, Any]] = {
     "deltamem-nopenalty": {"penalty": 0.0},
     "deltamem-successes": {"penalty": 1.0},  # cos - 1 <= 0: no failure clears a threshold
     "deltamem-nocons": {"auto_consolidate": False},
-    "deltamem-flat": {"flat": True, "auto_consolidate": False},
+    "deltamem-flat": {"auto_consolidate": False},
 }
+# The ablations that change the placement rule (every episode a root), not a setting.
+_FLAT = ("deltamem-flat",)
 
 
 def parse_kinds(text: str, *, ablations: bool = False) -> list[str]:
@@ -85,7 +87,8 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | No
                 raise ConfigError("the deltamem-llm memory needs an LLM (its writer)")
         return DeltaMemMemory(directory / "memory.db", embedder, extractor=extractor,
                               llm=llm if extractor == "llm" else None, settings=base,
-                              mode=mode, name=kind, budget_chars=budget_chars)
+                              mode=mode, name=kind, budget_chars=budget_chars,
+                              flat=kind in _FLAT)
     if kind == "synapse":
         return SynapseMemory(embedder, directory / "memory.json")
     if kind == "long-context":

@@ -3,7 +3,10 @@
 * :class:`NoMemory` - the same prompt without a memory block.
 * :class:`DeltaMemMemory` - the DeltaMem facade. Modes ``both``/``task``/``env`` change only what
   is injected; both trees are recalled and written in every mode (spec §3.4). Ablations go
-  through :class:`~deltamem.config.Settings` (``penalty=0``, ``auto_consolidate=False``).
+  through :class:`~deltamem.config.Settings` (``penalty=0``, ``auto_consolidate=False``), and
+  the flat one through the memory's placement rule (:func:`every_episode_a_root`). The harness
+  plays text games, so the memory reads scenes with the text-game scene plug-in, named
+  explicitly (:data:`SCENE`).
 * The paper's baselines, re-implemented from their descriptions (spec §6.6), in
   :mod:`deltamem_bench.baselines`: Synapse, AWM and ReasoningBank.
 
@@ -13,13 +16,15 @@ with ``_`` hold live objects for ``update`` (the runner does not log them).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from deltamem.config import Settings
-from deltamem.core.model import Episode
+from deltamem.core.model import Episode, Experience, Node
 from deltamem.core.render import ENV_HEADER, TASK_HEADER, Style, render_chain
+from deltamem.core.tree import Action, Placement
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM
@@ -32,6 +37,15 @@ DELTAMEM_HEADER = (
     "Labels such as 'When' or 'Applies to' describe past episodes; your real task is at the end."
 )
 MODES = ("both", "task", "env")
+# The scene plug-in of every DeltaMem arm: the harness's environments are text games.
+SCENE = "text-games"
+
+
+def every_episode_a_root(new: Experience, chains: Sequence[Sequence[Node]], *,
+                         max_depth: int = 0) -> tuple[Placement, int | None]:
+    """The flat ablation's placement rule: a new root for every episode (no delta, no dedup),
+    to show what the residual trees add."""
+    return Placement(Action.ROOT), None
 
 
 @dataclass
@@ -102,11 +116,13 @@ class DeltaMemMemory:
         mode: ``both``, ``task`` (inject only the skill chain) or ``env`` (only the scene chain).
         name: Label in reports.
         budget_chars: The harness's context budget (``both`` mode renders within it).
+        flat: The flat ablation: every episode is stored as a root (:func:`every_episode_a_root`).
     """
 
     def __init__(self, db: str | Path, embedder: Embedder, *, extractor: str = "llm",
                  llm: LLM | None = None, settings: Settings | None = None, mode: str = "both",
-                 name: str = "deltamem", budget_chars: int | None = None) -> None:
+                 name: str = "deltamem", budget_chars: int | None = None,
+                 flat: bool = False) -> None:
         from deltamem.memory import DeltaMem
 
         if mode not in MODES:
@@ -119,7 +135,10 @@ class DeltaMemMemory:
         # (about 4 characters a token), keeping its most useful parts first.
         self.budget_tokens = None if budget_chars is None else budget_chars // 4
         self.mem = DeltaMem.open(db, embedder=embedder, extractor=extractor, llm=llm,
-                                 settings=settings or Settings())
+                                 settings=settings or Settings(), scene=SCENE)
+        self.flat = flat
+        if flat:
+            self.mem.placer = every_episode_a_root
 
     def _text(self, recall: Any) -> str:
         # Single-tree modes carry only their tree's own header (spec §3.4: a simpler header).

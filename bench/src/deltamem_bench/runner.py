@@ -320,6 +320,10 @@ def check_config(out: Path, config: dict[str, Any]) -> None:
         defaults = json.loads(json.dumps(asdict(Settings()), default=str))
         old["settings"] = {**{k: v for k, v in defaults.items()
                               if k not in old["settings"]}, **old["settings"]}
+        # ``flat`` left the library's settings (the flat arm sets its placement rule instead);
+        # a run written before that recorded it as false for every arm.
+        if old["settings"].get("flat") is False:
+            del old["settings"]["flat"]
     # Pins were first recorded on 2026-12-04; a run written before has none to compare.
     unrecorded = {k for k in ("pins",) if k not in old}
     changed = sorted(k for k in set(old) | set(config)

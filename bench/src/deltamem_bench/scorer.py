@@ -104,14 +104,14 @@ class LlamaScorer:
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, n_ctx: int = 4096,
                  n_threads: int | None = None, n_threads_batch: int | None = None,
                  end_of_turn: str | None = None) -> None:
-        from deltamem.llm.llamacpp import _default_threads, default_model_path
+        from deltamem.llm.llamacpp import default_model_path, default_threads
 
         path = Path(model_path) if model_path is not None else default_model_path()
         if not path.is_file():
             raise ConfigError(f"model_path {str(path)!r} is not a file; pass a .gguf model file")
         self.model_path = path
         self.n_ctx = n_ctx
-        self.n_threads = n_threads or _default_threads()
+        self.n_threads = n_threads or default_threads()
         self.n_threads_batch = n_threads_batch or os.cpu_count() or 1
         self.end_of_turn = end_of_turn
         self.name = f"llamacpp-choice:{path.stem}"

@@ -1,4 +1,4 @@
-"""Scene-knowledge rules: fact subjects, supersession, contradictions and scene layouts.
+"""Scene-knowledge rules: fact subjects, supersession, contradictions and tie orders.
 
 A fact is a short statement ``"<subject>: <statement>"`` -- "North of the kitchen: the
 corridor", "In the pantry: a shelf, a coin". The subject is what the fact is about; a body of
@@ -11,11 +11,11 @@ separator too far in to be a subject) is its own subject, so it can only repeat,
   subjects are appended.
 * :func:`contradictions` lists the pairs of different statements about one subject (the
   invariant is that composed knowledge has none).
-* :func:`layout_signature` reduces a scene description to its layout -- the room it names and
-  the exits it lists. Knowledge learned in one layout is never recalled for, or merged into, a
-  scene with another (see ``DeltaMem.recall``): two TextWorldExpress maps both start "You are in
-  the kitchen" but differ in their exits, and their facts must not mix. A text that names no
-  room has the empty signature and matches any other such text (no layout to compare).
+* :func:`latest_first` and :func:`same_layout_first` reorder exact score ties (newest first; the
+  ones learned under a given scene signature first).
+
+Nothing here knows a domain's phrasing: what a scene *is* (its signature, its places, which
+observations are facts) is a scene plug-in's business (``deltamem.scenes``).
 """
 
 from __future__ import annotations
@@ -71,61 +71,7 @@ def contradictions(facts: Iterable[str]) -> list[tuple[str, str]]:
     return pairs
 
 
-# -- scene layouts ---------------------------------------------------------------------------
-
-_ROOM = re.compile(
-    r"\b(?:you are in|this room is called|this outside location is called)\s+"
-    r"(?:the\s+|an?\s+)?([^.\n]+?)\s*(?:\.|\n|$)",
-    re.IGNORECASE,
-)
-# TextWorld(Express): "To the North you see a closed wood door." /
-# "Through an open patio door, to the North you see the kitchen."
-_DIRECTION_EXIT = re.compile(
-    r"\bto the (north|south|east|west|up|down)\b,? you see\s+([^.\n]+)", re.IGNORECASE
-)
-# ScienceWorld: "A door to the art studio (that is open)".
-_DOOR_EXIT = re.compile(r"\ba door to (?:the\s+)?([^(\n]+?)\s*\(", re.IGNORECASE)
-# ALFWorld: "You are in the middle of a room. Looking quickly around you, you see a cabinet 4,
-# a cabinet 3, ..., and a toilet 1." Every ALFWorld room starts with the same sentence, and the
-# numbered receptacles are the floor plan.
-_GLANCE = re.compile(r"\blooking quickly around you, you see\s+([^.\n]+)", re.IGNORECASE)
-_LIST_SPLIT = re.compile(r",\s*(?:and\s+)?|\s+and\s+", re.IGNORECASE)
-_STATE_WORDS = re.compile(r"\b(?:an?|the|open|opened|closed|locked)\b\s*", re.IGNORECASE)
-
-
-def scene_room(text: str) -> str:
-    """The room a scene description names ("kitchen"), or "" when it names none."""
-    match = _ROOM.search(text)
-    return " ".join(match.group(1).lower().split()) if match else ""
-
-
-def layout_signature(scene: str) -> str:
-    """The layout of a scene description: its room and its exits, normalised.
-
-    Door states and articles are dropped ("a closed wood door" and "an open wood door" are one
-    exit), so opening a door does not change the layout. ALFWorld's first glance ("Looking
-    quickly around you, you see a cabinet 4, ... and a toilet 1") lists the floor plan's
-    receptacles, which count as its exits. "" when the text names no room.
-    """
-    room = scene_room(scene)
-    if not room:
-        return ""
-    exits = [f"{d.lower()}={_exit_name(what)}" for d, what in _DIRECTION_EXIT.findall(scene)]
-    exits += [f"door={_exit_name(what)}" for what in _DOOR_EXIT.findall(scene)]
-    for listing in _GLANCE.findall(scene):
-        exits += [f"see={_exit_name(item)}" for item in _LIST_SPLIT.split(listing)
-                  if item.strip()]
-    return "|".join([room, *sorted(set(exits))])
-
-
-def _exit_name(text: str) -> str:
-    return " ".join(_STATE_WORDS.sub("", text).lower().split())
-
-
-def same_layout(a: str, b: str) -> bool:
-    """Whether two scene descriptions have the same layout (see :func:`layout_signature`)."""
-    return layout_signature(a) == layout_signature(b)
-
+# -- tie orders ------------------------------------------------------------------------------
 
 class _Scored(Protocol):
     @property

@@ -21,7 +21,7 @@ generically field by field.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, TypeAlias
@@ -177,10 +177,21 @@ class Episode:
         Raises:
             EpisodeError: no task, no step, or a message that is not an object.
         """
-        from deltamem.transcripts import episode_from_messages  # pure; imports this module
+        if not _MESSAGE_READERS:  # pragma: no cover - `import deltamem` registers it
+            raise RuntimeError("no transcript reader: import deltamem.transcripts first")
+        return _MESSAGE_READERS[-1](messages, success=success, task=task, env=env, score=score,
+                                    meta=meta, project=project)
 
-        return episode_from_messages(messages, success=success, task=task, env=env, score=score,
-                                     meta=meta, project=project)
+
+# The reader behind Episode.from_messages: deltamem.transcripts.episode_from_messages, registered
+# by that module when it is imported (``import deltamem`` does, and so does importing any of its
+# modules, since the package comes first). The core names no module above it.
+_MESSAGE_READERS: list[Callable[..., Episode]] = []
+
+
+def register_message_reader(reader: Callable[..., Episode]) -> None:
+    """Make ``reader`` the implementation of :meth:`Episode.from_messages`."""
+    _MESSAGE_READERS.append(reader)
 
 
 @dataclass(frozen=True, slots=True)

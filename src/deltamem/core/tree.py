@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from deltamem.core.delta import Budget, Patch, PatchError, compose, diff, patch_chars
 from deltamem.core.model import Experience, Node, Outcome, experience_chars
@@ -127,6 +128,15 @@ def choose_placement(
     if best is None or best[0] >= experience_chars(new):
         return Placement(Action.ROOT), None
     return best[1], best[2]
+
+
+class Placer(Protocol):
+    """A placement rule: where ``new`` goes among the candidate ``chains`` (best match first),
+    and the index of the chain it was placed on (None for a root). :func:`choose_placement` is
+    the memory's rule; an experiment may swap in another (``DeltaMem.placer``)."""
+
+    def __call__(self, new: Experience, chains: Sequence[Sequence[Node]], *,
+                 max_depth: int = ...) -> tuple[Placement, int | None]: ...
 
 
 def due_for_consolidation(node: Node, threshold: int) -> bool:

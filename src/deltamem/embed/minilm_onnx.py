@@ -18,18 +18,71 @@ from __future__ import annotations
 import math
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from deltamem.embed.minilm import MiniLMModel
-
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
 OPSET = 20
+
+
+class LayerWeights(Protocol):
+    """One encoder layer's weights as ``deltamem.embed.minilm`` loads them (``x @ W``, QKV fused).
+
+    The graph needs only these arrays, so this module names a protocol instead of importing
+    ``MiniLMModel`` (which imports this module lazily: no import circle)."""
+
+    @property
+    def qkv_w(self) -> F32: ...
+    @property
+    def qkv_b(self) -> F32: ...
+    @property
+    def out_w(self) -> F32: ...
+    @property
+    def out_b(self) -> F32: ...
+    @property
+    def ln1_g(self) -> F32: ...
+    @property
+    def ln1_b(self) -> F32: ...
+    @property
+    def up_w(self) -> F32: ...
+    @property
+    def up_b(self) -> F32: ...
+    @property
+    def down_w(self) -> F32: ...
+    @property
+    def down_b(self) -> F32: ...
+    @property
+    def ln2_g(self) -> F32: ...
+    @property
+    def ln2_b(self) -> F32: ...
+
+
+class EncoderWeights(Protocol):
+    """The loaded network the graph is written from (``deltamem.embed.minilm.MiniLMModel``)."""
+
+    @property
+    def hidden(self) -> int: ...
+    @property
+    def heads(self) -> int: ...
+    @property
+    def eps(self) -> float: ...
+    @property
+    def word_emb(self) -> F32: ...
+    @property
+    def pos_emb(self) -> F32: ...
+    @property
+    def type_emb(self) -> F32: ...
+    @property
+    def emb_ln_g(self) -> F32: ...
+    @property
+    def emb_ln_b(self) -> F32: ...
+    @property
+    def layers(self) -> Sequence[LayerWeights]: ...
 
 
 class _Graph:
@@ -76,7 +129,7 @@ class _Graph:
         return out
 
 
-def build_graph(model: MiniLMModel) -> tuple[bytes, dict[str, F32]]:
+def build_graph(model: EncoderWeights) -> tuple[bytes, dict[str, F32]]:
     """The serialized ONNX model (weights external) and the arrays its weights come from.
 
     Inputs: ``ids`` (B, T) int64 and ``mask`` (B, T) float32; output ``pooled`` (B, hidden).
@@ -136,7 +189,7 @@ class OnnxForward:
             calls instead of spinning, so an idle embedder costs no CPU on a shared machine.
     """
 
-    def __init__(self, model: MiniLMModel, threads: int = 0):
+    def __init__(self, model: EncoderWeights, threads: int = 0):
         import onnxruntime as ort
 
         blob, weights = build_graph(model)
@@ -159,7 +212,7 @@ class OnnxForward:
 INT8_FORMAT = 1  # bump when the graph or the quantisation settings change
 
 
-def inline_model(model: MiniLMModel) -> Any:
+def inline_model(model: EncoderWeights) -> Any:
     """The float32 graph of :func:`build_graph` with its weights stored inside (an
     ``onnx.ModelProto``), as ONNX Runtime's quantiser needs it."""
     import onnx
@@ -174,7 +227,7 @@ def inline_model(model: MiniLMModel) -> Any:
     return proto
 
 
-def int8_model_file(model: MiniLMModel, weights_key: str, cache: Path) -> Path:
+def int8_model_file(model: EncoderWeights, weights_key: str, cache: Path) -> Path:
     """The dynamically quantised model file in ``cache``, written on first use.
 
     Weights of every MatMul are int8 per output channel; activations are quantised per call

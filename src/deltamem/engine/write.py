@@ -26,9 +26,11 @@ import numpy as np
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import POOL, Candidate, trace_signature
+from deltamem.core.scoring import accepts
 from deltamem.core.tree import (
     Action,
     Placement,
+    Placer,
     choose_placement,
     compose_chain,
     growth_chain,
@@ -37,6 +39,7 @@ from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.read import Reader
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import Recall, TreeRecall, TreeWrite
+from deltamem.scenes.base import Scene
 from deltamem.store.base import Store, Vector
 from deltamem.usage import Usage
 
@@ -54,13 +57,15 @@ class Writer:
     """Extracts, places and writes episodes into one space (see the module docstring)."""
 
     def __init__(self, store: Store, space: str, settings: Settings, extractor: Extractor,
-                 reader: Reader, dim: int):
+                 reader: Reader, dim: int, *, scene: Scene | None = None):
         self.store = store
         self.space = space
         self.settings = settings
         self.extractor = extractor
         self.reader = reader
         self.dim = dim
+        self.scene = scene  # handed to the extractor (scene facts); None: the extractor's own
+        self.placer: Placer = choose_placement  # the placement rule (an experiment may swap it)
 
     # -- outside the lock -------------------------------------------------------------------
     def extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
@@ -77,7 +82,8 @@ class Writer:
                                   note="trace already stored; model call skipped")
         base = growth_chain(recall.chain, max_depth=self.settings.max_depth)
         matched = compose_chain(base) if base else None
-        extraction = self.extractor.extract(ExtractRequest(episode, recall.tree, matched))
+        extraction = self.extractor.extract(ExtractRequest(episode, recall.tree, matched,
+                                                           scene=self.scene))
         usage.add(extraction.usage)
         return extraction
 
@@ -85,8 +91,8 @@ class Writer:
              scanned: list[Candidate] | None = None) -> Plan | None:
         """Decide the placement against the memory as it is now (``scanned``: the reader's
         scan of the best :data:`POOL`, saving a scan); ``None`` when the tree takes a root
-        without looking (flat memory, no key)."""
-        if self.settings.flat or not key.strip() or query is None:
+        without looking (no key)."""
+        if not key.strip() or query is None:
             return None
         found = scanned if scanned is not None else self.reader.scan(tree, query, POOL)
         chain, placement = self._place(tree, key, found, experience)
@@ -100,11 +106,10 @@ class Writer:
         threshold = self.settings.threshold(tree.value)
         if tree is Tree.ENV:
             found, _ = self.reader.same_scene(key, found)
-        ids = [c.id for c in found if c.score >= threshold]
+        ids = [c.id for c in found if accepts(c.score, threshold)]
         fetched = self.store.chains(self.space, ids)
         chains = [fetched[i] for i in ids if i in fetched]
-        placement, index = choose_placement(experience, chains,
-                                            max_depth=self.settings.max_depth)
+        placement, index = self.placer(experience, chains, max_depth=self.settings.max_depth)
         return (chains[index] if index is not None else []), placement
 
     # -- inside the lock --------------------------------------------------------------------
@@ -132,7 +137,7 @@ class Writer:
 
     def _placement(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
                    plan: Plan | None) -> tuple[list[Node], Placement]:
-        if self.settings.flat or not key.strip() or query is None:
+        if not key.strip() or query is None:
             return [], Placement(Action.ROOT)
         found = self.reader.scan(tree, query, POOL)
         if plan is not None and plan.scanned == [(c.id, c.score) for c in found]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from deltamem.core.model import Episode, Experience, Tree
+from deltamem.scenes.base import Scene
 from deltamem.usage import Usage
 
 
@@ -21,13 +22,16 @@ class ExtractRequest:
     ``matched`` is the composed experience of the chain the episode matched (None when nothing
     matched, i.e. a new root will be written). ``chain`` is no longer filled by the engine (no
     extractor read it, and composing every prefix cost time quadratic in depth); it stays for
-    callers that build requests themselves.
+    callers that build requests themselves. ``scene`` is the memory's scene plug-in
+    (``deltamem.scenes``), for extractors that read scene facts off observations (None: the
+    extractor's own choice).
     """
 
     episode: Episode
     tree: Tree
     matched: Experience | None = None
     chain: tuple[Experience, ...] = ()
+    scene: Scene | None = None
 
 
 @dataclass(slots=True)

@@ -183,11 +183,10 @@ def answer_schema(
     for name, info in model_cls.model_fields.items():
         if _is_list(info.annotation):
             (item_type,) = get_args(info.annotation)
-            # Lists of objects (e.g. a baseline's strategy items) get the object's own schema.
-            items = (answer_schema(item_type, max_items=max_items, max_item_chars=max_item_chars,
-                                   max_text_chars=max_text_chars)
-                     if isinstance(item_type, type) and issubclass(item_type, BaseModel)
-                     else {"type": "string", "minLength": 1, "maxLength": max_item_chars})
+            if isinstance(item_type, type) and issubclass(item_type, BaseModel):
+                raise TypeError(f"answer_schema reads text and lists of text only; "
+                                f"{model_cls.__name__}.{name} is a list of {item_type!r}")
+            items = {"type": "string", "minLength": 1, "maxLength": max_item_chars}
             prop: dict[str, Any] = {"type": "array", "items": items,
                                     "maxItems": _max_len(info, max_items)}
             if info.is_required():

@@ -73,7 +73,8 @@ def default_model_path() -> Path:
     return ggufs[0]
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
+    """Threads a llama.cpp model uses when not told: all cores but one, at most 8."""
     # One core is left to the rest of the process: llama.cpp threads spin-wait on each other,
     # so on a 2-core machine with any other load, 2 threads measured 4-5x slower than 1.
     # Beyond 8 threads a model this small gains nothing.
@@ -137,7 +138,7 @@ class LlamaCppLLM:
             raise ConfigError(f"n_ctx must be at least 256 tokens, got {n_ctx}")
         self.model_path = path
         self.n_ctx = n_ctx
-        self.n_threads = n_threads if n_threads and n_threads > 0 else _default_threads()
+        self.n_threads = n_threads if n_threads and n_threads > 0 else default_threads()
         self.seed = seed
         self.repeat_penalty = repeat_penalty
         self.name = f"llamacpp:{path.stem}"

@@ -1,0 +1,96 @@
+"""The text-game scene: layouts, places, triggers and facts of TextWorld(Express), ScienceWorld
+and ALFWorld descriptions (moved here from core: the core knows no game's phrasing)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from deltamem.core.knowledge import contradictions
+from deltamem.core.model import Episode, Step
+from deltamem.scenes import Scene, make_scene
+from deltamem.scenes.text_games import TextGames, layout_signature, same_layout, scene_room
+
+KITCHEN = ("You are in the kitchen. In one part of the room you see a stove. \nTo the North you "
+           "see a closed wood door. To the West you see the corridor. ")
+
+
+@given(st.text(max_size=60), st.sampled_from(["You are in the kitchen.",
+                                              "This room is called the hallway.", "",
+                                              "To the North you see a closed door."]))
+def test_layout_signature_is_total(noise, scene):
+    """Any text has a signature; it is empty exactly when no room is named."""
+    for sample in (noise, scene + noise, noise + scene):
+        assert (layout_signature(sample) == "") == (scene_room(sample) == "")
+
+
+ALF_BATH = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 2, "
+            "a cabinet 1, a countertop 1, a sinkbasin 1, and a toilet 1.")
+
+
+def test_alfworld_floor_plans_are_layouts():
+    """Bad case (ALFWorld unseen floor plans): every room starts "You are in the middle of a
+    room.", so facts of another floor plan were recalled ("On the toilet 1, you see a cloth
+    1"). The receptacles of the first glance tell floor plans apart; their order does not."""
+    reordered = ("You are in the middle of a room. Looking quickly around you, you see a toilet 1,"
+                 " a sinkbasin 1, a countertop 1, a cabinet 1 and a cabinet 2.")
+    other = ALF_BATH.replace("a cabinet 2, ", "")
+    assert layout_signature(ALF_BATH) == layout_signature(reordered)
+    assert layout_signature(ALF_BATH) != layout_signature(other)
+    assert layout_signature(ALF_BATH).startswith("middle of a room|see=cabinet 1")
+
+
+def test_door_states_do_not_change_a_layout():
+    opened = KITCHEN.replace("a closed wood door", "an open wood door")
+    assert same_layout(KITCHEN, opened)
+    assert layout_signature(KITCHEN) == "kitchen|north=wood door|west=corridor"
+    assert not same_layout(KITCHEN, KITCHEN.replace("the corridor", "the pantry"))
+
+
+def test_text_games_is_the_default_scene_and_a_scene():
+    scene = make_scene()
+    assert isinstance(scene, TextGames) and isinstance(scene, Scene)
+    assert scene.name == "text-games"
+    assert scene.signature(KITCHEN) == layout_signature(KITCHEN)
+    assert scene.place("You are in the corridor. It is dark.") == "corridor"
+    assert scene.place("The door is now open.") == ""
+    assert scene.trigger(KITCHEN, 300) == "You are in the kitchen."
+    assert scene.trigger(KITCHEN, 10) == "You are..."
+
+
+def test_facts_read_rooms_exits_doors_and_placements():
+    episode = Episode(
+        task="put the pot in the sink", env=KITCHEN, success=True,
+        steps=(Step("open door to north", "You open the wood door, revealing the laundry room."),
+               Step("move pot to sink", "You move the pot to the sink."),
+               Step("inventory", "In your inventory, you see: a coin."),
+               Step("dance", "I don't understand that.")))
+    facts = TextGames().facts(episode, 300)
+    assert facts == ("North of the kitchen: the laundry room (through the wood door)",
+                     "pot: in the sink")
+    assert contradictions(facts) == []
+
+
+def test_the_games_own_noise_phrases_live_in_the_text_game_scene():
+    """ScienceWorld's "No known action matches" and "You decide to wait" are the text-game
+    scene's noise; the generic rules (every other scene) know only domain-free phrasing."""
+    from deltamem.extract.trace import TraceExtractor
+    from deltamem.scenes.plain import Plain
+    from deltamem.scenes.text import GENERIC, noise_of
+
+    games = noise_of(TextGames())
+    assert games.rejected("No known action matches that input.")
+    assert games.says_nothing("You decide to wait for 1 iterations.")
+    assert games.rejected("I don't understand that.") and GENERIC.rejected("I don't understand.")
+    assert not GENERIC.rejected("No known action matches that input.")
+    assert not GENERIC.says_nothing("You decide to wait for 1 iterations.")
+    assert noise_of(Plain()) is GENERIC and noise_of(object()) is GENERIC
+
+    episode = Episode(task="boil water", env="a lab", success=True, steps=(
+        Step("boil", "No known action matches that input."), Step("activate stove",
+                                                                   "The stove is now on.")))
+    assert TraceExtractor().skill(episode).steps == ("activate stove",)
+    assert TraceExtractor(scene=Plain()).skill(episode).steps == ("boil", "activate stove")
+    lost = Episode(task="boil water", env="a lab", success=False, steps=episode.steps)
+    assert TraceExtractor().lesson(lost).failed == (
+        'boil (step 1) -> "No known action matches that input."',)

@@ -1,0 +1,258 @@
+"""The layer rule, read off the code's own imports (an AST scan of every module of deltamem).
+
+Layers, top to bottom (docs/architecture.md draws them)::
+
+    faces      the package root (the curated public surface), cli*, server, integrations,
+               client, skills, worker
+    engine     memory (the DeltaMem facade), engine, aio, results, reports, calibrate
+    adapters   store, embed, llm, extract, scenes, formats (episodes, transcripts, api),
+               transfer, config, testing
+    core       core (pure rules)
+    ground     errors, usage, jsonsafe, telemetry, threads, extras
+
+A module may import its own layer and the layers below it, never one above; and no set of
+modules may import each other in a circle. Every import counts, also one inside a function or
+under ``TYPE_CHECKING``: a lazy import is still a dependency, only a late one.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import deltamem
+
+SRC = Path(deltamem.__file__).parent
+
+LAYERS = ("ground", "core", "adapters", "engine", "faces")
+
+# Module-name prefix -> layer; the longest matching prefix wins. A new top-level module must be
+# placed here (the test names the ones that are not).
+PLACES: dict[str, str] = {
+    "deltamem": "faces",
+    "deltamem.cli": "faces",
+    "deltamem.cli_options": "faces",
+    "deltamem.cli_serve": "faces",
+    "deltamem.server": "faces",
+    "deltamem.faces": "faces",
+    "deltamem.integrations": "faces",
+    "deltamem.client": "faces",
+    "deltamem.skills": "faces",
+    "deltamem.worker": "faces",
+    "deltamem.cli_output": "faces",  # (modules other branches add, placed ahead of the merge)
+    "deltamem.cli_privacy": "faces",
+    "deltamem.memory": "engine",
+    "deltamem.engine": "engine",
+    "deltamem.aio": "engine",
+    "deltamem.results": "engine",
+    "deltamem.reports": "engine",
+    "deltamem.calibrate": "engine",
+    "deltamem.store": "adapters",
+    "deltamem.embed": "adapters",
+    "deltamem.llm": "adapters",
+    "deltamem.extract": "adapters",
+    "deltamem.scenes": "adapters",
+    "deltamem.formats": "adapters",
+    "deltamem.episodes": "adapters",
+    "deltamem.transcripts": "adapters",
+    "deltamem.api": "adapters",
+    "deltamem.transfer": "adapters",
+    "deltamem.config": "adapters",
+    "deltamem.testing": "adapters",
+    "deltamem.redact": "adapters",
+    "deltamem.scrub": "adapters",
+    "deltamem.core": "core",
+    "deltamem.errors": "ground",
+    "deltamem.usage": "ground",
+    "deltamem.jsonsafe": "ground",
+    "deltamem.telemetry": "ground",
+    "deltamem.threads": "ground",
+    "deltamem.extras": "ground",
+    "deltamem._util": "ground",
+}
+# Top-level names that must be placed explicitly (everything but the package root itself).
+EXPLICIT = {p for p in PLACES if p.count(".") == 1}
+
+
+def modules(src: Path = SRC) -> dict[str, Path]:
+    """Every module of the package under ``src``: dotted name -> file."""
+    found = {}
+    for path in sorted(src.rglob("*.py")):
+        parts = list(path.relative_to(src.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str:
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
+    """The deltamem modules ``name`` imports (anywhere in the file), with the line."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                module = ".".join([*base, module] if module else base)
+            # ``from pkg import mod`` depends on the module, ``from pkg import name`` on pkg.
+            targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module
+                       for a in node.names]
+        else:
+            continue
+        for target in targets:
+            if target == "deltamem" or target.startswith("deltamem."):
+                resolved = _resolve(target, known)
+                if resolved and resolved != name:
+                    yield resolved, node.lineno
+
+
+def graph(src: Path = SRC) -> dict[str, dict[str, int]]:
+    """module -> {imported module: first line}."""
+    known = modules(src)
+    out: dict[str, dict[str, int]] = {}
+    for name, path in known.items():
+        edges: dict[str, int] = {}
+        for target, line in imports(name, path, known):
+            edges.setdefault(target, line)
+        out[name] = edges
+    return out
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of ``module`` by its longest placed prefix (None: a top-level module that is
+    on no floor of the map)."""
+    top = ".".join(module.split(".")[:2])
+    if module != "deltamem" and top not in EXPLICIT:
+        return None
+    best = max((p for p in PLACES if module == p or module.startswith(p + ".")), key=len)
+    return PLACES[best]
+
+
+def upward(edges: dict[str, dict[str, int]]) -> list[str]:
+    """Every import from a lower layer into a higher one, as ``a:line -> b (low -> high)``."""
+    found = []
+    for module, targets in sorted(edges.items()):
+        here = layer_of(module)
+        for target, line in sorted(targets.items()):
+            there = layer_of(target)
+            if here is None or there is None:
+                continue
+            if LAYERS.index(there) > LAYERS.index(here):
+                found.append(f"{module}:{line} -> {target} ({here} -> {there})")
+    return found
+
+
+def circles(edges: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The import circles: strongly connected sets of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges.get(v, {}):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_is_on_the_map():
+    """A new top-level module or package has to be given a layer here (and in the docs)."""
+    unplaced = sorted(m for m in graph() if layer_of(m) is None)
+    assert unplaced == [], f"modules on no layer: {unplaced}"
+
+
+def test_nothing_imports_upward():
+    """faces -> engine -> adapters -> core -> ground: an import only ever points down."""
+    assert upward(graph()) == []
+
+
+def test_no_import_circles():
+    """No set of modules imports each other round in a circle (lazy imports included)."""
+    found = circles(graph())
+    edges = graph()
+    described = [" <-> ".join(f"{a} ({', '.join(f'{b}:{edges[a][b]}' for b in c if b in edges[a])})"
+                              for a in c) for c in found]
+    assert found == [], f"import circles: {described}"
+
+
+def test_the_scan_sees_upward_imports_and_circles(tmp_path):
+    """The checks above would fail on a tree with the defect (the one the core had: a lazy
+    import of deltamem.transcripts inside core/model.py, which imports the core)."""
+    pkg = tmp_path / "deltamem"
+    (pkg / "core").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "core" / "__init__.py").write_text("")
+    (pkg / "core" / "model.py").write_text(
+        "def from_messages():\n    from deltamem.transcripts import read\n    return read()\n")
+    (pkg / "transcripts.py").write_text("from deltamem.core.model import from_messages\n"
+                                        "def read():\n    return 1\n")
+    edges = graph(pkg)
+    assert upward(edges) == [
+        "deltamem.core.model:2 -> deltamem.transcripts (core -> adapters)"]
+    assert circles(edges) == [["deltamem.core.model", "deltamem.transcripts"]]
+
+
+def test_the_scan_reads_relative_and_from_package_imports(tmp_path):
+    pkg = tmp_path / "deltamem"
+    (pkg / "store").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "errors.py").write_text("")
+    (pkg / "store" / "__init__.py").write_text("from . import base\n")
+    (pkg / "store" / "base.py").write_text("from deltamem import errors\nfrom .. import memory\n")
+    (pkg / "memory.py").write_text("import deltamem.store.base\n")
+    edges = graph(pkg)
+    assert edges["deltamem.store"] == {"deltamem.store.base": 1}
+    assert edges["deltamem.store.base"] == {"deltamem.errors": 1, "deltamem.memory": 2}
+    assert upward(edges) == ["deltamem.store.base:2 -> deltamem.memory (adapters -> engine)"]
+    assert circles(edges) == [["deltamem.memory", "deltamem.store.base"]]
+
+
+def test_the_architecture_map_names_every_module():
+    """docs/architecture.md names every top-level module and package of the library, and every
+    module of the core and of the scene seam."""
+    doc = (SRC.parents[1] / "docs" / "architecture.md").read_text()
+    missing = []
+    for name, path in modules().items():
+        parts = name.split(".")
+        if len(parts) == 1:
+            continue
+        if len(parts) == 2:  # deltamem.x: a top-level module or package
+            token = f"{parts[1]}/" if path.name == "__init__.py" else f"{parts[1]}"
+            if not re.search(rf"(?<![\w/.]){re.escape(token)}(?![\w])", doc):
+                missing.append(name)
+        elif parts[1] in ("core", "scenes") and path.name != "__init__.py" \
+                and not re.search(rf"(?<![\w]){re.escape(path.stem)}(?![\w])", doc):
+            missing.append(name)
+    assert missing == []

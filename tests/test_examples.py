@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

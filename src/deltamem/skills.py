@@ -60,6 +60,7 @@ _BULLET = re.compile(r"^\s*[-*+]\s+(.+?)\s*$")
 _FENCES = ("```", "~~~")
 _MAX_SLUG = 60
 UNSPECIFIED = "(unspecified)"  # what skill_markdown writes for an empty activation
+COUNTERS = ("hits", "successes", "failures")
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class ParsedSkill:
     description: str
     skill: Skill
     path: Path
+    counts: tuple[int, int, int] = (0, 0, 0)  # hits, successes, failures (our export's metadata)
 
 
 def slugify(text: str) -> str:
@@ -102,8 +104,9 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         description = node.content.activation or node.key
         path = root / name / "SKILL.md"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_with_front_matter({"name": name, "description": description},
-                                           _skill_body(name, description, node.content)),
+        meta = {"name": name, "description": description,
+                "metadata": {f"deltamem-{k}": str(getattr(node, k)) for k in COUNTERS}}
+        path.write_text(_with_front_matter(meta, _skill_body(name, description, node.content)),
                         encoding="utf-8")
         written["skills"].append(str(path.relative_to(root)))
     taken_k: set[str] = set()
@@ -152,7 +155,22 @@ def parse_skill_md(path: str | Path) -> ParsedSkill:
         raise ConfigError(f"{p}: front matter has no 'name'")
     description = _text(meta, "description")
     skill = _skill_from_body(body, p, description or name)
-    return ParsedSkill(name, description or skill.activation, skill, p)
+    return ParsedSkill(name, description or skill.activation, skill, p, _metadata_counts(meta, p))
+
+
+def _metadata_counts(meta: dict[str, Any], path: Path) -> tuple[int, int, int]:
+    """The counters our export keeps in the agent-skills ``metadata`` map (strings there)."""
+    extra = meta.get("metadata")
+    if not isinstance(extra, dict):
+        return (0, 0, 0)
+    try:
+        hits, successes, failures = (int(extra.get(f"deltamem-{k}", 0)) for k in COUNTERS)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: metadata deltamem counters must be whole numbers ({exc})"
+                          ) from None
+    if min(hits, successes, failures) < 0:
+        raise ConfigError(f"{path}: metadata deltamem counters must be >= 0")
+    return hits, successes, failures
 
 
 def _skill_from_body(body: str, path: Path, fallback: str, *, exact: bool = False) -> Skill:
@@ -300,22 +318,14 @@ def import_skills(mem: DeltaMem, src: str | Path) -> dict[str, Any]:
 
 
 def add_skill_roots(mem: DeltaMem, skills: list[ParsedSkill]) -> dict[str, Any]:
-    """Write parsed skills as task roots in one transaction (all or nothing)."""
-    return _add_roots(mem, [_skill_item(s) for s in skills])
+    """Write parsed skills as task roots (with the counters their metadata carries) in one
+    transaction (all or nothing); a root identical to a stored one is skipped."""
+    return _add_entries(mem, [_skill_entry(s) for s in skills])
 
 
-def _skill_item(s: ParsedSkill) -> tuple[Tree, str, Experience, Path, dict[str, Any]]:
-    return Tree.TASK, s.description, s.skill, s.path, {"skill_name": s.name}
-
-
-def _add_roots(mem: DeltaMem, items: list[tuple[Tree, str, Experience, Path, dict[str, Any]]]
-               ) -> dict[str, Any]:
-    """Write ``(tree, key, experience, source path, meta)`` items as roots in one transaction
-    (:meth:`DeltaMem.add_roots`); an identical root is skipped."""
-    ids = mem.add_roots([(tree, key, content, {"imported_from": _source(path), **meta})
-                         for tree, key, content, path, meta in items])
-    return {"imported": [i for i in ids if i is not None],
-            "skipped": [str(item[3]) for item, i in zip(items, ids, strict=True) if i is None]}
+def _skill_entry(s: ParsedSkill) -> _Entry:
+    return _Entry(s.path, Tree.TASK, s.description, s.skill, {"skill_name": s.name},
+                  counts=s.counts)
 
 
 def _source(path: Path) -> str:
@@ -487,9 +497,7 @@ def _memory_entry(path: Path, kind: str) -> _Entry | None:
         if kind == LESSONS_DIR:
             return None
         if kind == SKILLS_DIR:
-            parsed = parse_skill_md(path)
-            return _Entry(path, Tree.TASK, parsed.description, parsed.skill,
-                          {"skill_name": parsed.name})
+            return _skill_entry(parse_skill_md(path))
         knowledge = _knowledge_from(meta, body, path)
         return _Entry(path, Tree.ENV, knowledge.trigger, knowledge, {})
     try:
@@ -568,6 +576,7 @@ def _entry_node(mem: DeltaMem, entry: _Entry, existing: dict[str, Node],
         roots.add((entry.tree, entry.key, entry.experience))
         return Node(id=new_node_id(entry.tree), tree=entry.tree, kind=NodeKind.ROOT,
                     outcome=Outcome.SUCCESS, key=entry.key, content=entry.experience,
+                    hits=entry.counts[0], successes=entry.counts[1], failures=entry.counts[2],
                     created_at=time.time(), meta=meta)
     node_id = entry.node_id
     if node_id in existing or node_id in composed:

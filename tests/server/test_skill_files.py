@@ -175,3 +175,22 @@ def test_memory_md_import_refuses_a_delta_without_its_parent(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match=f"parent {root.id} is neither in the folder"):
         import_layout(copy, out)
     assert not copy.exists or list(copy.nodes()) == []
+
+
+def test_skill_folders_keep_root_counters_and_export_the_same_bytes(tmp_path: Path) -> None:
+    """The agent-skills layout holds roots only; their counters travel in the front matter's
+    ``metadata`` map, and a second export is the same files."""
+    mem = learned_memory(tmp_path)
+    first = tmp_path / "first"
+    export_skills(mem, first)
+    copy = fresh(tmp_path, "skills-copy")
+    import_skills(copy, first)
+    counted = {(n.key, n.content): (n.hits, n.successes, n.failures)
+               for n in mem.nodes(Tree.TASK) if n.is_root and isinstance(n.content, Skill)}
+    assert any(h for h, _, _ in counted.values())
+    assert {(n.key, n.content): (n.hits, n.successes, n.failures)
+            for n in copy.nodes(Tree.TASK)} == counted
+    second = tmp_path / "second"
+    export_skills(copy, second)
+    assert tree_files(second) == {k: v for k, v in tree_files(first).items()
+                                  if not k.startswith("knowledge/")}

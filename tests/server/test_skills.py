@@ -42,7 +42,7 @@ def test_export_writes_skill_folders_and_knowledge(mem: DeltaMem, tmp_path: Path
     written = export_skills(mem, tmp_path / "out")
     assert written["skills"] == ["heat-the-apple/SKILL.md"]  # the failure lesson is not a skill
     text = (tmp_path / "out" / "heat-the-apple" / "SKILL.md").read_text()
-    assert text.startswith("---\nname: heat-the-apple\ndescription: heat the apple\n---")
+    assert text.startswith("---\nname: heat-the-apple\ndescription: heat the apple\nmetadata:")
     assert "1. go to kitchen\n2. take apple\n3. heat apple" in text
     assert len(written["knowledge"]) == 1 and written["knowledge"][0].startswith("knowledge/")
 

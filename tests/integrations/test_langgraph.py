@@ -157,6 +157,7 @@ def test_namespaces_map_to_spaces_reversibly() -> None:
         space = space_for(namespace)
         assert space.startswith("lg.") and namespace_for(space) == namespace
     assert namespace_for("default") is None
+    assert namespace_for("lg.bad_zz") is None  # a space named by hand, not by this store
     with pytest.raises(InvalidNamespaceError):
         space_for(("x" * 80,))
     with pytest.raises(InvalidNamespaceError):

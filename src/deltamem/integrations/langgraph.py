@@ -108,14 +108,17 @@ def namespace_for(space: str) -> tuple[str, ...] | None:
     for label in rest.split("."):
         raw = bytearray()
         i = 0
-        while i < len(label):
-            if label[i] == "_":
-                raw += bytes.fromhex(label[i + 1:i + 3])
-                i += 3
-            else:
-                raw += label[i].encode()
-                i += 1
-        out.append(raw.decode())
+        try:
+            while i < len(label):
+                if label[i] == "_":
+                    raw += bytes.fromhex(label[i + 1:i + 3])
+                    i += 3
+                else:
+                    raw += label[i].encode()
+                    i += 1
+            out.append(raw.decode())
+        except ValueError:  # not an escape this store writes: a space named by hand
+            return None
     return tuple(out)
 
 

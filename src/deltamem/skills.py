@@ -100,7 +100,9 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
     for node in mem.nodes(Tree.TASK):
         if not node.is_root or not isinstance(node.content, Skill):
             continue
-        name = _unique(slugify(node.key or node.content.activation), taken)
+        imported_name = node.meta.get("skill_name")  # the name a SKILL.md gave it, if any
+        name = _unique(slugify(str(imported_name or "") or node.key
+                               or node.content.activation), taken)
         description = node.content.activation or node.key
         path = root / name / "SKILL.md"
         path.parent.mkdir(parents=True, exist_ok=True)

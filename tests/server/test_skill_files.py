@@ -88,6 +88,7 @@ def test_a_prose_skill_imports_as_a_root_of_its_paragraphs_bullets_and_code(
     assert node.is_root and node.key == parsed.description
     recall = mem.recall(parsed.description)  # the hashing test embedder: the same words
     assert recall.task.matched and "Check boxes take" in recall.context
+    assert export_skills(mem, tmp_path / "out")["skills"] == ["pdf-fill/SKILL.md"]  # its name
 
 
 def test_front_matter_that_is_not_yaml_is_one_clear_error(tmp_path: Path) -> None:

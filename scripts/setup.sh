@@ -41,7 +41,7 @@ if ! "$VENV/bin/python" -c "import llama_cpp" 2>/dev/null; then
   "$PIP" install -q .cache/wheels/llama_cpp_python-"$LLAMA_VERSION"-*.whl
 fi
 
-"$PIP" install -q -e ".[dev,all,langchain,openai-agents,otel]" -e ./bench
+"$PIP" install -q -e ".[dev,all,langchain,langgraph,openai-agents,otel]" -e ./bench
 "$VENV/bin/python" -c "import alfworld" 2>/dev/null || "$PIP" install -q "alfworld>=0.4"
 
 if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then

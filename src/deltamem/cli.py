@@ -142,7 +142,8 @@ def learn(
             learned, total = batch.results, batch.usage
         else:
             learned, total = [], Usage()
-            with Progress(console=err, disable=as_json or len(good) < 20, transient=True) as bar:
+            with Progress(console=err, disable=as_json or len(good) < 20 or not err.is_terminal,
+                          transient=True) as bar:
                 task = bar.add_task("learning", total=len(good))
                 for _, _, episode in good:
                     learned.append(mem.learn(episode))
@@ -193,7 +194,7 @@ def recall(
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
     data = result.to_dict(explain=explain)
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
-                                           markup=False, highlight=False))
+                                           markup=False, highlight=False, soft_wrap=True))
 
 
 @app.command()
@@ -202,12 +203,19 @@ def show(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
+    raw: Annotated[bool, typer.Option(
+        "--raw", help="Print the stored record (patch as JSON arrays) instead of words.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a node: its chain, composed experience, own patch and counters."""
+    """Show a node: what it is, its counters and chain, the composed experience in words and,
+    for a delta, its change from its parent (--raw / --json: the stored record)."""
+    from deltamem.cli_output import show_text
+
     with open_memory(db, space, embedder) as mem:
         data = mem.show(node_id)
-    emit(data, as_json, lambda: out.print_json(data=data))
+        text = None if as_json or raw else show_text(mem.chain(node_id), data)
+    emit(data, as_json, lambda: out.print_json(data=data) if text is None else out.print(
+        text, markup=False, highlight=False, soft_wrap=True))
 
 
 @app.command("list")
@@ -282,7 +290,10 @@ def consolidate(
     as_json: JsonOpt = False,
 ) -> None:
     """Compile every frequently successful chain into a new root."""
-    with open_memory(db, space, embedder, k_cons=k_cons) as mem:
+    from deltamem.cli_output import progress
+
+    with open_memory(db, space, embedder, k_cons=k_cons) as mem, \
+            progress(err, "consolidating", quiet=as_json):
         data = consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
     verb = "due" if dry_run else "consolidated"
     emit(data, as_json, lambda: out.print(f"{len(data['consolidated'])} chain(s) {verb}"))
@@ -314,8 +325,19 @@ def export_(
     as_json: JsonOpt = False,
 ) -> None:
     """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
+    from deltamem.cli_output import progress
+
     with open_memory(db, space, embedder) as mem:
-        count = mem.export(file)
+        lines = mem.iter_export()
+        first = next(lines)  # a missing space fails before the file is touched
+        count = 1
+        with file.open("w", encoding="utf-8") as handle, \
+                progress(err, f"exporting to {file}", quiet=as_json, unit="records") as advance:
+            handle.write(first)
+            for line in lines:
+                handle.write(line)
+                count += 1
+                advance()
     emit({"records": count, "file": str(file)}, as_json,
           lambda: out.print(f"exported {count} records to {file}"))
 
@@ -334,8 +356,13 @@ def import_(
     The whole file is verified first (fields, parents, depths, chains, vectors); a bad file is
     refused naming its first bad record, and nothing is written.
     """
-    with open_memory(db, space, embedder, create=create) as mem:
-        counts = mem.import_(file)
+    from deltamem.cli_output import counted_lines, progress
+
+    with open_memory(db, space, embedder, create=create) as mem, \
+            file.open(encoding="utf-8") as handle, \
+            progress(err, f"importing {file}", total=file.stat().st_size,
+                     quiet=as_json) as advance:
+        counts = mem.import_lines(counted_lines(handle, advance), str(file))
     emit(counts, as_json, lambda: out.print(f"imported {counts}"))
 
 
@@ -378,12 +405,14 @@ def calibrate(
     DELTAMEM_TAU_TASK / DELTAMEM_TAU_ENV.
     """
     from deltamem.calibrate import calibrate_episodes
+    from deltamem.cli_output import progress
     from deltamem.embed import make_embedder
 
     episodes = [e for _, e in read_episodes(file) if not isinstance(e, EpisodeError)]
     model = make_embedder(embedder or Settings.from_env().embedder)
-    result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
-                                env_group=_grouper(env_group, "env"), beta=beta)
+    with progress(err, f"calibrating on {len(episodes)} episodes", quiet=as_json):
+        result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
+                                    env_group=_grouper(env_group, "env"), beta=beta)
     data = result.to_dict()
     emit(data, as_json, lambda: _print_calibration(data))
 
@@ -420,9 +449,11 @@ def migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy whole spaces between stores exactly (nodes, vectors, counters, episodes)."""
+    from deltamem.cli_output import progress
     from deltamem.store.copy import copy_spaces
 
-    counts = copy_spaces(source, target, space=space)
+    with progress(err, f"migrating {space or 'every space'}", quiet=as_json):
+        counts = copy_spaces(source, target, space=space)
     emit({"migrated": counts}, as_json, lambda: out.print(f"migrated {counts}"))
 
 

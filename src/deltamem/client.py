@@ -6,7 +6,18 @@ They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``rec
 return the typed models of :mod:`deltamem.api`, and raise the library's exceptions: an error the
 server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the server's
 message; anything else (auth, scope, rate limit, an unreachable server) is a
-:class:`~deltamem.errors.RemoteError`::
+:class:`~deltamem.errors.RemoteError`.
+
+Both clients retry (``retries=3`` by default, ``retries=0`` turns it off) with exponential
+backoff, honouring the server's ``Retry-After`` (seconds or an HTTP date):
+
+* reads (``recall``, ``show``, ``list_nodes``, ``stats``, ``export``) on a dropped connection,
+  a timeout, or an answer 429, 502, 503 or 504;
+* every call when the request was never sent (connection refused) or was refused by a rate
+  limit before it ran (429 with ``Retry-After``). A write is never sent twice otherwise: a
+  learn whose answer was lost may have been learned.
+
+::
 
     from deltamem import Client
 
@@ -18,8 +29,12 @@ message; anything else (auth, scope, rate limit, an unreachable server) is a
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -47,14 +62,89 @@ class _Call:
     params: dict[str, Any] = field(default_factory=dict)
     content: bytes | None = None
     node_id: str | None = None  # for NodeNotFound, which carries the id
+    idempotent: bool = False  # safe to send twice (a read): retried on any transient failure
+
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When and how long to wait before sending a request again.
+
+    Args:
+        retries: extra attempts after the first (0: never retry).
+        backoff: the first wait in seconds without ``Retry-After``; doubled per attempt, with
+            jitter (a random wait between half and all of it).
+        max_wait: the longest single wait; a ``Retry-After`` longer than this is not waited
+            for (the error is raised at once, its message says when to retry).
+    """
+
+    retries: int = 3
+    backoff: float = 0.5
+    max_wait: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.retries < 0 or self.backoff < 0 or self.max_wait < 0:
+            raise ValueError("retries, backoff and max_wait must be >= 0")
+
+    def delay(self, call: _Call, attempt: int, response: httpx.Response | None,
+              error: httpx.HTTPError | None) -> float | None:
+        """Seconds to wait before attempt ``attempt + 1``, or None to stop (answer as is)."""
+        if attempt >= self.retries:
+            return None
+        if error is not None:
+            never_sent = isinstance(error, httpx.ConnectError | httpx.ConnectTimeout)
+            if not (never_sent or (call.idempotent and isinstance(error, httpx.TransportError))):
+                return None
+            return self._backoff(attempt)
+        assert response is not None
+        if response.status_code not in RETRY_STATUSES:
+            return None
+        asked = retry_after(response.headers.get("Retry-After"))
+        refused_before_running = response.status_code == 429 and asked is not None
+        if not (call.idempotent or refused_before_running):
+            return None
+        if asked is None:
+            return self._backoff(attempt)
+        return asked if asked <= self.max_wait else None
+
+    def _backoff(self, attempt: int) -> float:
+        wait: float = min(self.max_wait, self.backoff * 2.0 ** attempt)
+        return wait * random.uniform(0.5, 1.0)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent or
+    unreadable."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _policy(retries: int | RetryPolicy) -> RetryPolicy:
+    return retries if isinstance(retries, RetryPolicy) else RetryPolicy(retries=retries)
 
 
 class _Base:
     """Request building and answer parsing; the subclasses only move bytes."""
 
-    def __init__(self, base_url: str, api_key: str | None, space: str) -> None:
+    def __init__(self, base_url: str, api_key: str | None, space: str,
+                 retries: int | RetryPolicy) -> None:
         self.base_url = base_url.rstrip("/")
         self.space = space
+        self.retry = _policy(retries)
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _path(self, suffix: str = "") -> str:
@@ -68,7 +158,7 @@ class _Base:
             body["top_k"] = top_k
         if budget_tokens is not None:
             body["budget_tokens"] = budget_tokens
-        return _Call("POST", self._path("/recall"), api.RecallOut, json=body)
+        return _Call("POST", self._path("/recall"), api.RecallOut, json=body, idempotent=True)
 
     def _learn(self, episode: EpisodeLike) -> _Call:
         return _Call("POST", self._path("/learn"), api.LearnOut, json=_episode_json(episode))
@@ -78,7 +168,8 @@ class _Base:
         return _Call("POST", self._path("/learn"), api.BatchOut, json=body)
 
     def _show(self, node_id: str) -> _Call:
-        return _Call("GET", self._path(f"/nodes/{node_id}"), api.ShowOut, node_id=node_id)
+        return _Call("GET", self._path(f"/nodes/{node_id}"), api.ShowOut, node_id=node_id,
+                     idempotent=True)
 
     def _list_nodes(self, tree: Tree | str | None, kind: NodeKind | str | None,
                     outcome: Outcome | str | None, contains: str, limit: int | None) -> _Call:
@@ -86,10 +177,14 @@ class _Base:
                                          ("limit", limit)) if v is not None}
         if contains:
             params["contains"] = contains
-        return _Call("GET", self._path("/nodes"), api.NodeListOut, params=params)
+        return _Call("GET", self._path("/nodes"), api.NodeListOut, params=params,
+                     idempotent=True)
 
     def _stats(self) -> _Call:
-        return _Call("GET", self._path("/stats"), api.StatsOut)
+        return _Call("GET", self._path("/stats"), api.StatsOut, idempotent=True)
+
+    def _export(self) -> _Call:
+        return _Call("GET", self._path("/export"), idempotent=True)
 
     def _record_outcome(self, nodes: Iterable[str], success: bool) -> _Call:
         return _Call("POST", self._path("/outcome"), api.OutcomeOut,
@@ -134,12 +229,15 @@ class Client(_Base):
         api_key: a key from ``deltamem keys create`` (None for a server run with ``--no-keys``).
         space: the space every call works on.
         timeout: seconds per request (learning with a model can take a while).
+        retries: extra attempts on a transient failure (see the module docs for which calls),
+            or a :class:`RetryPolicy` (backoff and the longest wait too); 0 turns retries off.
         transport: an httpx transport (tests; a custom TLS or proxy setup).
     """
 
     def __init__(self, base_url: str, api_key: str | None = None, *, space: str = "default",
-                 timeout: float = 120.0, transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(base_url, api_key, space)
+                 timeout: float = 120.0, retries: int | RetryPolicy = 3,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(base_url, api_key, space, retries)
         self._http = httpx.Client(base_url=self.base_url, headers=self._headers,
                                   timeout=timeout, transport=transport)
 
@@ -153,10 +251,22 @@ class Client(_Base):
         self._http.close()
 
     def _send(self, call: _Call, model: type[M]) -> M:
-        try:
-            response = self._http.request(call.method, call.path, **self._request_args(call))
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+        attempt = 0
+        while True:
+            response, error = None, None
+            try:
+                response = self._http.request(call.method, call.path,
+                                              **self._request_args(call))
+            except httpx.HTTPError as exc:
+                error = exc
+            wait = self.retry.delay(call, attempt, response, error)
+            if wait is None:
+                break
+            time.sleep(wait)
+            attempt += 1
+        if error is not None:
+            raise _unreachable(self.base_url, error, attempt) from error
+        assert response is not None
         result = self._read(call, response)
         assert isinstance(result, model)
         return result
@@ -211,25 +321,34 @@ class Client(_Base):
         return self._send(self._import(path), api.ImportOut)
 
     def export(self, path: str | Path) -> int:
-        """Write the space as JSON Lines to ``path`` (streamed); return the number of records."""
-        try:
-            with self._http.stream("GET", self._path("/export")) as response:
-                if response.status_code >= 400:
+        """Write the space as JSON Lines to ``path`` (streamed); return the number of records.
+        A retry after a broken stream writes the file again from the start."""
+        call, attempt = self._export(), 0
+        while True:
+            try:
+                with self._http.stream("GET", call.path) as response:
+                    if response.status_code < 400:
+                        with Path(path).open("w", encoding="utf-8") as handle:
+                            return _write_lines(handle, response.iter_lines())
                     response.read()
-                    raise error_from(response, self.space)
-                with Path(path).open("w", encoding="utf-8") as handle:
-                    return _write_lines(handle, response.iter_lines())
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+                    wait = self.retry.delay(call, attempt, response, None)
+                    if wait is None:
+                        raise error_from(response, self.space)
+            except httpx.HTTPError as exc:
+                wait = self.retry.delay(call, attempt, None, exc)
+                if wait is None:
+                    raise _unreachable(self.base_url, exc, attempt) from exc
+            time.sleep(wait)
+            attempt += 1
 
 
 class AsyncClient(_Base):
     """The asyncio twin of :class:`Client`: the same methods, awaited."""
 
     def __init__(self, base_url: str, api_key: str | None = None, *, space: str = "default",
-                 timeout: float = 120.0,
+                 timeout: float = 120.0, retries: int | RetryPolicy = 3,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(base_url, api_key, space)
+        super().__init__(base_url, api_key, space, retries)
         self._http = httpx.AsyncClient(base_url=self.base_url, headers=self._headers,
                                        timeout=timeout, transport=transport)
 
@@ -243,11 +362,22 @@ class AsyncClient(_Base):
         await self._http.aclose()
 
     async def _send(self, call: _Call, model: type[M]) -> M:
-        try:
-            response = await self._http.request(call.method, call.path,
-                                                **self._request_args(call))
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+        attempt = 0
+        while True:
+            response, error = None, None
+            try:
+                response = await self._http.request(call.method, call.path,
+                                                    **self._request_args(call))
+            except httpx.HTTPError as exc:
+                error = exc
+            wait = self.retry.delay(call, attempt, response, error)
+            if wait is None:
+                break
+            await asyncio.sleep(wait)
+            attempt += 1
+        if error is not None:
+            raise _unreachable(self.base_url, error, attempt) from error
+        assert response is not None
         result = self._read(call, response)
         assert isinstance(result, model)
         return result
@@ -304,14 +434,23 @@ class AsyncClient(_Base):
 
     async def export(self, path: str | Path) -> int:
         """See :meth:`Client.export`."""
-        try:
-            async with self._http.stream("GET", self._path("/export")) as response:
-                if response.status_code >= 400:
+        call, attempt = self._export(), 0
+        while True:
+            try:
+                async with self._http.stream("GET", call.path) as response:
+                    if response.status_code < 400:
+                        lines = [line async for line in response.aiter_lines()]
+                        break
                     await response.aread()
-                    raise error_from(response, self.space)
-                lines = [line async for line in response.aiter_lines()]
-        except httpx.HTTPError as exc:
-            raise _unreachable(self.base_url, exc) from exc
+                    wait = self.retry.delay(call, attempt, response, None)
+                    if wait is None:
+                        raise error_from(response, self.space)
+            except httpx.HTTPError as exc:
+                wait = self.retry.delay(call, attempt, None, exc)
+                if wait is None:
+                    raise _unreachable(self.base_url, exc, attempt) from exc
+            await asyncio.sleep(wait)
+            attempt += 1
         with Path(path).open("w", encoding="utf-8") as handle:
             return _write_lines(handle, lines)
 
@@ -329,8 +468,10 @@ def _write_lines(handle: Any, lines: Iterable[str]) -> int:
     return count
 
 
-def _unreachable(base_url: str, exc: httpx.HTTPError) -> RemoteError:
-    return RemoteError(f"no answer from the deltamem server at {base_url}: {exc}")
+def _unreachable(base_url: str, exc: httpx.HTTPError, retried: int = 0) -> RemoteError:
+    tries = f" (after {retried + 1} attempts)" if retried else ""
+    return RemoteError(f"no answer from the deltamem server at {base_url}{tries}: "
+                       f"{exc or type(exc).__name__}")
 
 
 def error_from(response: httpx.Response, space: str, node_id: str | None = None

@@ -24,6 +24,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ann": ("faiss",),
     "st": ("sentence_transformers",),
     "langchain": ("langchain", "langgraph"),
+    "langgraph": ("langgraph",),
     "openai-agents": ("agents",),
 }
 

@@ -13,6 +13,7 @@ from deltamem.errors import ConfigError
 
 @pytest.mark.parametrize(("module", "extra", "framework"), [
     ("deltamem.integrations.langchain", "langchain", "langgraph"),
+    ("deltamem.integrations.langgraph", "langgraph", "langgraph"),
     ("deltamem.integrations.openai_agents", "openai-agents", "agents"),
 ])
 def test_missing_framework_names_the_extra(monkeypatch, module, extra, framework):

@@ -17,7 +17,7 @@ def blocks(language: str) -> list[str]:
 
 def test_python_examples_compile_and_stay_under_20_lines() -> None:
     examples = blocks("python")
-    assert len(examples) == 3
+    assert len(examples) == 4
     for code in examples:
         compile(code, str(DOC), "exec")
         assert len(code.strip().splitlines()) < 20

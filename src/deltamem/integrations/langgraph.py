@@ -1,0 +1,369 @@
+"""LangGraph: a ``BaseStore`` backed by deltamem (``pip install 'deltamem[langgraph]'``).
+
+LangGraph graphs, LangMem and Deep Agents keep long-term memory in a store handed to the graph
+(``graph.compile(store=...)``, ``create_deep_agent(store=...)``). :class:`DeltaMemStore` is such
+a store whose items are *experiences*::
+
+    from deltamem.integrations.langgraph import DeltaMemStore
+
+    store = DeltaMemStore("memory.db")
+    store.put(("agent", "alice"), "run-42", {"task": "heat the apple", "env": "a kitchen",
+                                             "success": True, "steps": [...]})
+    hits = store.search(("agent", "alice"), query="warm up an apple")
+
+* **Namespaces are spaces.** ``("agent", "alice")`` is the space ``lg.agent.alice`` of the
+  database (labels escaped to the space alphabet, reversibly); spaces never see each other.
+  ``search`` and ``list_namespaces`` cover every space under a prefix.
+* **put** learns a finished episode: deltamem's episode JSON (``task``, ``steps``, ``success``,
+  ``env``, ``score``, ``meta``) or an OpenAI-style transcript (``messages`` with ``success``,
+  optional ``task``, ``env``). Anything else is refused with a ``ValueError`` naming the fields
+  (pair this store with ``InMemoryStore`` or ``PostgresStore`` for arbitrary values). A second
+  put under the same key learns that episode too (experience accumulates); ``get`` then returns
+  the latest one.
+* **get** of a put key returns the episode as learned (``Item.value``); get of a node id
+  (``t-...``, ``e-...``, as ``search`` returns them) returns that experience.
+* **search** with ``query`` recalls: the best skills (task tree) and scene knowledge (environment
+  tree) for the text, ranked by score (the failure penalty included), each an item whose key is
+  the node id and whose value holds the composed ``experience``, ``context`` (the text to put in
+  a prompt), the node's ``outcome`` and counters. Without ``query`` it lists the episodes put.
+  ``filter`` keeps items whose value has those top-level values (equality).
+* **delete** of a put key forgets what that episode taught: the nodes learned from it, with
+  their subtrees (a delta means nothing without its parent); the deletion is recorded in the
+  space's episode log, and ``get`` then returns None. Delete of a node id deletes that subtree.
+
+Sync and async: :meth:`batch` runs the operations in order; :meth:`abatch` runs the same in a
+worker thread, so async graphs never block their event loop.
+"""
+
+from __future__ import annotations
+
+from deltamem.extras import require
+
+require("langgraph", "deltamem.integrations.langgraph")
+
+# ruff: noqa: E402  (the extra check above must run before these imports)
+import asyncio
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    InvalidNamespaceError,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from deltamem.config import Settings
+from deltamem.core.model import Node
+from deltamem.core.render import render_experience
+from deltamem.embed.base import Embedder
+from deltamem.episodes import episode_from_dict
+from deltamem.errors import DeltaMemError, NodeNotFound
+from deltamem.extract.base import Extractor
+from deltamem.memory import DeltaMem
+from deltamem.store import open_store
+from deltamem.store.base import EpisodeRecord, Store
+from deltamem.transcripts import episode_from_messages
+
+PREFIX = "lg"
+KEY_FIELD = "langgraph_key"  # in an episode's meta: the key it was put under
+DELETED_FIELD = "langgraph_deleted"
+_NODE_ID = re.compile(r"^[te]-[0-9a-f]{16}$")
+_PLAIN = re.compile(r"[A-Za-z0-9-]")
+_MAX_SPACE = 64
+
+
+def space_for(namespace: tuple[str, ...]) -> str:
+    """The deltamem space of a LangGraph namespace: ``lg.`` then the labels joined by ``.``,
+    each character outside ``[A-Za-z0-9-]`` written ``_xx`` (its UTF-8 bytes in hex)."""
+    if not namespace or any(not isinstance(label, str) or not label for label in namespace):
+        raise InvalidNamespaceError(f"namespace {namespace!r}: labels must be non-empty strings")
+    labels = ["".join(c if _PLAIN.fullmatch(c) else "".join(f"_{b:02x}" for b in c.encode())
+                      for c in label) for label in namespace]
+    space = ".".join([PREFIX, *labels])
+    if len(space) > _MAX_SPACE:
+        raise InvalidNamespaceError(f"namespace {namespace!r} is too long for a deltamem space "
+                                    f"({len(space)} > {_MAX_SPACE} characters once escaped)")
+    return space
+
+
+def namespace_for(space: str) -> tuple[str, ...] | None:
+    """The namespace a space stands for, or None for a space this store did not name."""
+    head, _, rest = space.partition(".")
+    if head != PREFIX or not rest:
+        return None
+    out = []
+    for label in rest.split("."):
+        raw = bytearray()
+        i = 0
+        try:
+            while i < len(label):
+                if label[i] == "_":
+                    raw += bytes.fromhex(label[i + 1:i + 3])
+                    i += 3
+                else:
+                    raw += label[i].encode()
+                    i += 1
+            out.append(raw.decode())
+        except ValueError:  # not an escape this store writes: a space named by hand
+            return None
+    return tuple(out)
+
+
+class DeltaMemStore(BaseStore):
+    """A LangGraph store whose items are experiences learned by deltamem (see the module docs).
+
+    Args:
+        db: a database (SQLite path, ``sqlite:PATH``, ``postgresql://...``) or an open Store.
+        embedder: an :class:`Embedder` or a spec (``"minilm"``, the default).
+        extractor: ``"trace"`` (no model) or an :class:`Extractor`.
+        settings: thresholds and constants (``Settings.from_env()`` by default).
+    """
+
+    __slots__ = ("_store", "_embedder", "_extractor", "_settings", "_mems", "_lock", "_owned")
+
+    def __init__(self, db: str | Path | Store = "deltamem.db", *,
+                 embedder: str | Embedder | None = None, extractor: str | Extractor = "trace",
+                 settings: Settings | None = None) -> None:
+        from deltamem.embed import make_embedder
+        from deltamem.extract import make_extractor
+
+        self._settings = settings or Settings.from_env()
+        self._embedder = (embedder if isinstance(embedder, Embedder)
+                          else make_embedder(embedder or self._settings.embedder))
+        self._extractor = (make_extractor(extractor) if isinstance(extractor, str)
+                           else extractor)
+        self._owned = isinstance(db, str | Path)
+        self._store: Store = open_store(str(db)) if isinstance(db, str | Path) else db
+        self._mems: dict[str, DeltaMem] = {}
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Close the database (when this store opened it)."""
+        if self._owned:
+            self._store.close()
+
+    def __enter__(self) -> DeltaMemStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def memory(self, namespace: tuple[str, ...]) -> DeltaMem:
+        """The deltamem facade of one namespace (its space), for anything the store API lacks
+        (``record_outcome``, ``consolidate``, ``export``...)."""
+        space = space_for(namespace)
+        with self._lock:
+            mem = self._mems.get(space)
+            if mem is None:
+                mem = DeltaMem(self._store, self._embedder, self._extractor, space=space,
+                               settings=self._settings)
+                self._mems[space] = mem
+            return mem
+
+    # -- the two entry points LangGraph calls -----------------------------------------------
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations in order; one result per operation."""
+        return [self._run(op) for op in ops]
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    def _run(self, op: Op) -> Result:
+        if isinstance(op, GetOp):
+            return self._get(op.namespace, op.key)
+        if isinstance(op, SearchOp):
+            return self._search(op)
+        if isinstance(op, PutOp):
+            if op.value is None:
+                self._delete(op.namespace, op.key)
+            else:
+                self._put(op.namespace, op.key, op.value)
+            return None
+        if isinstance(op, ListNamespacesOp):
+            return self._list_namespaces(op)
+        raise ValueError(f"unknown store operation {type(op).__name__}")
+
+    # -- operations --------------------------------------------------------------------------
+    def _put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]) -> None:
+        mem = self.memory(namespace)
+        if not isinstance(value, Mapping):
+            raise ValueError(f"a DeltaMemStore value is an episode (a dict), not "
+                             f"{type(value).__name__}")
+        meta = {**(value.get("meta") or {}), KEY_FIELD: key}
+        try:
+            if "messages" in value and "steps" not in value:
+                episode = episode_from_messages(
+                    value["messages"], success=bool(value.get("success", False)),
+                    task=value.get("task"), env=str(value.get("env", "")),
+                    score=value.get("score"), meta=meta)
+            else:
+                episode = episode_from_dict({**value, "meta": meta})
+        except DeltaMemError as exc:
+            raise ValueError(f"a DeltaMemStore value is an episode ({{'task', 'steps' or "
+                             f"'messages', 'success', 'env', 'score', 'meta'}}): {exc}") from exc
+        mem.learn(episode)
+
+    def _get(self, namespace: tuple[str, ...], key: str) -> Item | None:
+        mem = self.memory(namespace)
+        if not mem.exists:
+            return None
+        if _NODE_ID.match(key):
+            try:
+                return self._experience_item(mem, namespace, mem.get(key), None)
+            except NodeNotFound:
+                return None
+        record = _latest(mem, key)
+        return None if record is None else _episode_item(namespace, key, record)
+
+    def _delete(self, namespace: tuple[str, ...], key: str) -> None:
+        mem = self.memory(namespace)
+        if not mem.exists:
+            return
+        if _NODE_ID.match(key):
+            with contextlib.suppress(NodeNotFound):
+                mem.delete(key)
+            return
+        taught = {r.id for r in mem.store.episodes(mem.space) if r.meta.get(KEY_FIELD) == key}
+        if not taught:
+            return
+        with mem.transaction():
+            for node in list(mem.nodes()):
+                if node.episode_id in taught and mem.store.get_node(mem.space, node.id):
+                    mem.store.delete_subtree(mem.space, node.id)
+            mem.store.add_episode(mem.space, EpisodeRecord(
+                id=f"x-{time.time_ns():x}", task="", env="", success=False, score=None,
+                steps=[], meta={KEY_FIELD: key, DELETED_FIELD: True}, created_at=time.time()))
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        found: list[SearchItem] = []
+        for namespace, mem in self._spaces(op.namespace_prefix):
+            if op.query:
+                found += self._recalled(mem, namespace, op.query, op.limit + op.offset)
+            else:
+                found += [SearchItem(namespace, item.key, item.value, item.created_at,
+                                     item.updated_at)
+                          for item in _episode_items(mem, namespace)]
+        if op.filter:
+            found = [item for item in found if _matches(item.value, op.filter)]
+        if op.query:
+            found.sort(key=lambda item: -(item.score or 0.0))
+        else:
+            found.sort(key=lambda item: item.updated_at, reverse=True)
+        return found[op.offset:op.offset + op.limit]
+
+    def _recalled(self, mem: DeltaMem, namespace: tuple[str, ...], query: str,
+                  k: int) -> list[SearchItem]:
+        recall = mem.recall(task=query, env=query, top_k=k)
+        items: list[SearchItem] = []
+        for tree_recall in (recall.task, recall.env):
+            for candidate in tree_recall.candidates:
+                node = mem.store.get_node(mem.space, candidate.id)
+                if node is None:
+                    continue
+                item = self._experience_item(mem, namespace, node, candidate.score)
+                items.append(SearchItem(namespace, item.key, item.value, item.created_at,
+                                        item.updated_at, score=candidate.score))
+        return items
+
+    def _experience_item(self, mem: DeltaMem, namespace: tuple[str, ...], node: Node,
+                         score: float | None) -> Item:
+        experience = mem.experience(node.id)
+        value: dict[str, Any] = {
+            "kind": "experience", "tree": node.tree.value, "node": node.id, "key": node.key,
+            "type": experience.TYPE, "experience": _experience_dict(experience),
+            "context": render_experience(experience), "outcome": node.outcome.value,
+            "hits": node.hits, "successes": node.successes, "failures": node.failures,
+            "depth": node.depth, "parent": node.parent_id}
+        if score is not None:
+            value["score"] = score
+        when = _when(node.created_at)
+        return Item(value=value, key=node.id, namespace=namespace, created_at=when,
+                    updated_at=when)
+
+    def _spaces(self, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], DeltaMem]]:
+        for info in self._store.spaces():
+            namespace = namespace_for(info.space)
+            if namespace is not None and namespace[:len(prefix)] == tuple(prefix):
+                yield namespace, self.memory(namespace)
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        names: set[tuple[str, ...]] = set()
+        for info in self._store.spaces():
+            namespace = namespace_for(info.space)
+            if namespace is None:
+                continue
+            if all(_condition(c.match_type, tuple(c.path), namespace)
+                   for c in op.match_conditions or ()):
+                names.add(namespace[:op.max_depth] if op.max_depth else namespace)
+        return sorted(names)[op.offset:op.offset + op.limit]
+
+
+def _latest(mem: DeltaMem, key: str) -> EpisodeRecord | None:
+    latest: EpisodeRecord | None = None
+    for record in mem.store.episodes(mem.space):
+        if record.meta.get(KEY_FIELD) == key and (
+                latest is None or record.created_at >= latest.created_at):
+            latest = record
+    return None if latest is None or latest.meta.get(DELETED_FIELD) else latest
+
+
+def _episode_items(mem: DeltaMem, namespace: tuple[str, ...]) -> list[Item]:
+    keys = {r.meta[KEY_FIELD] for r in mem.store.episodes(mem.space) if KEY_FIELD in r.meta}
+    items = []
+    for key in keys:
+        record = _latest(mem, key)
+        if record is not None:
+            items.append(_episode_item(namespace, key, record))
+    return items
+
+
+def _episode_item(namespace: tuple[str, ...], key: str, record: EpisodeRecord) -> Item:
+    meta = {k: v for k, v in record.meta.items() if k != KEY_FIELD}
+    value: dict[str, Any] = {"task": record.task, "env": record.env, "success": record.success,
+                             "steps": record.steps}
+    if record.score is not None:
+        value["score"] = record.score
+    if meta:
+        value["meta"] = meta
+    when = _when(record.created_at)
+    return Item(value=value, key=key, namespace=namespace, created_at=when, updated_at=when)
+
+
+def _experience_dict(experience: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name in (*experience.SCALARS, *experience.LISTS):
+        value = getattr(experience, name)
+        out[name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def _when(epoch: float) -> datetime:
+    return datetime.fromtimestamp(epoch, tz=UTC)
+
+
+def _matches(value: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    return all(value.get(k) == v for k, v in wanted.items())
+
+
+def _condition(kind: str, path: tuple[str, ...], namespace: tuple[str, ...]) -> bool:
+    if len(path) > len(namespace):
+        return False
+    part = namespace[:len(path)] if kind == "prefix" else namespace[len(namespace) - len(path):]
+    return all(p in ("*", n) for p, n in zip(path, part, strict=True))
+
+
+__all__ = ["DeltaMemStore", "namespace_for", "space_for"]

@@ -1,0 +1,164 @@
+"""DeltaMemStore: a real LangGraph graph (StateGraph, compiled with the store) learning and
+recalling through deltamem, sync and async, and the BaseStore operations on their own."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.store.base import BaseStore, InvalidNamespaceError
+
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.episodes import episode_to_dict
+from deltamem.integrations.langgraph import DeltaMemStore, namespace_for, space_for
+from helpers import TEST_SETTINGS, make_episode
+
+KITCHEN = "a kitchen with a fridge, a microwave and a table"
+EXPLORE = ("look around", "go to kitchen", "take apple", "heat apple")
+
+
+class State(TypedDict, total=False):
+    user: str
+    task: str
+    env: str
+    recalled: list[str]
+    steps: list[str]
+
+
+def recall_node(state: State, *, store: BaseStore) -> dict[str, Any]:
+    found = store.search(("agent", state["user"]), query=state["task"], limit=5)
+    skills = [hit for hit in found if hit.value["tree"] == "task"
+              and hit.value["outcome"] == "success" and (hit.score or 0) >= 0.6]
+    steps = skills[0].value["experience"]["steps"] if skills else []
+    return {"recalled": steps}
+
+
+def act_node(state: State) -> dict[str, Any]:
+    """A scripted agent (a test double for the model): follows the recalled skill, or
+    explores when it has none."""
+    return {"steps": list(state.get("recalled") or EXPLORE)}
+
+
+def learn_node(state: State, *, store: BaseStore) -> dict[str, Any]:
+    steps = [{"action": a, "observation": f"You {a}."} for a in state["steps"]]
+    store.put(("agent", state["user"]), f"run-{len(steps)}-{state['task']}",
+              {"task": state["task"], "env": state["env"], "success": True, "steps": steps})
+    return {}
+
+
+async def alearn_node(state: State, *, store: BaseStore) -> dict[str, Any]:
+    steps = [{"action": a, "observation": f"You {a}."} for a in state["steps"]]
+    await store.aput(("agent", state["user"]), "async-run",
+                     {"task": state["task"], "env": state["env"], "success": True,
+                      "steps": steps})
+    return {}
+
+
+async def arecall_node(state: State, *, store: BaseStore) -> dict[str, Any]:
+    found = await store.asearch(("agent", state["user"]), query=state["task"], limit=5)
+    skills = [hit for hit in found if hit.value["tree"] == "task" and (hit.score or 0) >= 0.6]
+    return {"recalled": skills[0].value["experience"]["steps"] if skills else []}
+
+
+def graph(store: BaseStore, *, asynchronous: bool = False) -> Any:
+    builder = StateGraph(State)
+    builder.add_node("recall", arecall_node if asynchronous else recall_node)
+    builder.add_node("act", act_node)
+    builder.add_node("learn", alearn_node if asynchronous else learn_node)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", "act")
+    builder.add_edge("act", "learn")
+    builder.add_edge("learn", END)
+    return builder.compile(store=store)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Any:
+    with DeltaMemStore(tmp_path / "lg.db", embedder=HashingEmbedder(),
+                       settings=TEST_SETTINGS) as s:
+        yield s
+
+
+def test_a_langgraph_graph_learns_then_recalls_through_the_store(store: DeltaMemStore) -> None:
+    app = graph(store)
+    first = app.invoke({"user": "alice", "task": "heat the apple", "env": KITCHEN})
+    assert first["recalled"] == [] and first["steps"] == list(EXPLORE)
+    second = app.invoke({"user": "alice", "task": "heat the apple", "env": KITCHEN})
+    assert second["recalled"] == list(EXPLORE)  # the skill learned by the first run
+    other = app.invoke({"user": "bob", "task": "heat the apple", "env": KITCHEN})
+    assert other["recalled"] == []  # namespaces are separate spaces
+    assert store.list_namespaces() == [("agent", "alice"), ("agent", "bob")]
+    assert store.memory(("agent", "alice")).stats()["task"]["nodes"] >= 1
+
+
+def test_the_async_graph_uses_abatch(store: DeltaMemStore) -> None:
+    app = graph(store, asynchronous=True)
+
+    async def run() -> tuple[dict[str, Any], dict[str, Any]]:
+        first = await app.ainvoke({"user": "carol", "task": "heat the apple", "env": KITCHEN})
+        second = await app.ainvoke({"user": "carol", "task": "heat the apple", "env": KITCHEN})
+        return first, second
+
+    first, second = asyncio.run(run())
+    assert first["recalled"] == [] and second["recalled"] == list(EXPLORE)
+    item = asyncio.run(store.aget(("agent", "carol"), "async-run"))
+    assert item is not None and item.value["task"] == "heat the apple"
+
+
+def test_put_get_search_delete(store: DeltaMemStore) -> None:
+    ns = ("users", "u-1", "memories")
+    episode = episode_to_dict(make_episode())
+    store.put(ns, "first", episode)
+    item = store.get(ns, "first")
+    assert item is not None and item.key == "first" and item.namespace == ns
+    assert item.value == {k: episode[k] for k in ("task", "env", "success", "steps", "score")}
+
+    hits = store.search(("users",), query="heat the apple")
+    assert hits and hits[0].value["kind"] == "experience"
+    assert {h.value["tree"] for h in hits} == {"task", "env"}
+    skill = next(h for h in hits if h.value["tree"] == "task")
+    assert "take apple" in skill.value["experience"]["steps"]
+    assert "take apple" in skill.value["context"] and skill.score is not None
+    node = store.get(ns, skill.key)
+    assert node is not None and node.value["node"] == skill.key
+
+    listed = store.search(ns)
+    assert [i.key for i in listed] == ["first"]
+    assert store.search(ns, filter={"task": "heat the apple"})[0].key == "first"
+    assert store.search(ns, filter={"task": "something else"}) == []
+
+    store.delete(ns, "first")
+    assert store.get(ns, "first") is None
+    assert store.get(ns, skill.key) is None  # what it taught is forgotten
+    assert store.search(ns) == []
+    assert not [h for h in store.search(ns, query="heat the apple") if h.value["tree"] == "task"]
+
+
+def test_transcript_values_and_refused_values(store: DeltaMemStore) -> None:
+    ns = ("chat",)
+    store.put(ns, "t1", {"success": True, "env": KITCHEN, "messages": [
+        {"role": "user", "content": "heat the apple"},
+        {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "heat", "arguments": "{\"item\": \"apple\"}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "The apple is hot."},
+        {"role": "assistant", "content": "Done."}]})
+    item = store.get(ns, "t1")
+    assert item is not None and item.value["task"] == "heat the apple"
+    with pytest.raises(ValueError, match="a DeltaMemStore value is an episode"):
+        store.put(ns, "bad", {"text": "user likes dark mode"})
+    assert store.get(ns, "bad") is None
+
+
+def test_namespaces_map_to_spaces_reversibly() -> None:
+    for namespace in [("a",), ("agent", "alice"), ("user@example.com", "köln", "a.b_c")]:
+        space = space_for(namespace)
+        assert space.startswith("lg.") and namespace_for(space) == namespace
+    assert namespace_for("default") is None
+    assert namespace_for("lg.bad_zz") is None  # a space named by hand, not by this store
+    with pytest.raises(InvalidNamespaceError):
+        space_for(("x" * 80,))
+    with pytest.raises(InvalidNamespaceError):
+        space_for(())

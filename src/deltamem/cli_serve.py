@@ -64,6 +64,9 @@ def serve(
 
     from deltamem.server.rest import create_app
 
+    if no_keys:
+        _warn_no_keys("serve", host, "every route of every space, delete and forget included")
+
     settings = _settings(defer or consolidate_every is not None)
     app = create_app(db, embedder=embedder, extractor=models.build(), settings=settings,
                      require_keys=not no_keys, max_body_bytes=max_body, rate_limit=rate_limit,
@@ -72,6 +75,19 @@ def serve(
     # uvicorn's own access log is off: ours is structured and leaves query strings out.
     uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
                 timeout_graceful_shutdown=graceful_timeout)
+
+
+def _warn_no_keys(command: str, host: str, what: str) -> None:
+    """``--no-keys``: refuse a non-loopback address; on loopback, warn loudly on stderr."""
+    from deltamem.errors import ConfigError
+    from deltamem.server.keys import is_loopback
+
+    if not is_loopback(host):
+        raise ConfigError(f"refusing `deltamem {command} --no-keys` on {host!r}: without API "
+                          "keys only a loopback address (127.0.0.1, ::1) may be served; create "
+                          "keys with `deltamem keys create`")
+    typer.echo(f"WARNING: --no-keys: no API key is asked for; any process on this machine "
+               f"can use {what}. Use it only behind your own authentication.", err=True)
 
 
 def _settings(defer: bool) -> Settings:
@@ -101,22 +117,40 @@ def mcp(
     host: Annotated[str, typer.Option(help="Interface for --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for --transport http.")] = 8765,
     defer: DeferOpt = False,
+    no_keys: Annotated[bool, typer.Option(
+        "--no-keys", help="--transport http without API keys (loopback only; warns).")] = False,
+    export_dir: Annotated[Path | None, typer.Option(
+        envvar="DELTAMEM_EXPORT_DIR",
+        help="The only folder export_skills may write under (default: export_skills is "
+             "refused).")] = None,
     *,
     models: ModelOptions,
 ) -> None:
     """Serve one space as an MCP server (recall, learn, record_outcome, show, list, consolidate,
-    stats, export_skills)."""
+    stats, export_skills).
+
+    Over --transport http every request needs an API key (`deltamem keys create`) that covers
+    the space, with the tool's scope, as for `deltamem serve`.
+    """
     from deltamem.errors import ConfigError
 
     require("mcp", "deltamem mcp")
+    from deltamem.server.keys import KeyStore
     from deltamem.server.mcp import run_server
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
+    http = transport == "http"
+    if http and no_keys:
+        _warn_no_keys("mcp", host, f"every tool of space {space!r}")
+    elif http and db in (":memory:", "sqlite::memory:"):
+        raise ConfigError("API keys need a database file or server; ':memory:' would lose them "
+                          "(serve a file, or --no-keys on loopback)")
     with open_memory(db, space, embedder, create=True, extractor=models.build(),
                      auto_consolidate=False if defer else None) as mem:
-        run_server(mem, transport="stdio" if transport == "stdio" else "http", host=host,
-                   port=port)
+        keys = KeyStore(mem.store) if http and not no_keys else None
+        run_server(mem, transport="http" if http else "stdio", host=host, port=port, keys=keys,
+                   export_root=export_dir)
 
 
 @model_options

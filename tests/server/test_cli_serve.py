@@ -103,3 +103,42 @@ def test_delete_and_forget(app: typer.Typer, tmp_path: Path) -> None:
     refused = runner.invoke(app, ["forget", "--db", str(db)])
     assert refused.exit_code == 1
     assert run(app, "forget", "--db", str(db), "--yes")["deleted_nodes"] == total - 1
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run the real CLI in-process; return (exit code, stderr)."""
+    from deltamem import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(list(args))
+    code = info.value.code
+    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--transport", "http"]])
+def test_no_keys_warns_loudly_and_refuses_a_public_address(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --no-keys` / `mcp --transport http --no-keys`: on a non-loopback address the
+    command refuses to start (exit 3, one line); on loopback it starts with a WARNING."""
+    import uvicorn
+
+    served: list[str] = []
+    monkeypatch.setenv("DELTAMEM_EMBEDDER", "hashing")
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, **_: served.append(host))
+    db = str(tmp_path / "m.db")
+    code, err = _main(capsys, *command, "--db", db, "--no-keys", "--host", "0.0.0.0")
+    assert code == 3 and "refusing" in err and "loopback" in err and not served
+    assert len(err.strip().splitlines()) == 1
+    code, err = _main(capsys, *command, "--db", db, "--no-keys", "--host", "127.0.0.1")
+    assert code == 0 and served == ["127.0.0.1"]
+    assert err.startswith("WARNING: --no-keys") and "any process on this machine" in err
+
+
+def test_mcp_http_without_keys_refuses_a_public_address(tmp_path: Path) -> None:
+    """The library entry point too: run_server over HTTP with no keys only on loopback."""
+    from deltamem.errors import ConfigError
+    from deltamem.server.mcp import run_server
+
+    with learn(tmp_path / "m.db") as mem, pytest.raises(ConfigError, match="loopback"):
+        run_server(mem, transport="http", host="0.0.0.0", port=1)

@@ -9,6 +9,8 @@ An import is verified as a whole before anything is written: every record's fiel
 text that both backends can store, parents that exist in the same tree, depths (hence no
 cycles) within ``max_depth``, roots that hold content, chains that compose, and finite unit-norm
 vectors of the space's width. A bad file is refused with one error naming its first bad record.
+The tree is checked under the same write lock the records are written under, so a concurrent
+delete cannot slip in between and leave an orphan.
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
         except (KeyError, TypeError, ValueError, OverflowError, binascii.Error) as exc:
             raise InvalidExport(f"record {line}{_naming(record)}: {exc}; nothing was imported") \
                 from exc
-    _verify(store, space, info is not None, parsed, depth_limit)
-    with store.write(space):
+    with store.write(space):  # checked under the lock it is written under: no delete between
+        _verify(store, space, space_info(store, space) is not None, parsed, depth_limit)
         store.ensure_space(space, embedder, dim)
         for _, node, vector in parsed.nodes:
             store.add_node(space, node, vector)

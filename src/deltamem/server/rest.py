@@ -33,7 +33,9 @@ from deltamem.results import consolidation_report, node_listing
 from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
     error_body,
+    hide_paths,
     library_error_body,
+    private_paths,
     status_for,
     validation_field,
 )
@@ -135,6 +137,7 @@ def create_app(
     install_docs(app)
 
     app.state.pool = pool
+    app.state.paths = private_paths(db)  # kept out of error bodies
     app.state.keys = keys
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
@@ -207,8 +210,9 @@ def _limit(request: Request, key: ApiKey) -> None:
 
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(DeltaMemError)
-    async def library_error(_: Request, exc: DeltaMemError) -> JSONResponse:
-        return JSONResponse(library_error_body(exc), status_code=status_for(exc))
+    async def library_error(request: Request, exc: DeltaMemError) -> JSONResponse:
+        body = hide_paths(library_error_body(exc), getattr(request.app.state, "paths", ()))
+        return JSONResponse(body, status_code=status_for(exc))
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:

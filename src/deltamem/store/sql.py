@@ -19,6 +19,7 @@ re-scored exactly: ``store/ann.py``.)
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -37,6 +38,7 @@ from deltamem.jsonsafe import dumps, text_problem
 from deltamem.store import migrations
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
 from deltamem.store.cache import IndexCache, TreeIndex, merge
+from deltamem.store.integrity import NORM_TOLERANCE
 from deltamem.store.keys import SQLKeyTable
 from deltamem.store.rows import (
     EPISODE_COLUMNS,
@@ -290,7 +292,8 @@ class SQLStore(ABC):
         """Append the rows at positions ``index.position < p <= upto``, in commit order."""
         rows = self._vector_rows(conn, self.sql.INDEX_ROWS,
                                  (space, tree.value, index.position, upto))
-        index.extend((r[0], bool(r[1]), int(r[2]), _width(r[3], index.dim)) for r in rows)
+        index.extend(_sound((r[0], bool(r[1]), int(r[2]), _width(r[3], index.dim))
+                            for r in rows))
         index.position = upto
 
     # -- episodes ---------------------------------------------------------------------------
@@ -320,6 +323,22 @@ class SQLStore(ABC):
     def _key_change(self) -> AbstractContextManager[Conn]:
         """The connection for one autocommit change of the key table (outside any block)."""
         return self._read()
+
+
+_SOUND_CHUNK = 4096  # rows whose norms are checked at once
+
+
+def _sound(rows: Iterable[tuple[str, bool, int, Vector]]
+           ) -> Iterator[tuple[str, bool, int, Vector]]:
+    """The rows a scan may use: a non-finite or non-unit vector (damage already stored, which
+    ``check`` reports) would poison every scan -- NaN matches nothing and breaks the order, 1e30
+    wins every query -- so it is left out. Norms are checked a chunk at a time, in float64."""
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, _SOUND_CHUNK)):
+        matrix = np.stack([r[3] for r in chunk])
+        squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+        ok = (squares == 0.0) | (np.abs(np.sqrt(squares) - 1.0) <= NORM_TOLERANCE)
+        yield from (row for row, good in zip(chunk, ok.tolist(), strict=True) if good)
 
 
 def _width(vector: Any, dim: int) -> Vector:

@@ -49,6 +49,7 @@ from deltamem.worker import BackgroundWorker, Worker
 MAX_BATCH = 1_000
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
 NDJSON = "application/x-ndjson"
+PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for an undecodable body
 EXAMPLE_EPISODE = {
     "task": "heat the apple", "env": "a kitchen with a fridge and a microwave",
     "success": True, "score": 1.0,
@@ -235,8 +236,26 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = _unreadable_body(exc)
+        if unreadable is not None:  # the documented 422, not FastAPI's generic 400
+            return JSONResponse(error_body("ValidationError", unreadable, "body"),
+                                status_code=422)
         return JSONResponse(error_body("HTTPError", str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
+
+
+def _unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI could not decode a JSON body (its 400 "error parsing the body"), or None
+    for any other HTTP error."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None or exc.detail != PARSE_FAILED:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"malformed JSON body: not valid UTF-8 (byte {cause.start}); send UTF-8 "
+                "encoded JSON")
+    if isinstance(cause, RecursionError):
+        return "malformed JSON body: nested too deeply; send at most 32 levels of nesting"
+    return f"malformed JSON body: {type(cause).__name__}"
 
 
 def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:

@@ -177,13 +177,19 @@ class SQLStore(ABC):
             self._insert_node(block, tuple(row[c] for c in NODE_COLUMNS), vector)
 
     def get_node(self, space: str, node_id: str) -> Node | None:
+        if not _possible(node_id):
+            return None
         nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id))
         return nodes[0] if nodes else None
 
     def chain(self, space: str, node_id: str) -> list[Node]:
+        if not _possible(node_id):
+            return []
         return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id})
 
     def children(self, space: str, node_id: str) -> list[Node]:
+        if not _possible(node_id):
+            return []
         return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id))
 
     def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
@@ -200,6 +206,7 @@ class SQLStore(ABC):
         return self.vectors(space, [node_id]).get(node_id)
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
+        node_ids = [i for i in node_ids if _possible(i)]
         if not node_ids:
             return {}
         with self._read() as conn:
@@ -217,6 +224,8 @@ class SQLStore(ABC):
             conn.execute(self.sql.MARK_CONSOLIDATED, (space, node_id))
 
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
+        if not _possible(node_id):
+            return []
         with self._mutation(space) as block, self._read() as conn:
             ids = [r[0] for r in conn.execute(self.sql.SUBTREE_IDS,
                                               {"space": space, "id": node_id}).fetchall()]
@@ -323,6 +332,13 @@ class SQLStore(ABC):
     def _key_change(self) -> AbstractContextManager[Conn]:
         """The connection for one autocommit change of the key table (outside any block)."""
         return self._read()
+
+
+def _possible(node_id: str) -> bool:
+    """False for an id no node can have (a NUL or a lone surrogate): it is simply not found,
+    on every backend alike (SQLite would cut it at the NUL and find another node, PostgreSQL
+    would refuse the statement)."""
+    return text_problem(node_id) is None
 
 
 _SOUND_CHUNK = 4096  # rows whose norms are checked at once

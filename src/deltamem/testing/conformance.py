@@ -473,6 +473,20 @@ class StoreConformance:
         assert second[1:] == first[1:]
         assert second[0] == {**first[0], "space": "copy"}
 
+    @pytest.mark.parametrize("node_id", ["t-1\x00", "\x00", "t-\ud800"])
+    def test_an_id_no_node_can_have_is_not_found(self, store: Store, space: str,
+                                                 node_id: str) -> None:
+        """An id holding a NUL or a lone surrogate names no node, on every backend alike
+        (PostgreSQL used to fail with StoreError, SQLite answered 'not found')."""
+        with store.write(space):
+            store.add_node(space, make_root("t-1"), vec(1))
+        assert store.get_node(space, node_id) is None
+        assert store.chain(space, node_id) == [] and store.children(space, node_id) == []
+        assert store.vectors(space, [node_id]) == {}
+        with store.write(space):
+            assert store.delete_subtree(space, node_id) == []
+        assert [n.id for n in store.nodes(space)] == ["t-1"]
+
     def test_an_import_racing_a_delete_leaves_no_orphan(
             self, store: Store, store_factory: Callable[[], Store], space: str) -> None:
         """Import checks and writes under one lock: another handle that deletes the parent an

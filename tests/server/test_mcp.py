@@ -359,3 +359,46 @@ def test_export_skills_writes_only_under_the_configured_folder(mem, tmp_path: Pa
     assert not outside.exists()
     reason = blocked.partition("cannot write skills to 'blocker/x':")[2]
     assert reason.strip(), blocked  # the OS's reason, not an empty message
+
+
+def test_stdio_answers_a_request_the_sdk_cannot_parse(tmp_path: Path) -> None:
+    """A tools/call whose arguments hold a lone surrogate (JSON Python reads, but the SDK's
+    parser refuses) gets a JSON-RPC error with its id; it used to get no answer at all, so the
+    client waited forever. The server goes on answering."""
+    import json
+    import select
+
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "r.db"), "s1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no answer"
+        return dict(json.loads(proc.stdout.readline()))
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        assert answer()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", '
+             '"arguments": {"task": "a\\ud800"}}}')
+        refused = answer()
+        assert refused["id"] == 2 and refused["error"]["code"] == -32602
+        assert "lone surrogate" in refused["error"]["message"]
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                         "params": {"name": "stats", "arguments": {}}}))
+        stats = answer()
+        assert stats["id"] == 3 and stats["result"]["structuredContent"]["episodes"] == 0
+    finally:
+        proc.kill()
+        proc.wait()

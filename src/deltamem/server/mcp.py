@@ -34,6 +34,7 @@ from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
 from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
+from deltamem.jsonsafe import text_problem
 from deltamem.memory import DeltaMem
 from deltamem.results import Recall, consolidation_report, node_listing
 from deltamem.server.keys import is_loopback
@@ -409,6 +410,95 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         return _result(api.SkillsExportOut, data, text)
 
 
+async def _serve_stdio(server: MCPServer) -> None:
+    """``server.run("stdio")``, except that a request the SDK would drop unanswered gets a
+    JSON-RPC error (see :class:`_Answering`)."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = getattr(server, "_lowlevel_server", None)  # what MCPServer.run_stdio_async uses
+    if lowlevel is None:  # pragma: no cover - another SDK layout: its own loop
+        await server.run_stdio_async()
+        return
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(_Answering(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())
+
+
+class _Answering:
+    """The SDK's stdio read stream, answering what the SDK would drop: a line that is JSON (as
+    Python reads it) holding a request id, which the SDK's stricter parser refuses -- a string
+    with a lone surrogate -- and so never answers, leaving the client waiting forever."""
+
+    def __init__(self, inner: Any, write: Any):
+        self._inner, self._write = inner, write
+
+    def __getattr__(self, name: str) -> Any:  # e.g. the sender's context
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not await self._answered(item):
+                return item
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._inner.__anext__()
+            if not await self._answered(item):
+                return item
+
+    async def _answered(self, item: Any) -> bool:
+        answer = unanswered_request(item) if isinstance(item, Exception) else None
+        if answer is not None:
+            await self._write.send(answer)
+        return answer is not None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self._inner.__aexit__(*exc))
+
+
+def unanswered_request(exc: Exception) -> Any:
+    """The JSON-RPC error answering a request line the SDK could not parse, or None when the
+    line is no request with a usable id (the SDK's own handling stands)."""
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {}
+    except (IndexError, TypeError):
+        return None
+    raw = first.get("input") if isinstance(first, dict) else None
+    if first.get("type") != "json_invalid" or not isinstance(raw, str):
+        return None
+    try:
+        request = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        return None
+    rid = request.get("id")
+    if isinstance(rid, bool) or not (isinstance(rid, str) and text_problem(rid) is None
+                                     or isinstance(rid, int) and abs(rid) < 2**53):
+        return None
+    try:
+        json.dumps(request, ensure_ascii=False).encode("utf-8")
+        why = f"the request is not strict JSON ({first.get('msg', 'invalid JSON')})"
+    except UnicodeEncodeError:
+        why = "a string in the request holds a lone surrogate (not valid Unicode text)"
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
+        code=types.INVALID_PARAMS, message=f"invalid params: {why}")))
+
+
 def export_target(root: Path | None, dir: str) -> Path:
     """The folder ``export_skills`` writes for ``dir``: inside ``root`` or refused (ToolError).
 
@@ -497,7 +587,9 @@ def run_server(mem: DeltaMem, *, transport: Transport = "stdio", host: str = "12
     """
     server = build_server(mem, export_root=export_root)
     if transport == "stdio":
-        server.run("stdio")
+        import anyio
+
+        anyio.run(_serve_stdio, server)
         return
     if keys is None and not is_loopback(host):
         raise ConfigError(f"refusing to serve MCP without API keys on {host!r}: only a loopback "

@@ -8,6 +8,9 @@ which prints one line and exits with its code.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,6 +55,10 @@ def serve(
              "--defer-consolidation); safe with several replicas.")] = None,
     graceful_timeout: Annotated[int, typer.Option(
         help="On SIGTERM/SIGINT, seconds to let in-flight requests finish.")] = 30,
+    workers: Annotated[int, typer.Option(
+        envvar="DELTAMEM_WORKERS", min=1,
+        help="Server processes sharing the port (one per core you give it); each loads its "
+             "own embedder, and rate limits count per process.")] = 1,
     *,
     models: ModelOptions,
 ) -> None:
@@ -62,19 +69,48 @@ def serve(
     require("server", "deltamem serve")
     import uvicorn
 
-    from deltamem.server.rest import create_app
+    from deltamem.errors import ConfigError
 
     if no_keys:
         _warn_no_keys("serve", host, "every route of every space, delete and forget included")
-
-    settings = _settings(defer or consolidate_every is not None)
-    app = create_app(db, embedder=embedder, extractor=models.build(), settings=settings,
-                     require_keys=not no_keys, max_body_bytes=max_body, rate_limit=rate_limit,
-                     consolidate_every=consolidate_every)
-    _log_to_stderr("deltamem.server", "deltamem.worker")
+    if workers > 1 and db in (":memory:", "sqlite::memory:"):
+        raise ConfigError("--workers > 1 needs a database file or server: each process would "
+                          "have its own ':memory:' database")
+    config = {"db": db, "embedder": embedder, "models": dataclasses.asdict(models),
+              "defer": defer, "require_keys": not no_keys, "max_body": max_body,
+              "rate_limit": rate_limit, "consolidate_every": consolidate_every}
     # uvicorn's own access log is off: ours is structured and leaves query strings out.
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
-                timeout_graceful_shutdown=graceful_timeout)
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": "info",
+                               "access_log": False,
+                               "timeout_graceful_shutdown": graceful_timeout}
+    if workers == 1:
+        uvicorn.run(_app(config), **options)
+        return
+    # Each worker process builds the same app from this description (spawned processes
+    # inherit the environment); uvicorn shares the bound socket among them.
+    os.environ[SERVE_CONFIG] = json.dumps(config)
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **options)
+
+
+SERVE_CONFIG = "DELTAMEM_SERVE_CONFIG"  # how `serve --workers N` describes the app to workers
+
+
+def app_from_env() -> Any:
+    """The REST app ``serve`` described in ``$DELTAMEM_SERVE_CONFIG`` (a ``--workers`` process)."""
+    return _app(json.loads(os.environ[SERVE_CONFIG]))
+
+
+def _app(config: dict[str, Any]) -> Any:
+    from deltamem.server.rest import create_app
+
+    every = config["consolidate_every"]
+    app = create_app(config["db"], embedder=config["embedder"],
+                     extractor=ModelOptions(**config["models"]).build(),
+                     settings=_settings(config["defer"] or every is not None),
+                     require_keys=config["require_keys"], max_body_bytes=config["max_body"],
+                     rate_limit=config["rate_limit"], consolidate_every=every)
+    _log_to_stderr("deltamem.server", "deltamem.worker")
+    return app
 
 
 def _warn_no_keys(command: str, host: str, what: str) -> None:

@@ -193,13 +193,16 @@ def _parse_one(record: Any, dim: int, parsed: _Parsed, line: int) -> None:
     problem = jsonsafe.value_problem(row, "record", max_nesting=_RECORD_NESTING)
     if problem:
         raise ValueError(problem)
+    if not row["id"]:
+        raise ValueError("field 'id' must not be empty")
+    if not 0 <= row["created_at"] < INT_RANGE.stop:
+        raise ValueError(f"field 'created_at' must be a time in seconds since 1970, not "
+                         f"{row['created_at']!r}")
     if kind == "node":
         vector = np.frombuffer(base64.b64decode(row.pop("vector"), validate=True), dtype="<f4")
         problem = vector_problem(vector, dim)
         if problem:
             raise ValueError(problem)
-        if not row["id"]:
-            raise ValueError("field 'id' must not be empty")
         lineage = row["lineage"]
         if not all(isinstance(i, str) for i in lineage):
             raise ValueError("field 'lineage' must be a list of node ids")

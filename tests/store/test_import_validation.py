@@ -109,7 +109,17 @@ def _unknown_field(records: list[dict[str, Any]]) -> None:
     first(records, record="node")["colour"] = "red"
 
 
+def _empty_episode_id(records: list[dict[str, Any]]) -> None:
+    first(records, record="episode")["id"] = ""
+
+
+def _negative_time(records: list[dict[str, Any]]) -> None:
+    first(records, record="node", kind="delta")["created_at"] = -5.0
+
+
 DAMAGE = {
+    "empty episode id": (_empty_episode_id, "'id' must not be empty"),
+    "negative created_at": (_negative_time, "'created_at' must be"),
     "parent cycle": (_cycle, "depth 3 disagrees"),
     "NaN vector": (_nan_vector, "NaN"),
     "huge vector": (_huge_vector, "norm"),

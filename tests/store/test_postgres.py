@@ -292,3 +292,14 @@ def test_a_statement_past_statement_timeout_is_cancelled(pg_url):  # noqa: F811
         with pytest.raises(StoreError, match="statement timeout"), store._read() as conn:
             conn.execute("SELECT pg_sleep(5)")
         assert store.schema_version() >= 1
+
+
+def test_opening_while_another_process_migrates_waits_at_most_lock_timeout(pg_url):  # noqa: F811
+    """Another connection holds the schema's migration lock (a migrator stuck mid-way): opening
+    gives up after ``lock_timeout`` with a StoreError (it used to wait forever)."""
+    with psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtextextended('deltamem:migrate:' || "
+                       "current_schema(), 0))")
+        with pytest.raises(StoreError, match="lock"):
+            PostgresStore(pg_url, lock_timeout=0.3).close()
+    PostgresStore(pg_url).close()  # free again: opens

@@ -128,6 +128,7 @@ class PostgresStore(SQLStore):
     @contextmanager
     def _migrating(self, conn: Conn) -> Iterator[None]:
         with conn.transaction():
+            conn.execute(self.sql.LOCK_TIMEOUT, (self._lock_ms,))  # never wait forever
             conn.execute(self.sql.MIGRATE_LOCK)
             yield
 

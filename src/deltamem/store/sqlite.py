@@ -117,8 +117,15 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _immediate(self) -> Iterator[None]:
-        """A transaction on the write connection holding SQLite's write lock."""
-        with self._write_lock:
+        """A transaction on the write connection holding SQLite's write lock.
+
+        A writer of this process waits for another thread's block at most ``busy_timeout``
+        too (then ``StoreError``), as one of another process does: writers never queue forever.
+        """
+        if not self._write_lock.acquire(timeout=self._timeout):
+            raise StoreError(f"{self.path} stayed locked by another writer of this process for "
+                             f"{self._timeout:g} s; nothing was written")
+        try:
             with self._errors():
                 self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -129,6 +136,8 @@ class SQLiteStore(SQLStore):
                 raise
             with self._errors():
                 self._db.execute("COMMIT")
+        finally:
+            self._write_lock.release()
 
     @contextmanager
     def _transaction(self, space: str) -> Iterator[_Block]:

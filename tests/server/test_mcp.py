@@ -167,15 +167,17 @@ class HttpServer(str):
     key: str
     reader: str
     other: str
+    limited: str
 
 
-def _keys(db: Path) -> tuple[str, str, str]:
+def _keys(db: Path) -> tuple[str, str, str, str]:
     from deltamem.server.keys import open_keys
 
     keys = open_keys(str(db))
     try:
         return (keys.create(["s1"])[1], keys.create(["s1"], scopes=["read"])[1],
-                keys.create(["elsewhere"], scopes=["read", "write", "admin"])[1])
+                keys.create(["elsewhere"], scopes=["read", "write", "admin"])[1],
+                keys.create(["s1"], rate_limit=2)[1])
     finally:
         keys.close()
 
@@ -191,7 +193,7 @@ def http_server(tmp_path: Path) -> Iterator[HttpServer]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    key, reader, other = _keys(tmp_path / "h.db")
+    key, reader, other, limited = _keys(tmp_path / "h.db")
     proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "h.db"), "s1", "http",
                              str(port)], stderr=subprocess.PIPE,
                             env={**os.environ, "DELTAMEM_EXPORT_DIR": str(tmp_path)})
@@ -206,7 +208,7 @@ def http_server(tmp_path: Path) -> Iterator[HttpServer]:
                 assert time.monotonic() < deadline, "MCP HTTP server did not start"
                 time.sleep(0.1)
         url = HttpServer(f"http://127.0.0.1:{port}/mcp")
-        url.key, url.reader, url.other = key, reader, other
+        url.key, url.reader, url.other, url.limited = key, reader, other, limited
         yield url
     finally:
         proc.terminate()
@@ -304,6 +306,9 @@ def test_http_refuses_calls_without_a_key_for_the_space(http_server: HttpServer)
     elsewhere = _post(http_server, http_server.other)
     assert elsewhere.status_code == 403 and "'s1'" in elsewhere.json()["error"]["message"]
     assert _post(http_server, http_server.key).status_code == 200
+    statuses = [_post(http_server, http_server.limited) for _ in range(3)]
+    assert [r.status_code for r in statuses] == [200, 200, 429]  # the key's own limit: 2/min
+    assert int(statuses[2].headers["retry-after"]) >= 1
 
 
 def test_http_tools_need_the_key_scope(http_server: HttpServer) -> None:

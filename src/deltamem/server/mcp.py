@@ -526,11 +526,14 @@ Transport = Literal["stdio", "http"]
 class KeyAuth:
     """ASGI layer in front of the MCP HTTP app: every request needs an API key (the REST
     server's, ``Authorization: Bearer dmk_...``) that covers ``space``; 401/403 otherwise, in
-    the REST error envelope. The verified key is left in the request state for the tools'
-    scope checks."""
+    the REST error envelope, and 429 past the key's own request limit. The verified key is left
+    in the request state for the tools' scope checks."""
 
     def __init__(self, app: ASGIApp, keys: KeyStore, space: str):
+        from deltamem.server.limits import RateLimiter
+
         self.app, self.keys, self.space = app, keys, space
+        self.limiter = RateLimiter()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -549,6 +552,12 @@ class KeyAuth:
             await _refuse(send, 403, "Forbidden",
                           f"this API key is not allowed on space {self.space!r}")
             return
+        wait = self.limiter.take(key.id, key.rate_limit) if key.rate_limit else None
+        if wait is not None:
+            await _refuse(send, 429, "RateLimited", f"this API key is limited to "
+                          f"{key.rate_limit} requests per minute; retry in {wait} s",
+                          retry_after=wait)
+            return
         state = scope.setdefault("state", {})
         state[KEY_STATE] = key
         await self.app(scope, receive, send)
@@ -562,7 +571,8 @@ def _bearer(scope: Scope) -> str | None:
     return None
 
 
-async def _refuse(send: Send, status: int, kind: str, message: str) -> None:
+async def _refuse(send: Send, status: int, kind: str, message: str, *,
+                  retry_after: int | None = None) -> None:
     from deltamem.server.http_errors import error_body
 
     payload = json.dumps(error_body(kind, message)).encode()
@@ -570,6 +580,8 @@ async def _refuse(send: Send, status: int, kind: str, message: str) -> None:
                (b"content-length", str(len(payload)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 

@@ -8,6 +8,9 @@ which prints one line and exits with its code.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -52,6 +55,10 @@ def serve(
              "--defer-consolidation); safe with several replicas.")] = None,
     graceful_timeout: Annotated[int, typer.Option(
         help="On SIGTERM/SIGINT, seconds to let in-flight requests finish.")] = 30,
+    workers: Annotated[int, typer.Option(
+        envvar="DELTAMEM_WORKERS", min=1,
+        help="Server processes sharing the port (one per core you give it); each loads its "
+             "own embedder, and rate limits count per process.")] = 1,
     *,
     models: ModelOptions,
 ) -> None:
@@ -62,16 +69,61 @@ def serve(
     require("server", "deltamem serve")
     import uvicorn
 
+    from deltamem.errors import ConfigError
+
+    if no_keys:
+        _warn_no_keys("serve", host, "every route of every space, delete and forget included")
+    if workers > 1 and db in (":memory:", "sqlite::memory:"):
+        raise ConfigError("--workers > 1 needs a database file or server: each process would "
+                          "have its own ':memory:' database")
+    config = {"db": db, "embedder": embedder, "models": dataclasses.asdict(models),
+              "defer": defer, "require_keys": not no_keys, "max_body": max_body,
+              "rate_limit": rate_limit, "consolidate_every": consolidate_every}
+    # uvicorn's own access log is off: ours is structured and leaves query strings out.
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": "info",
+                               "access_log": False,
+                               "timeout_graceful_shutdown": graceful_timeout}
+    if workers == 1:
+        uvicorn.run(_app(config), **options)
+        return
+    # Each worker process builds the same app from this description (spawned processes
+    # inherit the environment); uvicorn shares the bound socket among them.
+    os.environ[SERVE_CONFIG] = json.dumps(config)
+    uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **options)
+
+
+SERVE_CONFIG = "DELTAMEM_SERVE_CONFIG"  # how `serve --workers N` describes the app to workers
+
+
+def app_from_env() -> Any:
+    """The REST app ``serve`` described in ``$DELTAMEM_SERVE_CONFIG`` (a ``--workers`` process)."""
+    return _app(json.loads(os.environ[SERVE_CONFIG]))
+
+
+def _app(config: dict[str, Any]) -> Any:
     from deltamem.server.rest import create_app
 
-    settings = _settings(defer or consolidate_every is not None)
-    app = create_app(db, embedder=embedder, extractor=models.build(), settings=settings,
-                     require_keys=not no_keys, max_body_bytes=max_body, rate_limit=rate_limit,
-                     consolidate_every=consolidate_every)
+    every = config["consolidate_every"]
+    app = create_app(config["db"], embedder=config["embedder"],
+                     extractor=ModelOptions(**config["models"]).build(),
+                     settings=_settings(config["defer"] or every is not None),
+                     require_keys=config["require_keys"], max_body_bytes=config["max_body"],
+                     rate_limit=config["rate_limit"], consolidate_every=every)
     _log_to_stderr("deltamem.server", "deltamem.worker")
-    # uvicorn's own access log is off: ours is structured and leaves query strings out.
-    uvicorn.run(app, host=host, port=port, log_level="info", access_log=False,
-                timeout_graceful_shutdown=graceful_timeout)
+    return app
+
+
+def _warn_no_keys(command: str, host: str, what: str) -> None:
+    """``--no-keys``: refuse a non-loopback address; on loopback, warn loudly on stderr."""
+    from deltamem.errors import ConfigError
+    from deltamem.server.keys import is_loopback
+
+    if not is_loopback(host):
+        raise ConfigError(f"refusing `deltamem {command} --no-keys` on {host!r}: without API "
+                          "keys only a loopback address (127.0.0.1, ::1) may be served; create "
+                          "keys with `deltamem keys create`")
+    typer.echo(f"WARNING: --no-keys: no API key is asked for; any process on this machine "
+               f"can use {what}. Use it only behind your own authentication.", err=True)
 
 
 def _settings(defer: bool) -> Settings:
@@ -101,22 +153,40 @@ def mcp(
     host: Annotated[str, typer.Option(help="Interface for --transport http.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port for --transport http.")] = 8765,
     defer: DeferOpt = False,
+    no_keys: Annotated[bool, typer.Option(
+        "--no-keys", help="--transport http without API keys (loopback only; warns).")] = False,
+    export_dir: Annotated[Path | None, typer.Option(
+        envvar="DELTAMEM_EXPORT_DIR",
+        help="The only folder export_skills may write under (default: export_skills is "
+             "refused).")] = None,
     *,
     models: ModelOptions,
 ) -> None:
     """Serve one space as an MCP server (recall, learn, record_outcome, show, list, consolidate,
-    stats, export_skills)."""
+    stats, export_skills).
+
+    Over --transport http every request needs an API key (`deltamem keys create`) that covers
+    the space, with the tool's scope, as for `deltamem serve`.
+    """
     from deltamem.errors import ConfigError
 
     require("mcp", "deltamem mcp")
+    from deltamem.server.keys import KeyStore
     from deltamem.server.mcp import run_server
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
+    http = transport == "http"
+    if http and no_keys:
+        _warn_no_keys("mcp", host, f"every tool of space {space!r}")
+    elif http and db in (":memory:", "sqlite::memory:"):
+        raise ConfigError("API keys need a database file or server; ':memory:' would lose them "
+                          "(serve a file, or --no-keys on loopback)")
     with open_memory(db, space, embedder, create=True, extractor=models.build(),
                      auto_consolidate=False if defer else None) as mem:
-        run_server(mem, transport="stdio" if transport == "stdio" else "http", host=host,
-                   port=port)
+        keys = KeyStore(mem.store) if http and not no_keys else None
+        run_server(mem, transport="http" if http else "stdio", host=host, port=port, keys=keys,
+                   export_root=export_dir)
 
 
 @model_options

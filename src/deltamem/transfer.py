@@ -9,6 +9,8 @@ An import is verified as a whole before anything is written: every record's fiel
 text that both backends can store, parents that exist in the same tree, depths (hence no
 cycles) within ``max_depth``, roots that hold content, chains that compose, and finite unit-norm
 vectors of the space's width. A bad file is refused with one error naming its first bad record.
+The tree is checked under the same write lock the records are written under, so a concurrent
+delete cannot slip in between and leave an orphan.
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
         except (KeyError, TypeError, ValueError, OverflowError, binascii.Error) as exc:
             raise InvalidExport(f"record {line}{_naming(record)}: {exc}; nothing was imported") \
                 from exc
-    _verify(store, space, info is not None, parsed, depth_limit)
-    with store.write(space):
+    with store.write(space):  # checked under the lock it is written under: no delete between
+        _verify(store, space, space_info(store, space) is not None, parsed, depth_limit)
         store.ensure_space(space, embedder, dim)
         for _, node, vector in parsed.nodes:
             store.add_node(space, node, vector)
@@ -191,13 +193,16 @@ def _parse_one(record: Any, dim: int, parsed: _Parsed, line: int) -> None:
     problem = jsonsafe.value_problem(row, "record", max_nesting=_RECORD_NESTING)
     if problem:
         raise ValueError(problem)
+    if not row["id"]:
+        raise ValueError("field 'id' must not be empty")
+    if not 0 <= row["created_at"] < INT_RANGE.stop:
+        raise ValueError(f"field 'created_at' must be a time in seconds since 1970, not "
+                         f"{row['created_at']!r}")
     if kind == "node":
         vector = np.frombuffer(base64.b64decode(row.pop("vector"), validate=True), dtype="<f4")
         problem = vector_problem(vector, dim)
         if problem:
             raise ValueError(problem)
-        if not row["id"]:
-            raise ValueError("field 'id' must not be empty")
         lineage = row["lineage"]
         if not all(isinstance(i, str) for i in lineage):
             raise ValueError("field 'lineage' must be a list of node ids")

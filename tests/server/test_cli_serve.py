@@ -103,3 +103,109 @@ def test_delete_and_forget(app: typer.Typer, tmp_path: Path) -> None:
     refused = runner.invoke(app, ["forget", "--db", str(db)])
     assert refused.exit_code == 1
     assert run(app, "forget", "--db", str(db), "--yes")["deleted_nodes"] == total - 1
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
+    """Run the real CLI in-process; return (exit code, stderr)."""
+    from deltamem import cli
+
+    with pytest.raises(SystemExit) as info:
+        cli.main(list(args))
+    code = info.value.code
+    return (code if isinstance(code, int) else 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--transport", "http"]])
+def test_no_keys_warns_loudly_and_refuses_a_public_address(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`serve --no-keys` / `mcp --transport http --no-keys`: on a non-loopback address the
+    command refuses to start (exit 3, one line); on loopback it starts with a WARNING."""
+    import uvicorn
+
+    served: list[str] = []
+    monkeypatch.setenv("DELTAMEM_EMBEDDER", "hashing")
+    monkeypatch.setattr(uvicorn, "run", lambda app, host, **_: served.append(host))
+    db = str(tmp_path / "m.db")
+    code, err = _main(capsys, *command, "--db", db, "--no-keys", "--host", "0.0.0.0")
+    assert code == 3 and "refusing" in err and "loopback" in err and not served
+    assert len(err.strip().splitlines()) == 1
+    code, err = _main(capsys, *command, "--db", db, "--no-keys", "--host", "127.0.0.1")
+    assert code == 0 and served == ["127.0.0.1"]
+    assert err.startswith("WARNING: --no-keys") and "any process on this machine" in err
+
+
+def test_mcp_http_without_keys_refuses_a_public_address(tmp_path: Path) -> None:
+    """The library entry point too: run_server over HTTP with no keys only on loopback."""
+    from deltamem.errors import ConfigError
+    from deltamem.server.mcp import run_server
+
+    with learn(tmp_path / "m.db") as mem, pytest.raises(ConfigError, match="loopback"):
+        run_server(mem, transport="http", host="0.0.0.0", port=1)
+
+
+def test_serve_with_workers_shares_the_port_and_gives_the_same_answers(
+        tmp_path: Path) -> None:
+    """`deltamem serve --workers 2`: two server processes behind one port; what they learn is
+    one memory, and every recall equals the library's own answer over the same database."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    from deltamem.server.keys import open_keys
+
+    db = tmp_path / "w.db"
+    keys = open_keys(str(db))
+    secret = keys.create(["a"])[1]
+    keys.close()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
+           "DELTAMEM_TAU_ENV": "0.6"}
+    proc = subprocess.Popen([sys.executable, "-c", "from deltamem.cli import main; main()",
+                             "serve", "--db", str(db), "--port", str(port), "--workers", "2"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {secret}"},
+                          timeout=60) as c:
+            while True:
+                try:
+                    if c.get("/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                assert proc.poll() is None and time.monotonic() < deadline, "did not start"
+                time.sleep(0.2)
+            for task, actions in TASKS:
+                body = {"task": task, "env": "a kitchen", "success": True,
+                        "steps": [{"action": a, "observation": "ok"} for a in actions]}
+                assert c.post("/v1/spaces/a/learn", json=body).status_code == 200
+            served = [c.post("/v1/spaces/a/recall", json={"task": task, "env": "a kitchen"})
+                      .json() for task, _ in TASKS * 8]
+        children = [p for p in os.listdir("/proc") if p.isdigit()
+                    and _parent(int(p)) == proc.pid]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    assert len(children) >= 2  # the worker processes (uvicorn's supervisor is their parent)
+    with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space="a",
+                  settings=TEST_SETTINGS, create=False) as mem:
+        own = [mem.recall(task, "a kitchen").to_dict() for task, _ in TASKS * 8]
+    for answer in (*served, *own):  # cost accounting (cache hits, wall time) is per process
+        del answer["usage"]
+    assert served == own and all(r["task"]["matched"] for r in served)
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None

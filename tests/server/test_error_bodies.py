@@ -41,3 +41,19 @@ def test_provider_and_missing_space_errors_name_no_internal_address(tmp_path: Pa
     for response in (failed, missing):
         assert str(port) not in response.text and str(tmp_path) not in response.text
         assert "<server-side>" in response.json()["error"]["message"]
+
+
+def test_a_store_error_body_names_no_database_path(tmp_path: Path) -> None:
+    """A 409 from the SQLite store (here: the file is not a database; likewise 'stayed
+    locked') names neither the file's path nor its folder, however the server was given it."""
+    db = tmp_path / "broken.db"
+    db.write_bytes(b"not a database" * 500)
+    for given in (db, f"sqlite:{db}"):
+        app = create_app(given, embedder=HashingEmbedder(), settings=TEST_SETTINGS,
+                         require_keys=False)
+        with ServerThread(app) as running, \
+                httpx.Client(base_url=f"http://127.0.0.1:{running.port}") as c:
+            stats = c.get("/v1/spaces/a/stats")
+        assert stats.status_code == 409 and stats.json()["error"]["type"] == "StoreError"
+        assert str(tmp_path) not in stats.text and "broken.db" not in stats.text
+        assert "<server-side>" in stats.json()["error"]["message"]

@@ -85,12 +85,15 @@ def test_use_is_recorded_and_rate_limit_kept(keys: KeyStore,
     record, secret = keys.create(["a"], rate_limit=30)
     assert record.last_used_at is None and record.rate_limit == 30
     keys.verify(secret)
+    keys.flush()  # the use is written in the background
     first = keys.list()[0].last_used_at
     assert first is not None and first >= record.created_at
     keys.verify(secret)  # within a minute: not written again
+    keys.flush()
     assert keys.list()[0].last_used_at == first
     monkeypatch.setattr(keys_module, "TOUCH_EVERY_S", 0.0)
     keys.verify(secret)
+    keys.flush()
     again = keys.list()[0].last_used_at
     assert again is not None and again >= first
 
@@ -174,3 +177,27 @@ def _cli(*args: str) -> dict[str, object]:
     assert result.exit_code == 0, result.output
     data: dict[str, object] = json.loads(result.stdout)
     return data
+
+
+def test_verifying_a_key_never_waits_for_the_write_lock(tmp_path: Path) -> None:
+    """Another process holds SQLite's write lock (a long batch): a read's key check still
+    answers at once; the key's use is written once the lock is free, at a later request."""
+    from deltamem.store.sqlite import SQLiteStore
+
+    db = str(tmp_path / "k.db")
+    setup = open_keys(db)
+    record, secret = setup.create(["a"])
+    setup.close()
+    holder = SQLiteStore(db)
+    busy = KeyStore(SQLiteStore(db, busy_timeout=0.2), owned=True)
+    try:
+        with holder.write("a"):
+            assert busy.verify(secret) == record  # no StoreError: it did not wait for the lock
+            busy.flush()  # the background write gave up (locked); nothing was recorded
+        assert busy.list()[0].last_used_at is None
+        busy.verify(secret)  # the next use tries again, and the lock is free now
+        busy.flush()
+        assert busy.list()[0].last_used_at is not None
+    finally:
+        busy.close()
+        holder.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import jsonschema
 import pytest
 from mcp import ClientSession, StdioServerParameters
@@ -151,7 +152,7 @@ def test_stdio_client_uses_every_tool(tmp_path: Path) -> None:
     async def run() -> dict[str, Any]:
         params = StdioServerParameters(command=sys.executable,
                                        args=[str(LAUNCHER), str(tmp_path / "m.db"), "s1"],
-                                       env=dict(os.environ))
+                                       env={**os.environ, "DELTAMEM_EXPORT_DIR": str(tmp_path)})
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             return await scenario(s, tmp_path / "export")
@@ -159,14 +160,43 @@ def test_stdio_client_uses_every_tool(tmp_path: Path) -> None:
     check(anyio.run(run), tmp_path / "export")
 
 
+class HttpServer(str):
+    """The server's URL, with API keys of its database: ``key`` (read and write on its space),
+    ``reader`` (read only) and ``other`` (another space)."""
+
+    key: str
+    reader: str
+    other: str
+    limited: str
+
+
+def _keys(db: Path) -> tuple[str, str, str, str]:
+    from deltamem.server.keys import open_keys
+
+    keys = open_keys(str(db))
+    try:
+        return (keys.create(["s1"])[1], keys.create(["s1"], scopes=["read"])[1],
+                keys.create(["elsewhere"], scopes=["read", "write", "admin"])[1],
+                keys.create(["s1"], rate_limit=2)[1])
+    finally:
+        keys.close()
+
+
+def _authed(url: str, key: str | None) -> AbstractAsyncContextManager[Any]:
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers))
+
+
 @pytest.fixture
-def http_server(tmp_path: Path) -> Iterator[str]:
+def http_server(tmp_path: Path) -> Iterator[HttpServer]:
     """The MCP server over streamable HTTP on a free loopback port, in its own process."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
+    key, reader, other, limited = _keys(tmp_path / "h.db")
     proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "h.db"), "s1", "http",
-                             str(port)], stderr=subprocess.PIPE)
+                             str(port)], stderr=subprocess.PIPE,
+                            env={**os.environ, "DELTAMEM_EXPORT_DIR": str(tmp_path)})
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -177,17 +207,19 @@ def http_server(tmp_path: Path) -> Iterator[str]:
                 assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
                 assert time.monotonic() < deadline, "MCP HTTP server did not start"
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/mcp"
+        url = HttpServer(f"http://127.0.0.1:{port}/mcp")
+        url.key, url.reader, url.other, url.limited = key, reader, other, limited
+        yield url
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def test_streamable_http_client_uses_every_tool(http_server: str, tmp_path: Path) -> None:
+def test_streamable_http_client_uses_every_tool(http_server: HttpServer, tmp_path: Path) -> None:
     """The same scenario over streamable HTTP (the transport remote agents use)."""
 
     async def run() -> dict[str, Any]:
-        transport: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
+        transport = _authed(http_server, http_server.key)
         async with transport as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             return await scenario(s, tmp_path / "export")
@@ -213,12 +245,12 @@ def test_cli_mcp_command_serves_over_stdio(tmp_path: Path) -> None:
     assert stats["episodes"] == 0 and stats["task"]["nodes"] == 0
 
 
-def test_each_http_session_scores_its_own_last_recall(http_server: str) -> None:
+def test_each_http_session_scores_its_own_last_recall(http_server: HttpServer) -> None:
     """record_outcome without ids uses the caller's own last recall, not another client's."""
 
     async def run() -> tuple[str, bool]:
-        a: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
-        b: AbstractAsyncContextManager[Any] = streamable_http_client(http_server)
+        a = _authed(http_server, http_server.key)
+        b = _authed(http_server, http_server.key)
         async with a as (ra, wa), ClientSession(ra, wa) as sa, b as (rb, wb), \
                 ClientSession(rb, wb) as sb:
             await sa.initialize()
@@ -249,3 +281,129 @@ def test_server_tools_called_in_process(mem) -> None:
     recalled, outcome = anyio.run(run)
     assert recalled.content[0].text.startswith("# Skill memory")
     assert outcome.structured_content["nodes"] == [recalled.structured_content["task"]["node"]]
+
+
+def _post(url: str, key: str | None) -> httpx2.Response:
+    """A raw MCP initialize request, with or without a key."""
+    headers = {"Accept": "application/json, text/event-stream",
+               "Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "probe", "version": "0"}}}
+    with httpx2.Client(timeout=30) as client:
+        return client.post(url, json=body, headers=headers)
+
+
+def test_http_refuses_calls_without_a_key_for_the_space(http_server: HttpServer) -> None:
+    """MCP over HTTP asks for the REST server's API keys: none or a wrong one is 401, a key
+    for another space 403, in the REST error envelope; a right one gets through."""
+    missing = _post(http_server, None)
+    assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
+    assert missing.json()["error"]["type"] == "Unauthorized"
+    assert _post(http_server, "dmk_nope_nope").status_code == 401
+    elsewhere = _post(http_server, http_server.other)
+    assert elsewhere.status_code == 403 and "'s1'" in elsewhere.json()["error"]["message"]
+    assert _post(http_server, http_server.key).status_code == 200
+    statuses = [_post(http_server, http_server.limited) for _ in range(3)]
+    assert [r.status_code for r in statuses] == [200, 200, 429]  # the key's own limit: 2/min
+    assert int(statuses[2].headers["retry-after"]) >= 1
+
+
+def test_http_tools_need_the_key_scope(http_server: HttpServer) -> None:
+    """A read-only key may recall and look, but not learn (write scope), over HTTP."""
+
+    async def run() -> tuple[bool, Any, Any]:
+        async with _authed(http_server, http_server.reader) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            recalled = await s.call_tool("recall", {"task": "heat the apple"})
+            learned = await s.call_tool("learn", {"task": "heat the apple", "steps": STEPS,
+                                                  "success": True})
+            stats = await s.call_tool("stats", {})
+            return recalled.is_error, learned, stats.structured_content
+
+    recall_failed, learned, stats = anyio.run(run)
+    assert not recall_failed
+    assert learned.is_error and "lacks the 'write' scope" in learned.content[0].text
+    assert stats is not None and stats["episodes"] == 0
+
+
+def test_export_skills_writes_only_under_the_configured_folder(mem, tmp_path: Path) -> None:
+    """Without an export folder the tool is refused; with one, a relative dir lands inside it
+    and a dir outside it (absolute, or climbing out with ..) is refused, writing nothing; an
+    OS error says why."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from deltamem.server.mcp import build_server
+    from helpers import make_episode
+
+    mem.learn(make_episode())
+    root = tmp_path / "exports"
+    outside = tmp_path / "elsewhere"
+    root.mkdir()
+    (root / "blocker").write_text("a file, not a folder")
+
+    async def call(server: Any, dir: str) -> Any:
+        try:
+            return (await server.call_tool("export_skills", {"dir": dir})).structured_content
+        except ToolError as exc:
+            return str(exc)
+
+    async def run() -> list[Any]:
+        off, on = build_server(mem), build_server(mem, export_root=root)
+        return [await call(off, str(outside)), await call(on, "agent-1"),
+                await call(on, str(outside)), await call(on, "../elsewhere"),
+                await call(on, "blocker/x"), await call(on, str(root / "ok"))]
+
+    off, inside, absolute, climbing, blocked, absolute_inside = anyio.run(run)
+    assert "export_skills is off" in off
+    assert inside["dir"] == str(root / "agent-1") and (root / "agent-1" / "knowledge").is_dir()
+    assert absolute_inside["dir"] == str(root / "ok")
+    assert "outside the export folder" in absolute and "outside the export folder" in climbing
+    assert not outside.exists()
+    reason = blocked.partition("cannot write skills to 'blocker/x':")[2]
+    assert reason.strip(), blocked  # the OS's reason, not an empty message
+
+
+def test_stdio_answers_a_request_the_sdk_cannot_parse(tmp_path: Path) -> None:
+    """A tools/call whose arguments hold a lone surrogate (JSON Python reads, but the SDK's
+    parser refuses) gets a JSON-RPC error with its id; it used to get no answer at all, so the
+    client waited forever. The server goes on answering."""
+    import json
+    import select
+
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "r.db"), "s1"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(line: str) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write(line.encode() + b"\n")
+        proc.stdin.flush()
+
+    def answer() -> dict[str, Any]:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready, "no answer"
+        return dict(json.loads(proc.stdout.readline()))
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}))
+        assert answer()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", '
+             '"arguments": {"task": "a\\ud800"}}}')
+        refused = answer()
+        assert refused["id"] == 2 and refused["error"]["code"] == -32602
+        assert "lone surrogate" in refused["error"]["message"]
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                         "params": {"name": "stats", "arguments": {}}}))
+        stats = answer()
+        assert stats["id"] == 3 and stats["result"]["structuredContent"]["episodes"] == 0
+    finally:
+        proc.kill()
+        proc.wait()

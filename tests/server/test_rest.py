@@ -314,3 +314,34 @@ def test_per_key_rate_limit_is_429_with_retry_after(tmp_path: Path,
     assert {line["key"] for line in lines if line["status"] == 429} == {tight_record.id}
     assert all(tight not in r.getMessage() and roomy not in r.getMessage()
                for r in caplog.records)
+
+
+def test_undecodable_bodies_and_impossible_node_ids_get_the_documented_errors(
+        tmp_path: Path) -> None:
+    """Invalid UTF-8 and nesting too deep for the parser get 422 naming the body (not a
+    generic 400); a node id holding a NUL is 404 NodeNotFound on show, delete and outcome
+    (PostgreSQL said 409, SQLite cut the id at the NUL), and the real node is untouched."""
+    db = tmp_path / "odd.db"
+    _, key = make_keys(db)
+    app = create_app(db, embedder=HashingEmbedder(), settings=TEST_SETTINGS)
+    json_type = {"Content-Type": "application/json"}
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with ServerThread(app) as running, httpx.Client(
+        base_url=f"http://127.0.0.1:{running.port}", headers={"Authorization": f"Bearer {key}"}
+    ) as c:
+        node = c.post("/v1/spaces/a/learn", json=episode()).json()["task"]["node"]
+        before = c.get(f"/v1/spaces/a/nodes/{node}").json()["stats"]
+        for route in ("learn", "recall", "outcome"):
+            for body, why in ((b'{"task": "a\xff"}', "UTF-8"), (deep, "nested too deeply")):
+                answer = c.post(f"/v1/spaces/a/{route}", content=body, headers=json_type)
+                assert answer.status_code == 422, (route, answer.text)
+                error = answer.json()["error"]
+                assert error["type"] == "ValidationError" and error["field"] == "body"
+                assert why in error["message"]
+        odd = node + "%00"
+        for answer in (c.get(f"/v1/spaces/a/nodes/{odd}"), c.delete(f"/v1/spaces/a/nodes/{odd}"),
+                       c.post("/v1/spaces/a/outcome", json={"nodes": [node + "\0"],
+                                                             "success": True})):
+            assert answer.status_code == 404, answer.text
+            assert answer.json()["error"]["type"] == "NodeNotFound"
+        assert c.get(f"/v1/spaces/a/nodes/{node}").json()["stats"] == before  # not counted

@@ -109,3 +109,25 @@ def test_chromium_renders_trees_and_click_shows_detail(mem: DeltaMem, tmp_path: 
         finally:
             browser.close()
     assert errors == []
+
+
+def test_a_parent_cycle_already_stored_is_reported_not_looped(mem: DeltaMem, tmp_path) -> None:
+    """Damage already in the database (a delta its own parent) makes the viewer and
+    `deltamem view` stop with a StoreError naming a node (it used to loop forever, growing)."""
+    import sqlite3
+
+    from deltamem import cli
+    from deltamem.errors import StoreError
+
+    grow(mem)
+    deltas = [n for n in mem.nodes() if n.kind.value == "delta"]
+    a = deltas[0]
+    db = sqlite3.connect(mem.store.path, isolation_level=None)
+    db.execute("UPDATE nodes SET parent_id = id WHERE id = ?", (a.id,))
+    db.close()
+    with pytest.raises(StoreError, match="parent cycle.*deltamem check"):
+        render_viewer(mem)
+    with pytest.raises(SystemExit) as done:
+        cli.main(["view", "--db", mem.store.path, "--embedder", "hashing",
+                  "--out", str(tmp_path / "t.html")])
+    assert done.value.code == 5 and not (tmp_path / "t.html").exists()

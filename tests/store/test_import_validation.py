@@ -109,7 +109,17 @@ def _unknown_field(records: list[dict[str, Any]]) -> None:
     first(records, record="node")["colour"] = "red"
 
 
+def _empty_episode_id(records: list[dict[str, Any]]) -> None:
+    first(records, record="episode")["id"] = ""
+
+
+def _negative_time(records: list[dict[str, Any]]) -> None:
+    first(records, record="node", kind="delta")["created_at"] = -5.0
+
+
 DAMAGE = {
+    "empty episode id": (_empty_episode_id, "'id' must not be empty"),
+    "negative created_at": (_negative_time, "'created_at' must be"),
     "parent cycle": (_cycle, "depth 3 disagrees"),
     "NaN vector": (_nan_vector, "NaN"),
     "huge vector": (_huge_vector, "norm"),
@@ -246,3 +256,34 @@ def test_export_never_writes_bare_nan(mem, exported):
     db.close()
     with pytest.raises(StoreError, match="cannot export"):
         list(export_lines(mem.store, mem.space))
+
+
+@pytest.mark.parametrize("value", [np.nan, 1e30])
+def test_a_damaged_vector_already_stored_cannot_poison_recall(mem, value):
+    """A NaN or huge vector written straight into the database: `check` names it, and a
+    scan leaves that node out, so recall still finds the sound nodes (NaN made the tree match
+    nothing; 1e30 won every recall, whatever the task)."""
+    from deltamem.memory import DeltaMem
+    from deltamem.store.sqlite import SQLiteStore
+
+    mem.learn(make_episode())
+    mem.learn(make_episode(task="cool the milk", actions=("go to fridge", "cool milk"),
+                           env="a pantry with shelves"))
+    milk = next(n for n in mem.nodes(Tree.TASK) if "milk" in n.key)
+    db = _raw(mem)
+    db.execute("UPDATE nodes SET vector = ? WHERE id = ?",
+               (np.full(DIM, value, dtype="<f4").tobytes(), milk.id))
+    db.close()
+    assert any(p.startswith(milk.id) for p in mem.check())
+    fresh = DeltaMem(SQLiteStore(mem.store.path), mem.embedder, mem.extractor,
+                     settings=mem.settings)  # a process whose index is built from the file
+    try:
+        recalled = fresh.recall("heat the apple", "")
+        assert recalled.task.node is not None and recalled.task.node.id != milk.id
+        best = recalled.task.best
+        assert best is not None and np.isfinite(best.score) and best.score <= 1.0 + 1e-6
+        other = fresh.recall("cool the milk", "")
+        assert other.task.node is None or other.task.node.id != milk.id
+        assert all(c.id != milk.id for c in other.task.candidates)
+    finally:
+        fresh.close()

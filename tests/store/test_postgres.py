@@ -246,3 +246,60 @@ def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def test_long_write_blocks_do_not_starve_reads(pg_url):  # noqa: F811
+    """Every write connection is held by a long write block (other spaces): a read of another
+    space still gets a connection at once (it used to wait for the pool, then fail); one more
+    writer waits for a write connection and then fails clearly, writing nothing."""
+    import threading
+
+    with _store(pg_url, pool_size=2, connect_timeout=1) as store:
+        for space in ("w1", "w2", "free"):
+            store.ensure_space(space, "e", DIM)
+        with store.write("free"):
+            store.add_node("free", make_root("f"), vec(1))
+        started, release = threading.Barrier(3), threading.Event()
+
+        def hold(space: str) -> None:
+            with store.write(space):
+                store.add_node(space, make_root(f"{space}-n"), vec(2))
+                started.wait()
+                release.wait()
+
+        holders = [threading.Thread(target=hold, args=(s,)) for s in ("w1", "w2")]
+        for t in holders:
+            t.start()
+        try:
+            started.wait()
+            assert [n.id for n in store.nodes("free")] == ["f"]
+            assert store.scan("free", Tree.TASK, vec(1), penalty=0.0)[0].id == "f"
+            with pytest.raises(StoreError, match="write connection stayed busy"), \
+                    store.write("free"):
+                store.add_node("free", make_root("lost"), vec(3))  # pragma: no cover
+        finally:
+            release.set()
+            for t in holders:
+                t.join()
+        assert {n.id for n in store.nodes("w1")} == {"w1-n"}
+        assert [n.id for n in store.nodes("free")] == ["f"]
+
+
+def test_a_statement_past_statement_timeout_is_cancelled(pg_url):  # noqa: F811
+    """A statement that runs too long is cancelled (StoreError), and the connection is fine
+    for the next one."""
+    with _store(pg_url, statement_timeout=0.2) as store:
+        with pytest.raises(StoreError, match="statement timeout"), store._read() as conn:
+            conn.execute("SELECT pg_sleep(5)")
+        assert store.schema_version() >= 1
+
+
+def test_opening_while_another_process_migrates_waits_at_most_lock_timeout(pg_url):  # noqa: F811
+    """Another connection holds the schema's migration lock (a migrator stuck mid-way): opening
+    gives up after ``lock_timeout`` with a StoreError (it used to wait forever)."""
+    with psycopg.connect(pg_url, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtextextended('deltamem:migrate:' || "
+                       "current_schema(), 0))")
+        with pytest.raises(StoreError, match="lock"):
+            PostgresStore(pg_url, lock_timeout=0.3).close()
+    PostgresStore(pg_url).close()  # free again: opens

@@ -146,3 +146,26 @@ def test_off_for_memory_and_when_disabled(tmp_path):
         store.close()
     assert not Path(f"{tmp_path / 'off.db'}.index").exists()
     assert not list(tmp_path.glob("*.index"))
+
+
+def test_a_damaged_row_left_out_of_the_index_still_lets_the_snapshot_load(tmp_path):
+    """A stored vector the scan leaves out (NaN) counts in the stamp as in the database."""
+    import sqlite3
+
+    p = tmp_path / "d.db"
+    store = SQLiteStore(p, snapshot_every=0)
+    store.ensure_space(SPACE, "test-embedder", DIM)
+    fill(store, 0, 30)
+    store.close()
+    with sqlite3.connect(p) as conn:
+        conn.execute("UPDATE nodes SET vector = ? WHERE id = 'task-7'",
+                     (np.full(DIM, np.nan, dtype="<f4").tobytes(),))
+    store = SQLiteStore(p, snapshot_every=EVERY)
+    first = answers(store)  # builds (without task-7) and saves
+    store.close()
+    store = SQLiteStore(p, snapshot_every=EVERY)
+    assert answers(store) == first == reference(p)
+    index = shared_index(store)
+    assert isinstance(index._matrix, np.memmap) and index.size == 29
+    assert all(c[0] != "task-7" for row in first for c in row)
+    store.close()

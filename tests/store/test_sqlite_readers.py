@@ -109,3 +109,33 @@ def test_recall_stats_and_check_answer_while_a_writer_holds_the_lock(tmp_path):
             finally:
                 release.set()
                 thread.join(30)
+
+
+def test_a_writer_of_the_same_process_waits_at_most_busy_timeout(tmp_path):
+    """Another thread of this process holds the write block: a second writer gives up after
+    ``busy_timeout`` with a StoreError and writes nothing (it used to queue with no limit,
+    filling a server's worker threads), while reads go on; once free, writes work again."""
+    store = SQLiteStore(tmp_path / "w.db", busy_timeout=0.3)
+    store.ensure_space("s", "e", DIM)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with store.write("s"):
+            store.add_node("s", make_root("held"), vec(1))
+            holding.set()
+            release.wait(timeout=30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        holding.wait()
+        with pytest.raises(StoreError, match="stayed locked"), store.write("s"):
+            store.add_node("s", make_root("lost"), vec(2))  # pragma: no cover
+        assert list(store.nodes("s")) == []  # a read does not wait (the block is uncommitted)
+    finally:
+        release.set()
+        holder.join()
+    with store.write("s"):
+        store.add_node("s", make_root("later"), vec(3))
+    assert {n.id for n in store.nodes("s")} == {"held", "later"}
+    store.close()

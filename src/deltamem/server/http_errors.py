@@ -85,3 +85,24 @@ def validation_field(loc: tuple[Any, ...] | list[Any]) -> str:
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
     return out or "body"
+
+
+def private_paths(db: object) -> tuple[str, ...]:
+    """The spellings of a SQLite database's file path an error message may carry (longest
+    first); none for a URL (``INTERNAL_ADDRESS`` hides those)."""
+    import os
+
+    text = str(db).removeprefix("sqlite:")
+    if not text or "://" in text or text == ":memory:":
+        return ()
+    forms = {text, os.path.abspath(text), os.path.realpath(text)}
+    return tuple(sorted((f for f in forms if f), key=len, reverse=True))
+
+
+def hide_paths(body: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
+    """``body`` with the server's own file paths replaced by ``<server-side>``."""
+    error = body.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        for path in paths:
+            error["message"] = error["message"].replace(path, "<server-side>")
+    return body

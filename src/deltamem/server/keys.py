@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import logging
 import secrets
 import threading
 import time
@@ -27,12 +29,14 @@ from deltamem.store import open_store
 from deltamem.store.base import Store
 from deltamem.store.keys import KeyRow, KeyTable, key_table
 
+log = logging.getLogger("deltamem.server")
+
 PREFIX = "dmk_"
 ALL_SPACES = "*"
 SCOPES = ("read", "write", "admin")
 DEFAULT_SCOPES = ("read", "write")
-# ``last_used_at`` is written at most this often per key and process: a write per request would
-# put every request behind the database's write lock.
+# ``last_used_at`` is written at most this often per key and process, in a background thread: a
+# write in the request would put a read behind the database's write lock.
 TOUCH_EVERY_S = 60.0
 
 
@@ -82,6 +86,7 @@ class KeyStore:
         self._rows: KeyTable | None = None
         self._owned = owned
         self._touched: dict[str, float] = {}
+        self._touching: threading.Thread | None = None
         self._lock = threading.Lock()
 
     @property
@@ -135,7 +140,8 @@ class KeyStore:
     def verify(self, presented: str) -> ApiKey | None:
         """The active key matching a presented ``dmk_<id>_<secret>`` string, else None.
 
-        A match records its use (``last_used_at``, at most once a minute per key).
+        A match records its use (``last_used_at``, at most once a minute per key), in the
+        background: verifying never waits for the database's write lock.
         """
         if not presented.startswith(PREFIX):
             return None
@@ -151,14 +157,39 @@ class KeyStore:
         return record if record.active else None
 
     def _touch(self, key_id: str) -> None:
+        """Record the key's use in the background, best effort: a request never waits for the
+        database's write lock for it (SQLite's lock may be held by a long batch or by another
+        process). One write is in flight at a time; a failed one is retried at the next use."""
         now = time.time()
         with self._lock:
             if now - self._touched.get(key_id, 0.0) < TOUCH_EVERY_S:
                 return
+            if self._touching is not None and self._touching.is_alive():
+                return  # the next request of this key tries again
             self._touched[key_id] = now
-        self._table.touch_key(key_id, now)
+            thread = threading.Thread(target=self._write_use, args=(key_id, now), daemon=True,
+                                      name="deltamem-key-use")
+            self._touching = thread
+        thread.start()
+
+    def _write_use(self, key_id: str, at: float) -> None:
+        try:
+            self._table.touch_key(key_id, at)
+        except Exception as exc:  # busy or unreachable: only the bookkeeping waits
+            log.info("could not record the use of API key %s yet: %s", key_id,
+                     type(exc).__name__)
+            with self._lock:
+                if self._touched.get(key_id) == at:
+                    del self._touched[key_id]
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Wait for the background write of a key's use, if one is running."""
+        thread = self._touching
+        if thread is not None:
+            thread.join(timeout)
 
     def close(self) -> None:
+        self.flush(timeout=5.0)
         if self._owned and self._store is not None:
             self._store.close()
 
@@ -178,6 +209,16 @@ def open_keys(db: str) -> KeyStore:
         store.close()
         raise
     return KeyStore(store, owned=True)
+
+
+def is_loopback(host: str) -> bool:
+    """True for an address only this machine can reach (127.0.0.0/8, ::1, localhost)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _clean(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:

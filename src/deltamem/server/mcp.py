@@ -7,15 +7,22 @@ idempotent). A result carries the full JSON as ``structuredContent``, checked ag
 wire model of :mod:`deltamem.api` that the REST server and the CLI answer with (its output
 schema) and a short text for the model, the recalled context block first. Library errors
 reach the agent as tool errors carrying the library's message, which says what to do.
+
+Over streamable HTTP the server demands the REST server's API keys (``Authorization: Bearer
+dmk_...``, :mod:`deltamem.server.keys`): a key must cover the space, and each tool needs its
+scope (``read`` for recall/show/list/stats, ``write`` for learn/record_outcome/consolidate and
+export_skills). ``export_skills`` writes only under the folder the operator configured
+(``export_root``); without one it is refused.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, Literal, ParamSpec
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -26,12 +33,24 @@ from deltamem import api
 from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
 from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
-from deltamem.errors import DeltaMemError, EpisodeError
+from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
+from deltamem.jsonsafe import text_problem
 from deltamem.memory import DeltaMem
 from deltamem.results import Recall, consolidation_report, node_listing
+from deltamem.server.keys import is_loopback
 from deltamem.transcripts import episode_from_messages
 
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+    from deltamem.server.keys import ApiKey, KeyStore
+
 P = ParamSpec("P")
+# The key scope each tool needs over HTTP (the REST server's scopes).
+TOOL_SCOPES = {"recall": "read", "show": "read", "list_": "read", "stats": "read",
+               "learn": "write", "record_outcome": "write", "consolidate": "write",
+               "export_skills": "write"}
+KEY_STATE = "deltamem_key"  # where the HTTP auth layer leaves the verified key
 
 INSTRUCTIONS = (
     "deltamem is an experience memory of skills (how tasks were done) and scene knowledge "
@@ -86,16 +105,37 @@ def _result(model: type[api.Model], data: dict[str, Any], text: str) -> CallTool
 
 
 def _library_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
-    """Turn library errors into tool errors whose message reaches the agent."""
+    """Turn library errors into tool errors whose message reaches the agent, after checking
+    that an HTTP caller's key has the tool's scope (see :func:`_check_scope`)."""
+    scope = TOOL_SCOPES[fn.__name__]
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+        ctx = kwargs.get("ctx")
+        _check_scope(ctx if isinstance(ctx, Context) else None, scope, fn.__name__.rstrip("_"))
         try:
             return fn(*args, **kwargs)
         except DeltaMemError as exc:
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
     return wrapper
+
+
+def _check_scope(ctx: Context | None, scope: str, tool: str) -> None:
+    """Refuse an HTTP call whose key lacks ``scope``. The key was verified (and checked to
+    cover the space) by :class:`KeyAuth` before the request reached the SDK; a call with no
+    HTTP request (stdio, or in process) is the local operator's own."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # called directly, outside a client request
+        request = None
+    state = getattr(request, "scope", {}).get("state") if request is not None else None
+    if not isinstance(state, dict) or KEY_STATE not in state:
+        return
+    key: ApiKey | None = state[KEY_STATE]
+    if key is not None and scope not in key.scopes:
+        raise ToolError(f"Forbidden: this API key lacks the {scope!r} scope that {tool} needs "
+                        f"(it has: {', '.join(key.scopes)})")
 
 
 MAX_SESSIONS = 1_000  # last recalls kept, one per client session (oldest dropped first)
@@ -143,11 +183,17 @@ def _consolidation_text(items: list[dict[str, Any]]) -> str:
                    if c["root"] is not None)
 
 
-def build_server(mem: DeltaMem, *, name: str = "deltamem") -> MCPServer:
-    """An MCP server exposing ``mem`` (one space) as the eight tools."""
+def build_server(mem: DeltaMem, *, name: str = "deltamem",
+                 export_root: str | Path | None = None) -> MCPServer:
+    """An MCP server exposing ``mem`` (one space) as the eight tools.
+
+    Args:
+        export_root: the folder ``export_skills`` may write under (None: the tool is refused).
+    """
     server: MCPServer = MCPServer(name=name, instructions=INSTRUCTIONS)
     _experience_tools(server, mem)
-    _inspection_tools(server, mem)
+    _inspection_tools(server, mem,
+                      None if export_root is None else Path(export_root).expanduser().resolve())
     return server
 
 
@@ -258,7 +304,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         return _result(api.OutcomeOut, data, text)
 
 
-def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
+def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None) -> None:
     """show, list, consolidate, stats and export_skills."""
 
     @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Show a node"),
@@ -268,7 +314,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
     @_library_errors
     def show(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
             "A node id such as 't-1a2b3c4d5e6f7a8b'."))],
-             ) -> Annotated[CallToolResult, api.ShowOut]:
+             ctx: Context | None = None) -> Annotated[CallToolResult, api.ShowOut]:
         data = mem.show(node_id)
         body = render_experience(experience_from_dict(data["experience"]))
         text = (f"{data['id']}: {data['tree']} {data['kind']} ({data['outcome']}), chain "
@@ -291,6 +337,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
         contains: Annotated[str, Field(max_length=500, description=(
             "Only nodes whose key contains this text (case-insensitive)."))] = "",
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many rows.")] = 50,
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.NodeListOut]:
         data = node_listing(mem.list_nodes(Tree(tree) if tree else None,
                                            kind=NodeKind(kind) if kind else None,
@@ -310,7 +357,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
         "chains that are due. Safe to call any time; a second call compiles nothing new."))
     @_library_errors
     def consolidate(dry_run: Annotated[bool, Field(description=(
-            "Only report what is due."))] = False
+            "Only report what is due."))] = False, ctx: Context | None = None,
                     ) -> Annotated[CallToolResult, api.ConsolidateOut]:
         data = consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
         done = data["consolidated"]
@@ -325,7 +372,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
         "Size and shape of the memory: nodes per tree, roots, deltas, failure lessons, depth, "
         "episodes learned, and stored vs flat characters."))
     @_library_errors
-    def stats() -> Annotated[CallToolResult, api.StatsOut]:
+    def stats(ctx: Context | None = None) -> Annotated[CallToolResult, api.StatsOut]:
         data = mem.stats()
         text = (f"{data['episodes']} episode(s); task tree {data['task']['nodes']} node(s) "
                 f"({data['task']['roots']} roots, {data['task']['failures']} failure lessons); "
@@ -337,34 +384,232 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem) -> None:
                                    title="Export skills as files"),
                  description=(
         "Write the memory's skills and scene knowledge as Markdown files into a folder on the "
-        "machine running this server. layout='skills': one <slug>/SKILL.md per skill root plus "
-        "knowledge/*.md (the agent-skills layout); layout='memory-md': a MEMORY.md index with "
-        "one file per skill chain and knowledge files per scene. Existing files of the same "
-        "names are overwritten."))
+        "machine running this server, inside the export folder its operator configured (a "
+        "relative `dir` is taken under it). layout='skills': one <slug>/SKILL.md per skill "
+        "root plus knowledge/*.md (the agent-skills layout); layout='memory-md': a MEMORY.md "
+        "index with one file per skill chain and knowledge files per scene. Existing files of "
+        "the same names are overwritten."))
     @_library_errors
     def export_skills(
         dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
-            "Folder to write into (created if missing)."))],
+            "Folder to write into (created if missing), inside the server's export folder."))],
         layout: Annotated[Literal["skills", "memory-md"], Field(
             description="File layout.")] = "skills",
+        ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.SkillsExportOut]:
         from deltamem.skills import export_layout
 
-        data = export_layout(mem, Path(dir), layout)
+        target = export_target(export_root, dir)
+        try:
+            data = export_layout(mem, target, layout)
+        except (OSError, ValueError) as exc:  # the OS's reason, never an empty message
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise ToolError(f"cannot write skills to {dir!r}: {reason}") from exc
         text = (f"wrote {len(data['skills'])} skill file(s) and {len(data['knowledge'])} "
                 f"knowledge file(s) to {dir}")
         return _result(api.SkillsExportOut, data, text)
 
 
+async def _serve_stdio(server: MCPServer) -> None:
+    """``server.run("stdio")``, except that a request the SDK would drop unanswered gets a
+    JSON-RPC error (see :class:`_Answering`)."""
+    from mcp.server.stdio import stdio_server
+
+    lowlevel = getattr(server, "_lowlevel_server", None)  # what MCPServer.run_stdio_async uses
+    if lowlevel is None:  # pragma: no cover - another SDK layout: its own loop
+        await server.run_stdio_async()
+        return
+    async with stdio_server() as (read_stream, write_stream):
+        await lowlevel.run(_Answering(read_stream, write_stream), write_stream,
+                           lowlevel.create_initialization_options())
+
+
+class _Answering:
+    """The SDK's stdio read stream, answering what the SDK would drop: a line that is JSON (as
+    Python reads it) holding a request id, which the SDK's stricter parser refuses -- a string
+    with a lone surrogate -- and so never answers, leaving the client waiting forever."""
+
+    def __init__(self, inner: Any, write: Any):
+        self._inner, self._write = inner, write
+
+    def __getattr__(self, name: str) -> Any:  # e.g. the sender's context
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not await self._answered(item):
+                return item
+
+    def __aiter__(self) -> _Answering:
+        return self
+
+    async def __anext__(self) -> Any:
+        while True:
+            item = await self._inner.__anext__()
+            if not await self._answered(item):
+                return item
+
+    async def _answered(self, item: Any) -> bool:
+        answer = unanswered_request(item) if isinstance(item, Exception) else None
+        if answer is not None:
+            await self._write.send(answer)
+        return answer is not None
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Answering:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self._inner.__aexit__(*exc))
+
+
+def unanswered_request(exc: Exception) -> Any:
+    """The JSON-RPC error answering a request line the SDK could not parse, or None when the
+    line is no request with a usable id (the SDK's own handling stands)."""
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        first = exc.errors()[0] if hasattr(exc, "errors") else {}
+    except (IndexError, TypeError):
+        return None
+    raw = first.get("input") if isinstance(first, dict) else None
+    if first.get("type") != "json_invalid" or not isinstance(raw, str):
+        return None
+    try:
+        request = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(request, dict) or not isinstance(request.get("method"), str):
+        return None
+    rid = request.get("id")
+    if isinstance(rid, bool) or not (isinstance(rid, str) and text_problem(rid) is None
+                                     or isinstance(rid, int) and abs(rid) < 2**53):
+        return None
+    try:
+        json.dumps(request, ensure_ascii=False).encode("utf-8")
+        why = f"the request is not strict JSON ({first.get('msg', 'invalid JSON')})"
+    except UnicodeEncodeError:
+        why = "a string in the request holds a lone surrogate (not valid Unicode text)"
+    return SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=rid, error=types.ErrorData(
+        code=types.INVALID_PARAMS, message=f"invalid params: {why}")))
+
+
+def export_target(root: Path | None, dir: str) -> Path:
+    """The folder ``export_skills`` writes for ``dir``: inside ``root`` or refused (ToolError).
+
+    A relative ``dir`` is taken under ``root``; an absolute one must lie inside it. Links and
+    ``..`` are resolved first, so neither leads out.
+    """
+    if root is None:
+        raise ToolError("export_skills is off: the server's operator has not configured an "
+                        "export folder (deltamem mcp --export-dir DIR, or DELTAMEM_EXPORT_DIR)")
+    if "\x00" in dir:
+        raise ToolError(f"cannot write skills to {dir!r}: a path cannot hold a NUL character")
+    try:
+        target = (root / Path(dir).expanduser()).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise ToolError(f"cannot write skills to {dir!r}: {exc}") from exc
+    if not target.is_relative_to(root):
+        raise ToolError(f"refusing to write skills to {dir!r}: it is outside the export folder "
+                        f"{str(root)!r} that the server's operator configured")
+    return target
+
+
 Transport = Literal["stdio", "http"]
 
 
+class KeyAuth:
+    """ASGI layer in front of the MCP HTTP app: every request needs an API key (the REST
+    server's, ``Authorization: Bearer dmk_...``) that covers ``space``; 401/403 otherwise, in
+    the REST error envelope, and 429 past the key's own request limit. The verified key is left
+    in the request state for the tools' scope checks."""
+
+    def __init__(self, app: ASGIApp, keys: KeyStore, space: str):
+        from deltamem.server.limits import RateLimiter
+
+        self.app, self.keys, self.space = app, keys, space
+        self.limiter = RateLimiter()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        import anyio
+
+        token = _bearer(scope)
+        key = await anyio.to_thread.run_sync(self.keys.verify, token) if token else None
+        if key is None:
+            what = "invalid or revoked API key" if token else (
+                "missing API key: send 'Authorization: Bearer <key>'")
+            await _refuse(send, 401, "Unauthorized", what)
+            return
+        if not key.covers(self.space):
+            await _refuse(send, 403, "Forbidden",
+                          f"this API key is not allowed on space {self.space!r}")
+            return
+        wait = self.limiter.take(key.id, key.rate_limit) if key.rate_limit else None
+        if wait is not None:
+            await _refuse(send, 429, "RateLimited", f"this API key is limited to "
+                          f"{key.rate_limit} requests per minute; retry in {wait} s",
+                          retry_after=wait)
+            return
+        state = scope.setdefault("state", {})
+        state[KEY_STATE] = key
+        await self.app(scope, receive, send)
+
+
+def _bearer(scope: Scope) -> str | None:
+    for name, value in scope.get("headers", []):
+        if name == b"authorization":
+            kind, _, token = value.decode("latin-1").partition(" ")
+            return (token.strip() or None) if kind.lower() == "bearer" else None
+    return None
+
+
+async def _refuse(send: Send, status: int, kind: str, message: str, *,
+                  retry_after: int | None = None) -> None:
+    from deltamem.server.http_errors import error_body
+
+    payload = json.dumps(error_body(kind, message)).encode()
+    headers = [(b"content-type", b"application/json"),
+               (b"content-length", str(len(payload)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
 def run_server(mem: DeltaMem, *, transport: Transport = "stdio", host: str = "127.0.0.1",
-               port: int = 8765) -> None:
-    """Serve ``mem`` over stdio, or streamable HTTP at ``http://host:port/mcp``."""
-    server = build_server(mem)
+               port: int = 8765, keys: KeyStore | None = None,
+               export_root: str | Path | None = None) -> None:
+    """Serve ``mem`` over stdio, or streamable HTTP at ``http://host:port/mcp``.
+
+    Args:
+        keys: over HTTP, the API keys every request must present (one that covers this space,
+            with each tool's scope). None serves HTTP without keys, which is allowed only on a
+            loopback address (``ConfigError`` otherwise).
+        export_root: the only folder ``export_skills`` may write under (None: refused).
+    """
+    server = build_server(mem, export_root=export_root)
     if transport == "stdio":
-        server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port)
+        import anyio
+
+        anyio.run(_serve_stdio, server)
+        return
+    if keys is None and not is_loopback(host):
+        raise ConfigError(f"refusing to serve MCP without API keys on {host!r}: only a loopback "
+                          "address (127.0.0.1, ::1) may go without them")
+    import uvicorn
+
+    app: ASGIApp = server.streamable_http_app(host=host)
+    if keys is not None:
+        app = KeyAuth(app, keys, mem.space)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
 

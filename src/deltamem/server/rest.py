@@ -33,7 +33,9 @@ from deltamem.results import consolidation_report, node_listing
 from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
     error_body,
+    hide_paths,
     library_error_body,
+    private_paths,
     status_for,
     validation_field,
 )
@@ -47,6 +49,7 @@ from deltamem.worker import BackgroundWorker, Worker
 MAX_BATCH = 1_000
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
 NDJSON = "application/x-ndjson"
+PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for an undecodable body
 EXAMPLE_EPISODE = {
     "task": "heat the apple", "env": "a kitchen with a fridge and a microwave",
     "success": True, "score": 1.0,
@@ -135,6 +138,7 @@ def create_app(
     install_docs(app)
 
     app.state.pool = pool
+    app.state.paths = private_paths(db)  # kept out of error bodies
     app.state.keys = keys
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
@@ -207,8 +211,9 @@ def _limit(request: Request, key: ApiKey) -> None:
 
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(DeltaMemError)
-    async def library_error(_: Request, exc: DeltaMemError) -> JSONResponse:
-        return JSONResponse(library_error_body(exc), status_code=status_for(exc))
+    async def library_error(request: Request, exc: DeltaMemError) -> JSONResponse:
+        body = hide_paths(library_error_body(exc), getattr(request.app.state, "paths", ()))
+        return JSONResponse(body, status_code=status_for(exc))
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -231,8 +236,26 @@ def _install_errors(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        unreadable = _unreadable_body(exc)
+        if unreadable is not None:  # the documented 422, not FastAPI's generic 400
+            return JSONResponse(error_body("ValidationError", unreadable, "body"),
+                                status_code=422)
         return JSONResponse(error_body("HTTPError", str(exc.detail)),
                             status_code=exc.status_code, headers=exc.headers)
+
+
+def _unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """Why FastAPI could not decode a JSON body (its 400 "error parsing the body"), or None
+    for any other HTTP error."""
+    cause = exc.__cause__
+    if exc.status_code != 400 or cause is None or exc.detail != PARSE_FAILED:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"malformed JSON body: not valid UTF-8 (byte {cause.start}); send UTF-8 "
+                "encoded JSON")
+    if isinstance(cause, RecursionError):
+        return "malformed JSON body: nested too deeply; send at most 32 levels of nesting"
+    return f"malformed JSON body: {type(cause).__name__}"
 
 
 def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:

@@ -17,6 +17,7 @@ from deltamem.core.delta import apply
 from deltamem.core.model import Experience, Node, experience_to_dict
 from deltamem.core.render import render_experience, render_patch
 from deltamem.core.tree import compose_chain
+from deltamem.errors import PatchError, StoreError
 from deltamem.memory import DeltaMem
 from deltamem.results import node_summary, patch_json
 
@@ -45,15 +46,26 @@ def _compose(node: Node, by_id: dict[str, Node], cache: dict[str, Experience]) -
         # One patch on top of the parent's cached composition, not the whole chain again.
         experience = apply(parent, node.patch or ())
     else:
-        experience = compose_chain(_chain(node, by_id))
+        try:
+            experience = compose_chain(_chain(node, by_id))
+        except PatchError as exc:
+            raise StoreError(f"node {node.id!r} does not compose ({exc}); run `deltamem "
+                             "check`") from exc
     cache[node.id] = experience
     return experience
 
 
 def _chain(node: Node, by_id: dict[str, Node]) -> list[Node]:
+    """``node``'s chain, root first; a parent cycle (damage already stored) is a StoreError."""
     chain = [node]
+    seen = {node.id}
     while chain[-1].parent_id and chain[-1].parent_id in by_id:
-        chain.append(by_id[chain[-1].parent_id])
+        parent = by_id[chain[-1].parent_id]
+        if parent.id in seen:
+            raise StoreError(f"node {node.id!r} is in a parent cycle (through {parent.id!r}); "
+                             "run `deltamem check`")
+        seen.add(parent.id)
+        chain.append(parent)
     return chain[::-1]
 
 

@@ -1,12 +1,14 @@
 """PostgreSQL + pgvector backend: the scale-out store, same behaviour as the SQLite one.
 
-Concurrency: ``write(space)`` is one transaction on one pooled connection, which first takes a
-transaction-scoped advisory lock keyed by (schema, space). Writers of one space therefore run one
-after the other, across threads and processes (a writer waits at most ``lock_timeout``, then
-fails with ``StoreError``, as SQLite's does after ``busy_timeout``), and the facade's placement
-decisions (made inside the block) never see a stale tree; writers of different spaces do not
-block each other. Reads inside a block run on the block's connection, so they see the block's
-own writes.
+Concurrency: ``write(space)`` is one transaction on one connection of the write pool, which
+first takes a transaction-scoped advisory lock keyed by (schema, space). Writers of one space
+therefore run one after the other, across threads and processes (a writer waits at most
+``lock_timeout``, then fails with ``StoreError``, as SQLite's does after ``busy_timeout``), and
+the facade's placement decisions (made inside the block) never see a stale tree; writers of
+different spaces do not block each other. Reads inside a block run on the block's connection, so
+they see the block's own writes; every other read takes a connection from a pool of its own, so
+long write transactions never starve reads. Every statement is bounded by
+``statement_timeout``.
 
 Retrieval: vectors live in an untyped ``vector`` column (each space has its own dimension). Scans
 are exact and must equal :func:`deltamem.core.scoring.top_k` bit for bit, ties included, which an
@@ -29,6 +31,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import psycopg
+import psycopg_pool
 from psycopg import Connection
 from psycopg_pool import ConnectionPool
 
@@ -55,11 +58,16 @@ class PostgresStore(SQLStore):
     Args:
         url: a libpq URL, ``postgresql://user@host:port/db``; add
             ``?options=-csearch_path%3Dmyschema,public`` to keep the tables in another schema.
-        pool_size: most connections this store opens (one per concurrent write block or read).
-        connect_timeout: seconds to wait for the server when connecting.
+        pool_size: most connections write blocks hold at once (one per concurrent block).
+        read_pool_size: most connections reads hold at once (default ``pool_size``); a pool
+            of their own, so long write transactions never starve reads.
+        connect_timeout: seconds to wait for the server when connecting (a request waits at
+            most six times this for a free pooled connection, then ``StoreError``).
         lock_timeout: seconds a writer waits for another writer of the same space (the
             PostgreSQL twin of SQLite's ``busy_timeout``); then the write fails with
             ``StoreError`` and changes nothing.
+        statement_timeout: seconds one SQL statement may run; then it is cancelled
+            (``StoreError``), and a write block's transaction rolls back.
 
     Raises:
         StoreError: the server cannot be reached or lacks the ``vector`` extension.
@@ -69,10 +77,12 @@ class PostgresStore(SQLStore):
     sql: ClassVar[ModuleType] = _sql_postgres
     integrity_errors: ClassVar[tuple[type[Exception], ...]] = (psycopg.errors.IntegrityError,)
 
-    def __init__(self, url: str, *, pool_size: int = 4, connect_timeout: float = 10.0,
-                 lock_timeout: float = 60.0):
+    def __init__(self, url: str, *, pool_size: int = 4, read_pool_size: int | None = None,
+                 connect_timeout: float = 10.0, lock_timeout: float = 60.0,
+                 statement_timeout: float = 120.0):
         super().__init__(url)
         self._lock_ms = str(max(1, round(lock_timeout * 1000)))
+        self._statement_ms = str(max(1, round(statement_timeout * 1000)))
         self._current: ContextVar[_Block | None] = ContextVar(f"pg-block-{id(self)}",
                                                               default=None)
         try:
@@ -84,21 +94,41 @@ class PostgresStore(SQLStore):
                 self._schema = str(schema[0] if schema else "public")
         except psycopg.Error as exc:
             raise StoreError(f"cannot open PostgreSQL store {_safe(url)}: {exc}") from exc
-        self._pool: ConnectionPool[Conn] = ConnectionPool(
-            url, min_size=1, max_size=max(1, pool_size), open=False, timeout=connect_timeout * 6,
-            kwargs={"autocommit": True}, configure=register_vector_adapters,
-            name=f"deltamem-{id(self)}",
+        # Two pools: write blocks hold a connection for their whole transaction, so reads (and
+        # key checks) take theirs from a pool of their own and never wait behind writers.
+        self._wait_s = connect_timeout * 6
+        self._pool: ConnectionPool[Conn] = self._new_pool("write", pool_size, connect_timeout)
+        try:
+            self._reads: ConnectionPool[Conn] = self._new_pool(
+                "read", pool_size if read_pool_size is None else read_pool_size, connect_timeout)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _new_pool(self, role: str, size: int, connect_timeout: float) -> ConnectionPool[Conn]:
+        pool: ConnectionPool[Conn] = ConnectionPool(
+            self.url, min_size=1, max_size=max(1, size), open=False, timeout=self._wait_s,
+            kwargs={"autocommit": True}, configure=self._configure,
+            name=f"deltamem-{role}-{id(self)}",
         )
         try:
-            self._pool.open(wait=True, timeout=connect_timeout)
+            pool.open(wait=True, timeout=connect_timeout)
         except Exception as exc:  # PoolTimeout, or the adapters failing to register
-            self._pool.close()
-            raise StoreError(f"cannot open a connection pool to {_safe(url)}: {exc}") from exc
+            pool.close()
+            raise StoreError(f"cannot open a connection pool to {_safe(self.url)}: "
+                             f"{exc}") from exc
+        return pool
+
+    def _configure(self, conn: Conn) -> None:
+        """Every pooled connection: the vector adapters, and a bound on each statement."""
+        register_vector_adapters(conn)
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (self._statement_ms,))
 
     # -- connections ----------------------------------------------------------------------
     @contextmanager
     def _migrating(self, conn: Conn) -> Iterator[None]:
         with conn.transaction():
+            conn.execute(self.sql.LOCK_TIMEOUT, (self._lock_ms,))  # never wait forever
             conn.execute(self.sql.MIGRATE_LOCK)
             yield
 
@@ -112,8 +142,10 @@ class PostgresStore(SQLStore):
                 self._flush(block)
                 yield block.conn
             else:
-                with self._pool.connection() as conn:
+                with self._reads.connection() as conn:
                     yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreError(_busy("read", self._wait_s)) from exc
         except psycopg.Error as exc:
             raise StoreError(f"PostgreSQL error on {_safe(self.url)}: {exc}") from exc
 
@@ -137,6 +169,8 @@ class PostgresStore(SQLStore):
             raise StoreError(f"space {space!r} stayed locked by another writer for "
                              f"{int(self._lock_ms) / 1000:g} s (lock_timeout); nothing was "
                              "written") from exc
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreError(_busy("write", self._wait_s) + "; nothing was written") from exc
         except psycopg.Error as exc:  # the lock or the COMMIT failed (ours are mapped already)
             raise StoreError(f"write to {space!r} failed: {exc}") from exc
 
@@ -169,6 +203,12 @@ class PostgresStore(SQLStore):
 
     def close(self) -> None:
         self._pool.close()
+        self._reads.close()
+
+
+def _busy(role: str, waited: float) -> str:
+    return (f"every pooled {role} connection stayed busy for {waited:g} s (the server is "
+            "overloaded); retry later")
 
 
 def _safe(url: str) -> str:

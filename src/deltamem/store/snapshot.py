@@ -50,7 +50,7 @@ class Stamp:
     generation: int
     created_at: float
     position: int
-    rows: int
+    rows: int  # the tree's rows in the database up to ``position``
     last_id: str
 
 
@@ -95,7 +95,7 @@ def peek(where: Path) -> tuple[dict[str, Any], Stamp] | None:
     try:
         meta = json.loads((where / "meta.json").read_text(encoding="utf-8"))
         generation, created_at, position, rows, last_id = meta["stamp"]
-        if meta.get("format") != FORMAT or len(meta["ids"]) != rows:
+        if meta.get("format") != FORMAT:
             return None
         return meta, Stamp(int(generation), float(created_at), int(position), int(rows),
                            str(last_id))
@@ -112,7 +112,7 @@ def load(where: Path, meta: dict[str, Any], stamp: Stamp, dim: int) -> TreeIndex
         arrays = {name: np.load(where / f"{name}.npy", mmap_mode="r") for name in _ARRAYS}
     except (OSError, ValueError):
         return None
-    n = stamp.rows
+    n = len(meta["ids"])  # the rows kept (a damaged vector is left out of every index)
     shapes = {"matrix": (n, dim), "codes": (n, dim), "scales": (n,), "failures": (n,),
               "depths": (n,)}
     if any(arrays[name].shape != shape for name, shape in shapes.items()):

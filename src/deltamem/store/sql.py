@@ -19,6 +19,7 @@ re-scored exactly: ``store/ann.py``.)
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -37,6 +38,7 @@ from deltamem.jsonsafe import dumps, text_problem
 from deltamem.store import migrations
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
 from deltamem.store.cache import IndexCache, TreeIndex, merge
+from deltamem.store.integrity import NORM_TOLERANCE
 from deltamem.store.keys import SQLKeyTable
 from deltamem.store.rows import (
     EPISODE_COLUMNS,
@@ -175,11 +177,13 @@ class SQLStore(ABC):
             self._insert_node(block, tuple(row[c] for c in NODE_COLUMNS), vector)
 
     def get_node(self, space: str, node_id: str) -> Node | None:
+        if not _possible(node_id):
+            return None
         nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id))
         return nodes[0] if nodes else None
 
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
-        ids = list(dict.fromkeys(node_ids))
+        ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
         found = {n.id: n for n in self._nodes(self.sql.SELECT_NODES_BY_ID,
@@ -187,16 +191,20 @@ class SQLStore(ABC):
         return {i: found[i] for i in ids if i in found}
 
     def chain(self, space: str, node_id: str) -> list[Node]:
+        if not _possible(node_id):
+            return []
         return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id})
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
-        ids = list(dict.fromkeys(node_ids))
+        ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
         nodes = self._nodes(self.sql.CHAINS, {"space": space, "ids": json.dumps(ids)})
         return chains_from(nodes, ids)
 
     def children(self, space: str, node_id: str) -> list[Node]:
+        if not _possible(node_id):
+            return []
         return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id))
 
     def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
@@ -213,6 +221,7 @@ class SQLStore(ABC):
         return self.vectors(space, [node_id]).get(node_id)
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
+        node_ids = [i for i in node_ids if _possible(i)]
         if not node_ids:
             return {}
         with self._read() as conn:
@@ -230,6 +239,8 @@ class SQLStore(ABC):
             conn.execute(self.sql.MARK_CONSOLIDATED, (space, node_id))
 
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
+        if not _possible(node_id):
+            return []
         with self._mutation(space) as block, self._read() as conn:
             ids = [r[0] for r in conn.execute(self.sql.SUBTREE_IDS,
                                               {"space": space, "id": node_id}).fetchall()]
@@ -317,7 +328,8 @@ class SQLStore(ABC):
         """Append the rows at positions ``index.position < p <= upto``, in commit order."""
         rows = self._vector_rows(conn, self.sql.INDEX_ROWS,
                                  (space, tree.value, index.position, upto))
-        index.extend((r[0], bool(r[1]), int(r[2]), _width(r[3], index.dim)) for r in rows)
+        index.extend(_sound((r[0], bool(r[1]), int(r[2]), _width(r[3], index.dim))
+                            for r in rows))
         index.position = upto
 
     # -- episodes ---------------------------------------------------------------------------
@@ -368,6 +380,29 @@ def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, lis
             node = parent
         out[node_id] = path[::-1]
     return out
+
+
+def _possible(node_id: str) -> bool:
+    """False for an id no node can have (a NUL or a lone surrogate): it is simply not found,
+    on every backend alike (SQLite would cut it at the NUL and find another node, PostgreSQL
+    would refuse the statement)."""
+    return text_problem(node_id) is None
+
+
+_SOUND_CHUNK = 4096  # rows whose norms are checked at once
+
+
+def _sound(rows: Iterable[tuple[str, bool, int, Vector]]
+           ) -> Iterator[tuple[str, bool, int, Vector]]:
+    """The rows a scan may use: a non-finite or non-unit vector (damage already stored, which
+    ``check`` reports) would poison every scan -- NaN matches nothing and breaks the order, 1e30
+    wins every query -- so it is left out. Norms are checked a chunk at a time, in float64."""
+    it = iter(rows)
+    while chunk := list(itertools.islice(it, _SOUND_CHUNK)):
+        matrix = np.stack([r[3] for r in chunk])
+        squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
+        ok = (squares == 0.0) | (np.abs(np.sqrt(squares) - 1.0) <= NORM_TOLERANCE)
+        yield from (row for row, good in zip(chunk, ok.tolist(), strict=True) if good)
 
 
 def _width(vector: Any, dim: int) -> Vector:

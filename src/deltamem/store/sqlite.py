@@ -133,8 +133,15 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _immediate(self) -> Iterator[None]:
-        """A transaction on the write connection holding SQLite's write lock."""
-        with self._write_lock:
+        """A transaction on the write connection holding SQLite's write lock.
+
+        A writer of this process waits for another thread's block at most ``busy_timeout``
+        too (then ``StoreError``), as one of another process does: writers never queue forever.
+        """
+        if not self._write_lock.acquire(timeout=self._timeout):
+            raise StoreError(f"{self.path} stayed locked by another writer of this process for "
+                             f"{self._timeout:g} s; nothing was written")
+        try:
             with self._errors():
                 self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -145,6 +152,8 @@ class SQLiteStore(SQLStore):
                 raise
             with self._errors():
                 self._db.execute("COMMIT")
+        finally:
+            self._write_lock.release()
 
     @contextmanager
     def _transaction(self, space: str) -> Iterator[_Block]:
@@ -196,9 +205,12 @@ class SQLiteStore(SQLStore):
     def _caught_up(self, conn: Conn, space: str, tree: Tree, index: TreeIndex) -> None:
         if not self._snapshot_every or index.size - index.saved < self._snapshot_every:
             return
-        created = conn.execute(_SNAPSHOT_CHECK, (space, tree.value, 0)).fetchone()[0]
-        stamp = snapshot.Stamp(index.generation, float(created), index.position, index.size,
-                               index.ids[-1])
+        # The stamp says what the database holds up to the index's position (a row the scan
+        # left out as damaged counts there too, so the check on load compares like with like).
+        created, rows, last = conn.execute(
+            _SNAPSHOT_CHECK, (space, tree.value, index.position)).fetchone()
+        stamp = snapshot.Stamp(index.generation, float(created), index.position, int(rows),
+                               str(last))
         snapshot.save(snapshot.folder(self.path, space, tree.value), index, stamp)
         index.saved = index.size
 

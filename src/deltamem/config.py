@@ -57,6 +57,9 @@ class Settings:
             the exact one whenever the exact best node is among them (0: always scan exactly).
             The default is about where the exact scan of a tree misses 5 ms on one core
             (docs/results.md); without faiss, larger trees are scanned exactly.
+        redact: replace secrets in every episode, root and import by ``[REDACTED:<kind>]``
+            and drop ``<private>`` spans before anything is stored or sent to a model
+            (``deltamem.redact``). Turn it off only for data known to hold no secret.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -72,6 +75,7 @@ class Settings:
     embed_cache: int = 4096
     embed_threads: int = 1
     ann_from: int = 400_000
+    redact: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from deltamem import jsonsafe, reports, transfer
+from deltamem import scrub as scrubbing
 from deltamem.config import Settings
 from deltamem.core.knowledge import latest_first, layout_signature, same_layout_first
 from deltamem.core.model import (
@@ -58,6 +59,7 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.redact import redact, redact_episode, redact_experience, redact_value
 from deltamem.results import (
     BatchResult,
     ChainLink,
@@ -381,6 +383,7 @@ class DeltaMem:
         started = time.perf_counter()
         usage = Usage()
         check_episode(episode)
+        episode = self._redacted(episode)
         with self._intact():
             return self._learn(episode, recall, usage, started)
 
@@ -396,6 +399,7 @@ class DeltaMem:
         """
         for i, episode in enumerate(episodes):
             check_episode(episode, where=f"episodes[{i}]")
+        episodes = [self._redacted(episode) for episode in episodes]
         batch = BatchResult([])
         with self._intact(), self._writing():
             token = self._batch.set(True)
@@ -634,6 +638,9 @@ class DeltaMem:
         """
         if not roots:
             return []
+        if self.settings.redact:
+            roots = [(tree, redact(key), redact_experience(experience), redact_value(dict(meta)))
+                     for tree, key, experience, meta in roots]
         vectors = self._embed([key for _, key, _, _ in roots], Usage())
         ids: list[str | None] = []
         with self._writing():
@@ -734,6 +741,8 @@ class DeltaMem:
         Raises:
             StoreError: naming the first bad record; nothing was written.
         """
+        if self.settings.redact:
+            records = scrubbing.redact_records(records, self._stored_experience)
         counts = transfer.import_records(self.store, self.space, records,
                                          max_depth=self.settings.max_depth)
         self._exists = True
@@ -754,6 +763,45 @@ class DeltaMem:
         """
         with Path(path).open(encoding="utf-8") as handle:
             return self.import_lines(handle, str(path))
+
+    # -- privacy ---------------------------------------------------------------------------
+    def _redacted(self, episode: Episode) -> Episode:
+        """The one choke point of the write path: every text of an episode is redacted
+        (``deltamem.redact``) before anything of it is stored or shown to a model."""
+        return redact_episode(episode) if self.settings.redact else episode
+
+    def _stored_experience(self, node_id: str) -> Experience | None:
+        try:
+            return self.experience(node_id)
+        except (NodeNotFound, StoreError):
+            return None
+
+    def scrub(self, *, every_space: bool = False) -> dict[str, int]:
+        """Redact every stored node and episode in place (``deltamem.redact``'s rules), then
+        compact a SQLite file (``VACUUM`` and a truncated WAL) so that no old byte remains.
+
+        Each space is rewritten in one write transaction: ids, counters and tree shape are
+        kept, chains compose as before, minus secrets. ``every_space`` scrubs every space of
+        the store, not only this one. Returns the number of nodes and episodes that changed.
+        """
+        names = [info.space for info in self.store.spaces()] if every_space else [self.space]
+        total = {"nodes": 0, "episodes": 0, "spaces": 0}
+        with self._intact():
+            for name in names:
+                info = space_info(self.store, name)
+                if info is None:
+                    continue
+                same = (info.embedder, info.dim) == (self.embedder.name, self.embedder.dim)
+                counts = scrubbing.scrub_space(  # another embedder's space keeps its vectors
+                    self.store, name, (lambda texts: self._embed(texts, Usage())) if same else None)
+                total["nodes"] += counts["nodes"]
+                total["episodes"] += counts["episodes"]
+                total["spaces"] += 1
+        self.embed_cache = EmbeddingCache(self.settings.embed_cache)
+        path = getattr(self.store, "path", None)
+        if isinstance(path, str) and path != ":memory:" and self.store.url.startswith("sqlite:"):
+            scrubbing.compact(path)
+        return total
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

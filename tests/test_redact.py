@@ -251,3 +251,26 @@ def test_scrub_removes_every_byte_of_old_secrets(tmp_path):
         assert recalled.task.matched
     assert _leaks(blob) == []
     assert _leaks(db.read_bytes()) == []
+
+
+def test_cli_scrub_mirrors_the_library(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "old.db"
+    for space in ("a", "b"):
+        with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space,
+                      settings=TEST_SETTINGS.with_(redact=False)) as old:
+            old.learn(_episode(ENV_OUTPUT))
+    env = {**os.environ, "DELTAMEM_EMBEDDER": "hashing"}
+    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db", str(db),
+                           "--json"], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"nodes": 4, "episodes": 2, "spaces": 2}
+    assert _leaks(db.read_bytes()) == []
+    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db",
+                           str(tmp_path / "missing.db")], capture_output=True, text=True,
+                          env=env, check=False)
+    assert proc.returncode == 4 and proc.stderr.startswith("error: ")

@@ -431,9 +431,10 @@ def _register_subcommands() -> None:
     # (deltamem-bench adds ``deltamem bench`` this way).
     from importlib.metadata import entry_points
 
-    from deltamem import cli_serve
+    from deltamem import cli_privacy, cli_serve
 
     cli_serve.register(app)
+    cli_privacy.register(app)
     for entry in entry_points(group=PLUGIN_GROUP):
         entry.load()(app)
 

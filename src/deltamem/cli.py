@@ -60,6 +60,7 @@ from deltamem.errors import (
     ProviderError,
     SpaceNotFound,
     StoreError,
+    redacted,
 )
 from deltamem.results import consolidation_report, node_listing
 from deltamem.usage import Usage
@@ -511,7 +512,7 @@ def describe(exc: BaseException) -> str:
 
 def _error(message: object) -> None:
     """One unwrapped line on stderr (rich would wrap long paths across lines)."""
-    text = " ".join(str(message).split())
+    text = redacted(" ".join(str(message).split()))
     sys.stderr.write(f"error: {text}\n")
 
 

@@ -27,7 +27,7 @@ from deltamem.cli_options import (
     open_memory,
 )
 from deltamem.config import Settings
-from deltamem.errors import SpaceNotFound
+from deltamem.errors import SpaceNotFound, redacted
 from deltamem.extras import require
 
 
@@ -384,7 +384,8 @@ def hook(
         except SpaceNotFound:
             out = {}
     except Exception as exc:  # a hook must not break the agent's session; say why, exit 1
-        typer.echo(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(redacted(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}"),
+                   err=True)
         raise typer.Exit(1) from exc
     if out:
         typer.echo(json.dumps(out, ensure_ascii=False))

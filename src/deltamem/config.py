@@ -118,10 +118,37 @@ class Settings:
 def llm_endpoint(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """``base_url``, ``model`` and ``api_key`` of the OpenAI-compatible endpoint, from
     ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and ``DELTAMEM_LLM_API_KEY`` (None when
-    unset or empty)."""
+    unset or empty). Values are stripped of surrounding whitespace (a key read from a secret
+    file ends in a newline); the key is normalised by :func:`secret`."""
     env = os.environ if environ is None else environ
-    return {k: env.get(f"DELTAMEM_LLM_{k.upper()}") or None for k in ("base_url", "model",
-                                                                      "api_key")}
+    out = {k: (env.get(f"DELTAMEM_LLM_{k.upper()}") or "").strip() or None
+           for k in ("base_url", "model")}
+    out["api_key"] = secret("DELTAMEM_LLM_API_KEY", env.get("DELTAMEM_LLM_API_KEY"))
+    return out
+
+
+def secret(name: str, value: str | None) -> str | None:
+    """A configured secret (an API key, a password) as it is used: surrounding whitespace
+    stripped (None when nothing is left), and registered with :mod:`deltamem.redact` so that
+    no text leaving the process (error bodies, CLI errors, logs, worker output, echoed model
+    answers) shows it or a piece of it.
+
+    Raises:
+        ConfigError: whitespace or a control character inside it, or a character outside
+            ASCII (no HTTP header can carry it); the message names ``name``, never the value.
+    """
+    from deltamem.redact import register_secret
+
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    register_secret(value)
+    if any(c.isspace() or not c.isprintable() for c in value) or not value.isascii():
+        raise ConfigError(f"{name} holds whitespace, a control character or a non-ASCII "
+                          "character inside it; check the secret's source")
+    return value
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:

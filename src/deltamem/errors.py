@@ -27,7 +27,14 @@ from typing import Any
 
 
 class DeltaMemError(Exception):
-    """Root of every deltamem error."""
+    """Root of every deltamem error.
+
+    Its text is redacted (``deltamem.redact``): a configured secret, a key or a password quoted
+    in a message (a provider's echo, a model's answer, a URL) never reaches a user or a log.
+    """
+
+    def __str__(self) -> str:
+        return redacted(super().__str__())
 
 
 class ConfigError(DeltaMemError, ValueError):
@@ -53,14 +60,14 @@ class NodeNotFound(DeltaMemError, KeyError):
         super().__init__(f"no node {node_id!r} in space {space!r}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
+        return redacted(str(self.args[0]))
 
 
 class SpaceNotFound(DeltaMemError, KeyError):
     """A read of a space (or a whole database) that does not exist; only writers create one."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
+        return redacted(str(self.args[0]))
 
 
 class PatchError(DeltaMemError, ValueError):
@@ -120,3 +127,11 @@ class RemoteError(DeltaMemError):
         self.kind = kind
         self.field = field
         super().__init__(message)
+
+
+def redacted(text: str) -> str:
+    """``text`` with secrets replaced (see ``deltamem.redact``; imported late: it imports the
+    core, which raises these errors)."""
+    from deltamem.redact import redact
+
+    return redact(text)

@@ -21,17 +21,16 @@ socket lives in a private (0700) runtime directory, its spool and log next to th
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import subprocess
 
 EVENTS = ("session-start", "user-prompt", "stop")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
@@ -40,16 +39,17 @@ START_WAIT = 30.0
 ANSWER_WAIT = 20.0
 
 
-@dataclass(frozen=True)
 class Target:
-    """What one daemon serves, and where its socket, spool and log are."""
+    """What one daemon serves, and where its socket, spool and log are. (A plain class, and
+    only cheap imports at the top of this module: a hook's start-up time is its latency.)"""
 
-    db: str
-    space: str
-    embedder: str
+    def __init__(self, db: str, space: str, embedder: str):
+        self.db, self.space, self.embedder = db, space, embedder
 
     @property
     def key(self) -> str:
+        import hashlib
+
         extractor = os.environ.get("DELTAMEM_EXTRACTOR", "")
         text = "\0".join((self.db, self.space, self.embedder, extractor))
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
@@ -69,15 +69,15 @@ class Target:
     @property
     def socket(self) -> Path:
         runtime = os.environ.get("XDG_RUNTIME_DIR")
-        base = Path(runtime) if runtime and Path(runtime).is_dir() else \
-            Path(tempfile.gettempdir()) / f"deltamem-{os.getuid()}"
+        base = Path(runtime) if runtime and os.path.isdir(runtime) else \
+            Path(os.environ.get("TMPDIR") or "/tmp") / f"deltamem-{os.getuid()}"
         return base / f"hookd-{self.key}.sock"
 
 
 def target(db: str, space: str = "default", embedder: str | None = None) -> Target:
     """The daemon target of a hook's options (a local path made absolute)."""
     if "://" not in db and db != ":memory:":
-        db = str(Path(db.removeprefix("sqlite:")).expanduser().resolve())
+        db = os.path.realpath(os.path.expanduser(db.removeprefix("sqlite:")))
     return Target(db, space, embedder or os.environ.get("DELTAMEM_EMBEDDER", ""))
 
 
@@ -94,6 +94,8 @@ def daemon_enabled() -> bool:
 def spool_stop(t: Target, payload: dict[str, Any]) -> Path:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
     metadata. Written atomically (a reader never sees half a file)."""
+    import tempfile
+
     path = str(payload.get("transcript_path") or "")
     try:
         size = os.path.getsize(path) if path else 0
@@ -136,6 +138,8 @@ def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dic
 
 def start_daemon(t: Target) -> subprocess.Popen[bytes]:
     """Start the daemon for ``t``, detached from the hook (its own session, no terminal)."""
+    import subprocess
+
     home = private_dir(t.home)
     log = open(home / "hookd.log", "ab")  # noqa: SIM115 - handed to the child
     try:

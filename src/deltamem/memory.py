@@ -45,6 +45,7 @@ from deltamem.core.tree import (
     due_for_consolidation,
     growth_chain,
 )
+from deltamem.corrections import Correction
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
 from deltamem.episodes import check_episode, episode_to_dict
@@ -802,6 +803,26 @@ class DeltaMem:
         if isinstance(path, str) and path != ":memory:" and self.store.url.startswith("sqlite:"):
             scrubbing.compact(path)
         return total
+
+    def correct(self, node_id: str, *, success: bool | None = None,
+                steps: Sequence[str] | None = None, wrong: bool = False,
+                reason: str = "") -> Correction:
+        """Correct a node from inside the agent; exactly one of: ``success`` (the outcome set
+        right), ``steps`` (a skill's steps edited) or ``wrong`` (the experience retracted).
+
+        The correction is a new root that supersedes the node in recall, with the corrected
+        chain as its lineage and the delta in its meta; nothing is overwritten (see
+        ``deltamem.corrections``). To delete a node outright, use :meth:`delete`.
+
+        Raises:
+            NodeNotFound: no such node in this space.
+            EpisodeError: not exactly one correction, or one the node's tree cannot take.
+        """
+        from deltamem.corrections import correct
+
+        with self._intact():
+            return correct(self, node_id, success=success, steps=steps, wrong=wrong,
+                           reason=reason)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

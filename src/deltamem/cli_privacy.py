@@ -1,4 +1,5 @@
-"""The privacy commands of the ``deltamem`` CLI: ``scrub`` (thin adapters over the facade)."""
+"""The privacy and correction commands of the ``deltamem`` CLI: ``scrub`` and ``correct``
+(thin adapters over the facade)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from deltamem.cli_options import DEFAULT_DB, DbOpt, EmbedOpt, JsonOpt, emit, open_memory
+from deltamem.cli_options import (
+    DEFAULT_DB,
+    DbOpt,
+    EmbedOpt,
+    JsonOpt,
+    SpaceOpt,
+    emit,
+    open_memory,
+)
 from deltamem.config import Settings
 from deltamem.memory import DeltaMem
 
@@ -52,6 +61,33 @@ def _any_space(db: str, embedder: str | None) -> DeltaMem:
     return open_memory(db, (same or [infos[0].space])[0], embedder, create=False)
 
 
+def correct(
+    node_id: Annotated[str, typer.Argument(help="The node to correct.")],
+    success: Annotated[bool | None, typer.Option(
+        "--success/--failure", help="Set the outcome right.")] = None,
+    step: Annotated[list[str] | None, typer.Option(
+        "--step", help="A step of the skill (repeat, in order): replaces its steps.")] = None,
+    wrong: Annotated[bool, typer.Option(
+        "--wrong", help="Retract the experience: recall shows none of it.")] = False,
+    reason: Annotated[str, typer.Option(help="Why (kept with the correction).")] = "",
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Correct a node (exactly one of --success/--failure, --step ..., --wrong).
+
+    A new root supersedes the node in recall; the node stays as the correction's history
+    (deltamem.corrections). To delete a node outright, use `deltamem delete`.
+    """
+    with open_memory(db, space, embedder) as mem:
+        done = mem.correct(node_id, success=success, steps=step, wrong=wrong, reason=reason)
+    data = done.to_dict()
+    emit(data, as_json, lambda: typer.echo(
+        f"corrected {data['of']} ({data['kind']}): {data['node']} now supersedes it"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``scrub`` to the CLI."""
+    """Add ``scrub`` and ``correct`` to the CLI."""
     app.command()(scrub)
+    app.command()(correct)

@@ -143,8 +143,8 @@ def correct(mem: DeltaMem, node_id: str, *, success: bool | None = None,
                                               wrong=wrong)
         vector = mem.store.vector(mem.space, node.id)
         assert vector is not None
-        record = {"kind": kind, "of": node.id, "reason": reason, "at": time.time(),
-                  "patch": patch_to_json(diff(current, experience))}
+        record = {"kind": kind, "of": node.id, "reason": reason,
+                  "patch": patch_to_json(diff(current, experience))}  # when: the root's time
         root = Node(id=("t-" if node.tree is Tree.TASK else "e-") + secrets.token_hex(8),
                     tree=node.tree, kind=NodeKind.ROOT, outcome=outcome, key=node.key,
                     content=experience, lineage=tuple(n.id for n in chain),

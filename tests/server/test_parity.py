@@ -2,12 +2,12 @@
 same JSON for the same operation.
 
 The same script (learn an episode, learn a batch, recall with and without explain, count an
-outcome, list, show, stats, a dry-run consolidation, a correction, export) runs once per face,
-each on its own fresh database. Every answer must parse exactly into its wire model of
-:mod:`deltamem.api` (nothing dropped, nothing invented), and after naming node and episode ids
-by order of first appearance and dropping the clock (``wall_ms``, ``created_at``), every face's
-answer must equal the library's. The embedding cache is off for all faces: each CLI command is a new process with
-a cold cache, and usage counts would otherwise differ for that reason alone.
+outcome, list, show, stats, a dry-run consolidation, a correction, export) runs once per face, each
+on its own fresh database. Every answer must parse exactly into its wire model of
+:mod:`deltamem.api` (nothing dropped, nothing invented), and after naming node and episode ids by
+order of first appearance and dropping the clock (``wall_ms``, ``created_at``), every face's answer
+must equal the library's. The embedding cache is off for all faces: each CLI command is a new
+process with a cold cache, and usage counts would otherwise differ for that reason alone.
 
 The faces offer what suits them: MCP has no batch learn and no JSON Lines export (an agent gets
 ``export_skills`` instead); ``OFFERED`` lists it, and a face that gains an operation must join

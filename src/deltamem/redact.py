@@ -109,6 +109,27 @@ _FORMATS: tuple[tuple[str, str], ...] = (
                    r"(?P<s>[^&\s#'\"<>]{4,})"),
 )
 _FORMAT_RES = tuple((kind, re.compile(pattern)) for kind, pattern in _FORMATS)
+# A text can only hold a format when it holds one of these (lower-cased) pieces: a substring
+# test is much cheaper than a regex scan of a long observation. Formats not listed always run.
+_HINTS: dict[str, tuple[str, ...]] = {
+    "anthropic-key": ("sk-ant-",), "openai-key": ("sk-",), "stripe-key": ("_live_", "_test_"),
+    "stripe-webhook-secret": ("whsec_",), "aws-access-key": ("akia", "asia", "abia", "acca",
+                                                            "agpa", "aida", "aroa", "aipa",
+                                                            "anpa", "anva", "apka"),
+    "gcp-api-key": ("aiza",), "gcp-oauth-token": ("ya29.",), "gcp-client-secret": ("gocspx-",),
+    "azure-client-secret": ("q~",), "github-token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_",
+                                                     "github_pat_"),
+    "gitlab-token": ("glpat-", "glptt-", "gldt-", "glrt-", "glsoat-", "glcbt-", "gloas-",
+                     "gr1348941"),
+    "slack-token": ("xox",), "slack-webhook": ("hooks.slack.com",), "npm-token": ("npm_",),
+    "pypi-token": ("pypi-",), "huggingface-token": ("hf_",), "twilio-key": ("sk",),
+    "sendgrid-key": ("sg.",), "mailgun-key": ("key-",), "mailchimp-key": ("-us",),
+    "shopify-token": ("shpat_", "shpca_", "shppa_", "shpss_"), "digitalocean-token": ("_v1_",),
+    "databricks-token": ("dapi",), "square-token": ("eaaa", "sq0atp-", "sq0csp-"),
+    "telegram-token": (":aa",), "age-secret-key": ("age-secret-key-1",), "jwt": ("eyj",),
+    "bearer-token": ("bearer", "token"), "basic-auth": ("basic",), "password": ("://",),
+    "url-secret": ("=",),
+}
 
 # -- 6: assignments ------------------------------------------------------------------------------
 # A name that holds a secret: it ends with one of these words (any case, any separator).
@@ -117,8 +138,11 @@ _SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apik
                 r"client[_\-.]?key(?:[_\-.]?data)?|signing[_\-.]?key|encryption[_\-.]?key|"
                 r"master[_\-.]?key|account[_\-.]?key|auth[_\-.]?key|credentials?|"
                 r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|key)")
+# The name is any identifier-like run (its secret word is checked in Python: an alternation
+# after an open-ended run would backtrack through every long token).
+_NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
 _ASSIGN = re.compile(
-    r"(?P<name>(?<![A-Za-z0-9_\-.])[A-Za-z0-9_\-.]*" + _SECRET_WORD + r")"
+    r"(?P<name>(?<![A-Za-z0-9_\-.])[A-Za-z0-9_\-.]{2,100})"
     r"(?P<q>[\"']?)(?P<sep>\s*(?::=|=>|(?<![=!<>:])=(?![=>])|:(?![:/]))\s*|\s+(?=[\"']))"
     r"(?:(?P<oq>[\"'])(?P<qv>[^\"'\n]*)(?P=oq)|(?P<v>[^\s\"',;}{)\]]+))",
     re.IGNORECASE)
@@ -190,8 +214,11 @@ def redact(text: str) -> str:
     text = _PRIVATE_CLOSE.sub("", text)  # a stray close tag carries nothing
     text = _KEY_BLOCK.sub(marker("private-key"), text)
     text = redact_configured(text)
+    lowered = text.lower()
     for kind, pattern in _FORMAT_RES:
-        text = _sub(pattern, kind, text)
+        hints = _HINTS.get(kind)
+        if hints is None or any(h in lowered for h in hints):
+            text = _sub(pattern, kind, text)
     text = _ASSIGN.sub(_assignment, text)
     text = _FLAG.sub(_assignment, text)
     text = _library(text)
@@ -219,6 +246,8 @@ def _sub(pattern: re.Pattern[str], kind: str, text: str) -> str:
 
 def _assignment(match: re.Match[str]) -> str:
     name = match.group("name")
+    if not _NAME_END.search(name):
+        return match.group(0)
     quoted = match.group("qv") is not None
     value = match.group("qv") if quoted else match.group("v")
     if not _is_secret_value(name, value, quoted):

@@ -161,6 +161,29 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "deltamem"
 
 
+def extraction(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The extractor a background learner (the hook daemon) uses: ``DELTAMEM_EXTRACTOR``
+    (``trace`` when unset), ``DELTAMEM_LLM``, ``DELTAMEM_LLM_BASE_URL`` and
+    ``DELTAMEM_LLM_MODEL`` (None when unset)."""
+    env = os.environ if environ is None else environ
+    return {"extractor": (env.get("DELTAMEM_EXTRACTOR") or "trace").strip(),
+            "llm": (env.get("DELTAMEM_LLM") or "").strip() or None,
+            "base_url": (env.get("DELTAMEM_LLM_BASE_URL") or "").strip() or None,
+            "model": (env.get("DELTAMEM_LLM_MODEL") or "").strip() or None}
+
+
+def hook_idle(environ: Mapping[str, str] | None = None, default: float = 900.0) -> float:
+    """Seconds the hook daemon waits for a call before it exits (``DELTAMEM_HOOK_IDLE``)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DELTAMEM_HOOK_IDLE")
+    if not raw:
+        return default
+    value = _parse("hook_idle", raw, float)
+    if value <= 0:
+        raise ConfigError(f"DELTAMEM_HOOK_IDLE must be > 0 seconds, got {raw!r}")
+    return float(value)
+
+
 def debug(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``DELTAMEM_DEBUG`` asks for tracebacks of internal errors."""
     env = os.environ if environ is None else environ

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamem.cli_options import ModelOptions, open_memory
+from deltamem.config import extraction, hook_idle
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
 from deltamem.integrations.claude_code import learn_turn, read_transcript, run_hook
 from deltamem.memory import DeltaMem
@@ -51,11 +52,9 @@ DEFAULT_IDLE = 900.0
 
 def _extractor_options() -> ModelOptions:
     """The extractor the hooks were configured with (``DELTAMEM_EXTRACTOR``, ...)."""
-    env = os.environ
-    return ModelOptions(extractor=env.get("DELTAMEM_EXTRACTOR") or "trace",
-                        llm=env.get("DELTAMEM_LLM") or None,
-                        base_url=env.get("DELTAMEM_LLM_BASE_URL") or None,
-                        model=env.get("DELTAMEM_LLM_MODEL") or None)
+    found = extraction()
+    return ModelOptions(extractor=found["extractor"] or "trace", llm=found["llm"],
+                        base_url=found["base_url"], model=found["model"])
 
 
 def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "default",
@@ -267,8 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", required=True)
     parser.add_argument("--space", default="default")
     parser.add_argument("--embedder", default=None)
-    parser.add_argument("--idle", type=float,
-                        default=float(os.environ.get("DELTAMEM_HOOK_IDLE", DEFAULT_IDLE)))
+    parser.add_argument("--idle", type=float, default=None,
+                        help="Exit after this many seconds without a call (default: "
+                             "DELTAMEM_HOOK_IDLE, else 900).")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")
     t = target(args.db, args.space, args.embedder)
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         return 0  # another daemon serves this target
     log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
-    Daemon(t, idle=args.idle).serve()
+    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE)).serve()
     log.info("idle: stopped")
     return 0
 

@@ -40,10 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from deltamem.cli_options import ModelOptions, open_memory
-from deltamem.config import extraction, hook_idle
+from deltamem.config import Settings, extraction, hook_idle
+from deltamem.embed.base import Embedder
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
 from deltamem.integrations.claude_code import learn_turn, read_transcript, run_hook
-from deltamem.memory import DeltaMem
+from deltamem.memory import DeltaMem, check_space
 from deltamem_hook import Target, private_dir, target
 
 log = logging.getLogger("deltamem.hookd")
@@ -88,16 +89,26 @@ class Daemon:
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self._reader: DeltaMem | None = None
+        self._embedder: Embedder | None = None
         self._writer: DeltaMem | None = None
         self._read_lock = threading.Lock()
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- memories -------------------------------------------------------------------------
+    def embedder(self) -> Embedder:
+        """One embedder in memory, shared by the reader and the writer."""
+        if self._embedder is None:
+            from deltamem.embed import make_embedder
+
+            self._embedder = make_embedder(self.target.embedder or Settings.from_env().embedder)
+        return self._embedder
+
     def writer(self) -> DeltaMem:
         if self._writer is None:
             t = self.target
-            self._writer = open_memory(t.db, t.space, t.embedder or None, create=True,
-                                       extractor=_extractor_options().build())
+            self._writer = DeltaMem.open(t.db, space=check_space(t.space),
+                                         embedder=self.embedder(),
+                                         extractor=_extractor_options().build())
         return self._writer
 
     def reader(self) -> DeltaMem | None:
@@ -105,11 +116,10 @@ class Daemon:
         if self._reader is None:
             t = self.target
             try:
-                self._reader = open_memory(t.db, t.space, t.embedder or None)
+                self._reader = DeltaMem.open(t.db, space=check_space(t.space),
+                                             embedder=self.embedder(), create=False)
             except SpaceNotFound:
                 return None
-            if self._writer is not None:  # one embedder in memory, shared
-                self._reader.embedder = self._writer.embedder
         return self._reader
 
     # -- requests -------------------------------------------------------------------------

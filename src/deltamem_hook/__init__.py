@@ -26,11 +26,13 @@ import os
 import socket
 import sys
 import time
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import subprocess
+    from pathlib import Path
+
+P = TypeVar("P", bound="str | os.PathLike[str]")
 
 EVENTS = ("session-start", "user-prompt", "stop")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
@@ -55,23 +57,44 @@ class Target:
         return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
 
     @property
-    def home(self) -> Path:
+    def home_dir(self) -> str:
         """Spool and log folder: next to a database file, else in the user's cache."""
         if "://" not in self.db and self.db != ":memory:":
-            return Path(self.db).parent / ".deltamem-hooks"
-        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-        return Path(base) / "deltamem" / "hooks" / self.key
+            return os.path.join(os.path.dirname(self.db), ".deltamem-hooks")
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                  ".cache")
+        return os.path.join(base, "deltamem", "hooks", self.key)
+
+    @property
+    def spool_dir(self) -> str:
+        return os.path.join(self.home_dir, "spool")
+
+    @property
+    def socket_path(self) -> str:
+        """The daemon's socket, in a private runtime folder."""
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        base = runtime if runtime and os.path.isdir(runtime) else \
+            os.path.join(os.environ.get("TMPDIR") or "/tmp", f"deltamem-{os.getuid()}")
+        return os.path.join(base, f"hookd-{self.key}.sock")
+
+    # The same as paths (pathlib is imported only by the daemon, not on a hook's hot path).
+    @property
+    def home(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.home_dir)
 
     @property
     def spool(self) -> Path:
-        return self.home / "spool"
+        from pathlib import Path
+
+        return Path(self.spool_dir)
 
     @property
     def socket(self) -> Path:
-        runtime = os.environ.get("XDG_RUNTIME_DIR")
-        base = Path(runtime) if runtime and os.path.isdir(runtime) else \
-            Path(os.environ.get("TMPDIR") or "/tmp") / f"deltamem-{os.getuid()}"
-        return base / f"hookd-{self.key}.sock"
+        from pathlib import Path
+
+        return Path(self.socket_path)
 
 
 def target(db: str, space: str = "default", embedder: str | None = None) -> Target:
@@ -81,9 +104,9 @@ def target(db: str, space: str = "default", embedder: str | None = None) -> Targ
     return Target(db, space, embedder or os.environ.get("DELTAMEM_EMBEDDER", ""))
 
 
-def private_dir(path: Path) -> Path:
+def private_dir(path: P) -> P:
     """``path`` created with mode 0700 (what it holds is the user's alone)."""
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.makedirs(path, mode=0o700, exist_ok=True)
     return path
 
 
@@ -91,7 +114,7 @@ def daemon_enabled() -> bool:
     return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
 
 
-def spool_stop(t: Target, payload: dict[str, Any]) -> Path:
+def spool_stop(t: Target, payload: dict[str, Any]) -> str:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
     metadata. Written atomically (a reader never sees half a file)."""
     import tempfile
@@ -103,15 +126,16 @@ def spool_stop(t: Target, payload: dict[str, Any]) -> Path:
         size = 0
     entry = {"transcript_path": path, "size": size, "cwd": str(payload.get("cwd") or ""),
              "session_id": str(payload.get("session_id") or ""), "queued_at": time.time()}
-    folder = private_dir(t.spool)
+    folder = private_dir(t.spool_dir)
     name = f"{time.time_ns():020d}-{os.getpid()}.json"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(entry, handle)
         handle.flush()
         os.fsync(handle.fileno())
-    os.replace(tmp, folder / name)
-    return folder / name
+    path = os.path.join(folder, name)
+    os.replace(tmp, path)
+    return path
 
 
 def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dict[str, Any] | None:
@@ -119,7 +143,7 @@ def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dic
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(timeout)
-            conn.connect(str(t.socket))
+            conn.connect(t.socket_path)
             conn.sendall(json.dumps(request).encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
@@ -140,8 +164,8 @@ def start_daemon(t: Target) -> subprocess.Popen[bytes]:
     """Start the daemon for ``t``, detached from the hook (its own session, no terminal)."""
     import subprocess
 
-    home = private_dir(t.home)
-    log = open(home / "hookd.log", "ab")  # noqa: SIM115 - handed to the child
+    home = private_dir(t.home_dir)
+    log = open(os.path.join(home, "hookd.log"), "ab")  # noqa: SIM115 - handed to the child
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "deltamem.integrations.hookd", "--db", t.db, "--space",
@@ -157,11 +181,11 @@ def wait_for(t: Target, child: subprocess.Popen[bytes], request: dict[str, Any],
     """Ask the daemon just started, as soon as it listens (None if it died or never did)."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if t.socket.exists():
+        if os.path.exists(t.socket_path):
             answer = ask(t, request)
             if answer is not None:
                 return answer
-        if child.poll() is not None and not t.socket.exists():
+        if child.poll() is not None and not os.path.exists(t.socket_path):
             return None  # it exited (another daemon won the lock, or it failed): see the log
         time.sleep(0.05)
     return None
@@ -199,6 +223,11 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
 
 
 def _options(argv: list[str]) -> tuple[str, dict[str, Any]]:
+    """The event and options; the plugin's plain command lines are read without argparse
+    (its import is a noticeable part of a hook's latency), anything else with it."""
+    fast = _plain_options(argv)
+    if fast is not None:
+        return fast
     import argparse
 
     parser = argparse.ArgumentParser(prog="deltamem-hook", description=__doc__.split("\n")[0])
@@ -210,6 +239,27 @@ def _options(argv: list[str]) -> tuple[str, dict[str, Any]]:
     args = parser.parse_args(argv)
     return args.event, {"db": args.db, "space": args.space, "embedder": args.embedder,
                         "budget_tokens": args.budget_tokens}
+
+
+FLAGS = {"--db": "db", "--space": "space", "--embedder": "embedder",
+         "--budget-tokens": "budget_tokens"}
+
+
+def _plain_options(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
+    if not argv or argv[0] not in EVENTS or len(argv) % 2 == 0:
+        return None
+    options: dict[str, Any] = {"db": os.environ.get("DELTAMEM_DB", "deltamem.db"),
+                               "space": os.environ.get("DELTAMEM_SPACE", "default"),
+                               "embedder": None, "budget_tokens": None}
+    for flag, value in zip(argv[1::2], argv[2::2], strict=True):
+        if flag not in FLAGS or value.startswith("-"):
+            return None
+        options[FLAGS[flag]] = value
+    if options["budget_tokens"] is not None:
+        if not options["budget_tokens"].isdigit():
+            return None
+        options["budget_tokens"] = int(options["budget_tokens"])
+    return argv[0], options
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -169,3 +169,13 @@ def test_daemon_off_runs_in_process(home):
     assert done.returncode == 0, done.stderr
     assert _episodes(db) == 1  # learned before the hook returned
     assert not (Path(env["XDG_RUNTIME_DIR"]) / "x").exists()
+
+
+def test_the_plain_command_line_reads_like_argparse():
+    from deltamem_hook import _options
+
+    plain = ["user-prompt", "--budget-tokens", "800", "--db", "/m.db", "--space", "s"]
+    assert _options(plain) == ("user-prompt", {"db": "/m.db", "space": "s", "embedder": None,
+                                               "budget_tokens": 800})
+    assert _options(["user-prompt", "--budget-tokens=800", "--db=/m.db", "--space=s"]) == \
+        _options(plain)  # read by argparse

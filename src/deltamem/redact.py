@@ -26,8 +26,9 @@ What is redacted, in this order:
    4.);
 8. high-entropy tokens: 20 to 256 characters of ``[A-Za-z0-9+/_-]`` that look random (Shannon
    entropy, how often the character class changes, two or more classes), are not hexadecimal
-   (git SHAs, digests and UUIDs are identifiers, not secrets) and do not decode from base64 to
-   readable text (a fixture, not a key; one that decodes to a private key is redacted).
+   (git SHAs, digests and UUIDs are identifiers, not secrets), are not an integrity digest
+   (``sha512-...``) and do not decode from base64 to readable text (a fixture, not a key; one
+   that decodes to a private key is redacted).
 
 What is kept: ordinary code and prose, paths, git SHAs, UUIDs, hashes, version strings,
 CamelCase identifiers, base64 that encodes text, references to a secret rather than its value
@@ -279,6 +280,8 @@ def _is_secret_value(name: str, value: str, quoted: bool) -> bool:
 
 def _entropy(match: re.Match[str]) -> str:
     token = match.group(0)
+    if token.startswith(("sha1-", "sha256-", "sha384-", "sha512-")):
+        return token  # a subresource-integrity digest (package-lock.json), not a key
     if len(token) > 256 or _HEXISH.fullmatch(token):
         return _decoded_key(token) or token
     decoded = _decoded_text(token)

@@ -121,8 +121,8 @@ KEEP = [
     "postgres://localhost:5432/shop",
     "https://github.com/openai/openai-python/blob/main/README.md",
     "Compiled 42 modules in 3.2s; bundle index-4f9a2c1b.js 128 KiB",
-    '"integrity": "sha512-Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs'
-    '6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9J=="',
+    '"integrity": "sha512-Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm'
+    '2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9J=="',
     "Caused by: org.springframework.beans.factory.BeanCreationException: UserRepoImpl2",
     "docker pull ghcr.io/acme/api@sha256:9b2c1e8f7a6d5c4b3a2f1e0d9c8b7a6d5c4b3a2f1e0d9c8b7a",
 ]

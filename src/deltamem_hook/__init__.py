@@ -36,9 +36,9 @@ P = TypeVar("P", bound="str | os.PathLike[str]")
 
 EVENTS = ("session-start", "user-prompt", "stop")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
-# answer from a running one.
-START_WAIT = 30.0
-ANSWER_WAIT = 20.0
+# answer from a running one: together well inside the plugin's 30 s hook timeout.
+START_WAIT = 15.0
+ANSWER_WAIT = 10.0
 
 
 class Target:

@@ -49,6 +49,7 @@ PLACES: dict[str, str] = {
     "deltamem.results": "engine",
     "deltamem.reports": "engine",
     "deltamem.calibrate": "engine",
+    "deltamem.corrections": "engine",
     "deltamem.store": "adapters",
     "deltamem.embed": "adapters",
     "deltamem.llm": "adapters",

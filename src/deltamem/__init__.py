@@ -22,6 +22,7 @@ The five extension points are protocols: ``Store``, ``Embedder``, ``LLM``, ``Ext
 
 from typing import TYPE_CHECKING, Any
 
+import deltamem.redact  # noqa: F401  (registers the redactor of error texts)
 import deltamem.transcripts  # noqa: F401  (registers Episode.from_messages)
 from deltamem.aio import AsyncDeltaMem
 from deltamem.config import Settings

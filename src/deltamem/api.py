@@ -363,3 +363,30 @@ class ReadyOut(Model):
     status: Literal["ready", "unavailable"]
     spaces: int | None = None
     error: str | None = None
+
+
+# -- corrections ----------------------------------------------------------------------------------
+class CorrectRequest(BaseModel):
+    """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
+    ``steps`` or ``wrong`` (see ``deltamem.corrections``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    success: StrictBool | None = Field(None, description=(
+        "The outcome set right: true turns a lesson into a skill, false a skill into a lesson."))
+    steps: list[Annotated[str, Field(max_length=4000)]] | None = Field(
+        None, max_length=200, description="The skill's steps, replacing the recalled ones.")
+    wrong: StrictBool = Field(False, description="Retract the experience: recall shows none of it.")
+    reason: str = Field("", max_length=4000, description="Why (kept with the correction).")
+
+
+class CorrectionOut(Model):
+    node: str = Field(description="The correction root, which now supersedes the node in recall.")
+    of: str = Field(description="The corrected node (kept, as the correction's lineage).")
+    kind: Literal["outcome", "steps", "wrong"]
+    tree: Literal["task", "env"]
+    reason: str
+    discredited: list[str] = Field(description=(
+        "Success nodes of the same task given the failures that make recall score them as "
+        "failures (a correction to failure or wrong)."))
+

@@ -60,6 +60,7 @@ from deltamem.errors import (
     ProviderError,
     SpaceNotFound,
     StoreError,
+    redacted,
 )
 from deltamem.results import consolidation_report, node_listing
 from deltamem.usage import Usage
@@ -466,9 +467,10 @@ def _register_subcommands() -> None:
     # (deltamem-bench adds ``deltamem bench`` this way).
     from importlib.metadata import entry_points
 
-    from deltamem import cli_serve
+    from deltamem import cli_privacy, cli_serve
 
     cli_serve.register(app)
+    cli_privacy.register(app)
     for entry in entry_points(group=PLUGIN_GROUP):
         entry.load()(app)
 
@@ -545,7 +547,7 @@ def describe(exc: BaseException) -> str:
 
 def _error(message: object) -> None:
     """One unwrapped line on stderr (rich would wrap long paths across lines)."""
-    text = " ".join(str(message).split())
+    text = redacted(" ".join(str(message).split()))
     sys.stderr.write(f"error: {text}\n")
 
 

@@ -30,7 +30,7 @@ from deltamem.cli_options import (
     open_memory,
 )
 from deltamem.config import Settings
-from deltamem.errors import SpaceNotFound
+from deltamem.errors import redacted
 from deltamem.extras import require
 
 
@@ -434,30 +434,35 @@ def hook(
 ) -> None:
     """Run a Claude Code / Codex hook: read its JSON on stdin, print the JSON it reads back.
 
+    ``stop`` queues the turn for the background learner and returns at once; the recall hooks
+    ask the warm hook daemon, started on demand (``deltamem.integrations.hookd``;
+    ``DELTAMEM_HOOK_DAEMON=0`` runs everything in this process). ``deltamem-hook`` is the same
+    command without the start-up cost of this CLI.
+
     A failing hook prints one line and exits 1 (a warning in both clients): it never exits 2,
     which would block the agent.
     """
     import json
 
-    from deltamem.integrations.claude_code import run_hook
+    from deltamem.integrations.hookd import cold
+    from deltamem_hook import daemon_enabled
+    from deltamem_hook import run as run_warm
 
     try:
         payload = json.loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook input must be a JSON object")
-        if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
-            local = Path(db.removeprefix("sqlite:")).expanduser()
-            local.parent.mkdir(parents=True, exist_ok=True)
-            db = str(local)
+        options: dict[str, Any] = {"db": db, "space": space, "embedder": embedder,
+                                   "budget_tokens": budget_tokens, "scope": scope}
         try:
-            # Only the stop hook writes; the recall hooks read, so a first session (no memory
-            # yet) just adds nothing.
-            with open_memory(db, space, embedder, create=event == "stop") as mem:
-                out = run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)
-        except SpaceNotFound:
-            out = {}
+            if not daemon_enabled():
+                raise LookupError("daemon off")
+            out = run_warm(event, payload, **options)
+        except LookupError:
+            out = cold(event, payload, **options)
     except Exception as exc:  # a hook must not break the agent's session; say why, exit 1
-        typer.echo(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}", err=True)
+        typer.echo(redacted(f"error: deltamem hook {event}: {type(exc).__name__}: {exc}"),
+                   err=True)
         raise typer.Exit(1) from exc
     if out:
         typer.echo(json.dumps(out, ensure_ascii=False))

@@ -190,6 +190,13 @@ class _Base:
         return _Call("POST", self._path("/outcome"), api.OutcomeOut,
                      json={"nodes": list(nodes), "success": success})
 
+    def _correct(self, node_id: str, success: bool | None, steps: Iterable[str] | None,
+                 wrong: bool, reason: str) -> _Call:
+        body = {"success": success, "steps": None if steps is None else list(steps),
+                "wrong": wrong, "reason": reason}
+        return _Call("POST", self._path(f"/nodes/{node_id}/correct"), api.CorrectionOut,
+                     json=body, node_id=node_id)
+
     def _consolidate(self, dry_run: bool) -> _Call:
         return _Call("POST", self._path("/consolidate"), api.ConsolidateOut,
                      params={"dry_run": "true"} if dry_run else {})
@@ -308,6 +315,13 @@ class Client(_Base):
         the chains that are due)."""
         return self._send(self._consolidate(dry_run), api.ConsolidateOut).consolidated
 
+    def correct(self, node_id: str, *, success: bool | None = None,
+                steps: Iterable[str] | None = None, wrong: bool = False,
+                reason: str = "") -> api.CorrectionOut:
+        """Correct a node: its outcome, a skill's steps, or retract it (DeltaMem.correct)."""
+        return self._send(self._correct(node_id, success, steps, wrong, reason),
+                          api.CorrectionOut)
+
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its subtree; return the deleted ids."""
         return self._send(self._delete(node_id), api.DeleteOut).deleted
@@ -419,6 +433,13 @@ class AsyncClient(_Base):
     async def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
         """See :meth:`Client.consolidate`."""
         return (await self._send(self._consolidate(dry_run), api.ConsolidateOut)).consolidated
+
+    async def correct(self, node_id: str, *, success: bool | None = None,
+                      steps: Iterable[str] | None = None, wrong: bool = False,
+                      reason: str = "") -> api.CorrectionOut:
+        """Correct a node: its outcome, a skill's steps, or retract it (DeltaMem.correct)."""
+        return await self._send(self._correct(node_id, success, steps, wrong, reason),
+                                api.CorrectionOut)
 
     async def delete(self, node_id: str) -> list[str]:
         """See :meth:`Client.delete`."""

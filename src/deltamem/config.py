@@ -63,6 +63,9 @@ class Settings:
             the exact one whenever the exact best node is among them (0: always scan exactly).
             The default is about where the exact scan of a tree misses 5 ms on one core
             (docs/results.md); without faiss, larger trees are scanned exactly.
+        redact: replace secrets in every episode, root and import by ``[REDACTED:<kind>]``
+            and drop ``<private>`` spans before anything is stored or sent to a model
+            (``deltamem.redact``). Turn it off only for data known to hold no secret.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -78,6 +81,7 @@ class Settings:
     embed_cache: int = 4096
     embed_threads: int = 1
     ann_from: int = 400_000
+    redact: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tau_task", "tau_env"):
@@ -122,10 +126,37 @@ class Settings:
 def llm_endpoint(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
     """``base_url``, ``model`` and ``api_key`` of the OpenAI-compatible endpoint, from
     ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and ``DELTAMEM_LLM_API_KEY`` (None when
-    unset or empty)."""
+    unset or empty). Values are stripped of surrounding whitespace (a key read from a secret
+    file ends in a newline); the key is normalised by :func:`secret`."""
     env = os.environ if environ is None else environ
-    return {k: env.get(f"DELTAMEM_LLM_{k.upper()}") or None for k in ("base_url", "model",
-                                                                      "api_key")}
+    out = {k: (env.get(f"DELTAMEM_LLM_{k.upper()}") or "").strip() or None
+           for k in ("base_url", "model")}
+    out["api_key"] = secret("DELTAMEM_LLM_API_KEY", env.get("DELTAMEM_LLM_API_KEY"))
+    return out
+
+
+def secret(name: str, value: str | None) -> str | None:
+    """A configured secret (an API key, a password) as it is used: surrounding whitespace
+    stripped (None when nothing is left), and registered with :mod:`deltamem.redact` so that
+    no text leaving the process (error bodies, CLI errors, logs, worker output, echoed model
+    answers) shows it or a piece of it.
+
+    Raises:
+        ConfigError: whitespace or a control character inside it, or a character outside
+            ASCII (no HTTP header can carry it); the message names ``name``, never the value.
+    """
+    from deltamem.redact import register_secret
+
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    register_secret(value)
+    if any(c.isspace() or not c.isprintable() for c in value) or not value.isascii():
+        raise ConfigError(f"{name} holds whitespace, a control character or a non-ASCII "
+                          "character inside it; check the secret's source")
+    return value
 
 
 def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
@@ -136,6 +167,29 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
         return Path(env["DELTAMEM_CACHE"]).expanduser()
     base = env.get("XDG_CACHE_HOME")
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "deltamem"
+
+
+def extraction(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
+    """The extractor a background learner (the hook daemon) uses: ``DELTAMEM_EXTRACTOR``
+    (``trace`` when unset), ``DELTAMEM_LLM``, ``DELTAMEM_LLM_BASE_URL`` and
+    ``DELTAMEM_LLM_MODEL`` (None when unset)."""
+    env = os.environ if environ is None else environ
+    return {"extractor": (env.get("DELTAMEM_EXTRACTOR") or "trace").strip(),
+            "llm": (env.get("DELTAMEM_LLM") or "").strip() or None,
+            "base_url": (env.get("DELTAMEM_LLM_BASE_URL") or "").strip() or None,
+            "model": (env.get("DELTAMEM_LLM_MODEL") or "").strip() or None}
+
+
+def hook_idle(environ: Mapping[str, str] | None = None, default: float = 900.0) -> float:
+    """Seconds the hook daemon waits for a call before it exits (``DELTAMEM_HOOK_IDLE``)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DELTAMEM_HOOK_IDLE")
+    if not raw:
+        return default
+    value = _parse("hook_idle", raw, float)
+    if value <= 0:
+        raise ConfigError(f"DELTAMEM_HOOK_IDLE must be > 0 seconds, got {raw!r}")
+    return float(value)
 
 
 def debug(environ: Mapping[str, str] | None = None) -> bool:

@@ -23,11 +23,19 @@ Messages say what to do about the problem, not only what it is.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
 class DeltaMemError(Exception):
-    """Root of every deltamem error."""
+    """Root of every deltamem error.
+
+    Its text is redacted (``deltamem.redact``): a configured secret, a key or a password quoted
+    in a message (a provider's echo, a model's answer, a URL) never reaches a user or a log.
+    """
+
+    def __str__(self) -> str:
+        return redacted(super().__str__())
 
 
 class ConfigError(DeltaMemError, ValueError):
@@ -53,14 +61,14 @@ class NodeNotFound(DeltaMemError, KeyError):
         super().__init__(f"no node {node_id!r} in space {space!r}")
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
+        return redacted(str(self.args[0]))
 
 
 class SpaceNotFound(DeltaMemError, KeyError):
     """A read of a space (or a whole database) that does not exist; only writers create one."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
-        return str(self.args[0])
+        return redacted(str(self.args[0]))
 
 
 class PatchError(DeltaMemError, ValueError):
@@ -120,3 +128,21 @@ class RemoteError(DeltaMemError):
         self.kind = kind
         self.field = field
         super().__init__(message)
+
+
+# The redactor of error texts: ``deltamem.redact`` registers itself here when it is imported
+# (``import deltamem``, and so any ``deltamem.*`` import, does), so this ground-floor module
+# names nothing above it.
+_REDACTOR: list[Callable[[str], str]] = []
+
+
+def register_redactor(redactor: Callable[[str], str]) -> None:
+    """Make ``redactor`` the function :func:`redacted` applies."""
+    _REDACTOR[:] = [redactor]
+
+
+def redacted(text: str) -> str:
+    """``text`` with secrets replaced (``deltamem.redact``, which the package imports first)."""
+    if not _REDACTOR:  # pragma: no cover - the package's __init__ imports deltamem.redact
+        raise RuntimeError("no redactor registered: import deltamem.redact first")
+    return _REDACTOR[0](text)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamem import jsonsafe, reports, transfer
+from deltamem import scrub as scrubbing
 from deltamem.config import Settings
 from deltamem.core.model import (
     Episode,
@@ -33,6 +34,7 @@ from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidat
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain
+from deltamem.corrections import Correction
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
 from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
@@ -50,6 +52,7 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
+from deltamem.redact import redact, redact_episode, redact_experience, redact_value
 from deltamem.results import (
     BatchResult,
     Consolidation,
@@ -293,6 +296,7 @@ class DeltaMem:
         """
         started = time.perf_counter()
         check_episode(episode)
+        episode = self._redacted(episode)
         with self._intact():
             return self._learn(episode, recall, Usage(), started)
 
@@ -308,6 +312,7 @@ class DeltaMem:
         """
         for i, episode in enumerate(episodes):
             check_episode(episode, where=f"episodes[{i}]")
+        episodes = [self._redacted(episode) for episode in episodes]
         batch = BatchResult([])
         with self._intact(), self._writing():
             token = self._batch.set(True)
@@ -432,6 +437,9 @@ class DeltaMem:
         """
         if not roots:
             return []
+        if self.settings.redact:
+            roots = [(tree, redact(key), redact_experience(experience), redact_value(dict(meta)))
+                     for tree, key, experience, meta in roots]
         vectors = self._embed([key for _, key, _, _ in roots], Usage())
         ids: list[str | None] = []
         with self._writing():
@@ -532,6 +540,8 @@ class DeltaMem:
         Raises:
             StoreError: naming the first bad record; nothing was written.
         """
+        if self.settings.redact:
+            records = scrubbing.redact_records(records, self._stored_experience)
         counts = transfer.import_records(self.store, self.space, records,
                                          max_depth=self.settings.max_depth)
         self._exists = True
@@ -552,6 +562,65 @@ class DeltaMem:
         """
         with Path(path).open(encoding="utf-8") as handle:
             return self.import_lines(handle, str(path))
+
+    # -- privacy ---------------------------------------------------------------------------
+    def _redacted(self, episode: Episode) -> Episode:
+        """The one choke point of the write path: every text of an episode is redacted
+        (``deltamem.redact``) before anything of it is stored or shown to a model."""
+        return redact_episode(episode) if self.settings.redact else episode
+
+    def _stored_experience(self, node_id: str) -> Experience | None:
+        try:
+            return self.experience(node_id)
+        except (NodeNotFound, StoreError):
+            return None
+
+    def scrub(self, *, every_space: bool = False) -> dict[str, int]:
+        """Redact every stored node and episode in place (``deltamem.redact``'s rules), then
+        compact a SQLite file (``VACUUM`` and a truncated WAL) so that no old byte remains.
+
+        Each space is rewritten in one write transaction: ids, counters and tree shape are
+        kept, chains compose as before, minus secrets. ``every_space`` scrubs every space of
+        the store, not only this one. Returns the number of nodes and episodes that changed.
+        """
+        names = [info.space for info in self.store.spaces()] if every_space else [self.space]
+        total = {"nodes": 0, "episodes": 0, "spaces": 0}
+        with self._intact():
+            for name in names:
+                info = space_info(self.store, name)
+                if info is None:
+                    continue
+                same = (info.embedder, info.dim) == (self.embedder.name, self.embedder.dim)
+                counts = scrubbing.scrub_space(  # another embedder's space keeps its vectors
+                    self.store, name, (lambda texts: self._embed(texts, Usage())) if same else None)
+                total["nodes"] += counts["nodes"]
+                total["episodes"] += counts["episodes"]
+                total["spaces"] += 1
+        self.embed_cache = EmbeddingCache(self.settings.embed_cache)
+        path = getattr(self.store, "path", None)
+        if isinstance(path, str) and path != ":memory:" and self.store.url.startswith("sqlite:"):
+            scrubbing.compact(path)
+        return total
+
+    def correct(self, node_id: str, *, success: bool | None = None,
+                steps: Sequence[str] | None = None, wrong: bool = False,
+                reason: str = "") -> Correction:
+        """Correct a node from inside the agent; exactly one of: ``success`` (the outcome set
+        right), ``steps`` (a skill's steps edited) or ``wrong`` (the experience retracted).
+
+        The correction is a new root that supersedes the node in recall, with the corrected
+        chain as its lineage and the delta in its meta; nothing is overwritten (see
+        ``deltamem.corrections``). To delete a node outright, use :meth:`delete`.
+
+        Raises:
+            NodeNotFound: no such node in this space.
+            EpisodeError: not exactly one correction, or one the node's tree cannot take.
+        """
+        from deltamem.corrections import correct
+
+        with self._intact():
+            return correct(self, node_id, success=success, steps=steps, wrong=wrong,
+                           reason=reason)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -38,6 +38,7 @@ def hook_commands() -> dict[str, str]:
 
 def environment(home: Path) -> dict[str, str]:
     return {**os.environ, "HOME": str(home), "DELTAMEM_EMBEDDER": "hashing",
+            "DELTAMEM_HOOK_DAEMON": "0",  # in process: each hook done when it returns
             "DELTAMEM_TAU_TASK": str(TEST_SETTINGS.tau_task),
             "DELTAMEM_TAU_ENV": str(TEST_SETTINGS.tau_env),
             "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}

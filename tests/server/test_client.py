@@ -175,3 +175,27 @@ def test_a_failure_match_carries_its_lesson(client: Client) -> None:
     recall = client.recall(task="open the safe", env="a vault")
     assert recall.task.lesson is not None and recall.task.skill is None
     assert json.loads(recall.model_dump_json())["task"]["lesson"]["failed"]
+
+
+def test_client_corrects_and_forgets_a_node(client: Client, live: LiveServer) -> None:
+    """correct (a new root supersedes the node) and its errors, sync and async; delete."""
+    learned = client.learn(make_episode(env=KITCHEN))
+    node = learned.task.node
+    assert node is not None
+    done = client.correct(node, steps=["go to kitchen", "heat apple in microwave"],
+                          reason="the microwave heats it")
+    assert isinstance(done, api.CorrectionOut) and done.of == node and done.kind == "steps"
+    recall = client.recall(task="heat the apple", env=KITCHEN)
+    assert recall.task.node == done.node
+    assert recall.task.skill is not None and "heat apple in microwave" in recall.task.skill.steps
+    with pytest.raises(EpisodeError):
+        client.correct(node)  # no correction given
+    with pytest.raises(NodeNotFound):
+        client.correct("t-0000000000000000", wrong=True)
+
+    async def wrong() -> api.CorrectionOut:
+        async with AsyncClient(live.url, api_key=live.key_a, space="a") as aclient:
+            return await aclient.correct(done.node, wrong=True, reason="retracted")
+
+    assert asyncio.run(wrong()).kind == "wrong"
+    assert done.node in client.delete(done.node)

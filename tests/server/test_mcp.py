@@ -30,7 +30,7 @@ LAUNCHER = Path(__file__).with_name("mcp_double.py")
 # The SDK gives a stdio server a minimal environment; pass ours so the server imports this
 # checkout's code (PYTHONPATH) like the test does.
 TOOLS = {"recall", "learn", "record_outcome", "show", "list", "consolidate", "stats",
-         "export_skills"}
+         "export_skills", "correct", "forget_node"}
 STEPS = [{"action": "go to kitchen", "observation": "You are in the kitchen."},
          {"action": "take apple", "observation": "You take the apple."},
          {"action": "heat apple", "observation": "The apple is hot."}]

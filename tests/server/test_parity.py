@@ -2,12 +2,12 @@
 same JSON for the same operation.
 
 The same script (learn an episode, learn a batch, recall with and without explain, count an
-outcome, list, show, stats, a dry-run consolidation, export) runs once per face, each on its own
-fresh database. Every answer must parse exactly into its wire model of :mod:`deltamem.api`
-(nothing dropped, nothing invented), and after naming node and episode ids by order of first
-appearance and dropping the clock (``wall_ms``, ``created_at``), every face's answer must equal
-the library's. The embedding cache is off for all faces: each CLI command is a new process with
-a cold cache, and usage counts would otherwise differ for that reason alone.
+outcome, list, show, stats, a dry-run consolidation, a correction, export) runs once per face, each
+on its own fresh database. Every answer must parse exactly into its wire model of
+:mod:`deltamem.api` (nothing dropped, nothing invented), and after naming node and episode ids by
+order of first appearance and dropping the clock (``wall_ms``, ``created_at``), every face's answer
+must equal the library's. The embedding cache is off for all faces: each CLI command is a new
+process with a cold cache, and usage counts would otherwise differ for that reason alone.
 
 The faces offer what suits them: MCP has no batch learn and no JSON Lines export (an agent gets
 ``export_skills`` instead); ``OFFERED`` lists it, and a face that gains an operation must join
@@ -67,7 +67,8 @@ BATCH = [episode(actions=LONGER), episode(actions=LONGER), episode(actions=LONGE
          episode(task="cool the milk", actions=("go to fridge", "cool milk"),
                  env="a pantry with shelves and a fridge")]
 OPS = ("learn", "learn_many", "recall", "recall_explain", "record_outcome", "list", "show",
-       "stats", "consolidate", "export")
+       "stats", "consolidate", "correct", "export")
+FIXED = ["go to kitchen", "open microwave", "heat apple in microwave"]
 OFFERED = {"library": set(OPS), "cli": set(OPS), "rest": set(OPS),
            "mcp": set(OPS) - {"learn_many", "export"}}
 
@@ -83,6 +84,7 @@ class Face(Protocol):
     def show(self, node_id: str) -> Any: ...
     def stats(self) -> Any: ...
     def consolidate(self, dry_run: bool) -> Any: ...
+    def correct(self, node_id: str, steps: list[str], reason: str) -> Any: ...
     def export(self) -> list[dict[str, Any]]: ...
 
 
@@ -123,6 +125,10 @@ class LibraryFace:
     def consolidate(self, dry_run: bool) -> Any:
         done = self.mem.consolidate(dry_run=dry_run)
         return exact(api.ConsolidateOut, consolidation_report(done, dry_run=dry_run))
+
+    def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
+        return exact(api.CorrectionOut,
+                     self.mem.correct(node_id, steps=steps, reason=reason).to_dict())
 
     def export(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.mem.iter_export()]
@@ -178,6 +184,10 @@ class CliFace:
         flags = ["--dry-run"] if dry_run else []
         return exact(api.ConsolidateOut, self.run("consolidate", *flags))
 
+    def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
+        flags = [arg for step in steps for arg in ("--step", step)]
+        return exact(api.CorrectionOut, self.run("correct", node_id, *flags, "--reason", reason))
+
     def export(self) -> list[dict[str, Any]]:
         path = self.tmp / "export.jsonl"
         written = self.run("export", str(path))
@@ -224,6 +234,10 @@ class RestFace:
         return self.call("POST", "/consolidate", api.ConsolidateOut,
                          params={"dry_run": str(dry_run).lower()})
 
+    def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
+        return self.call("POST", f"/nodes/{node_id}/correct", api.CorrectionOut,
+                         json={"steps": steps, "reason": reason})
+
     def export(self) -> list[dict[str, Any]]:
         response = self.http.get(f"/v1/spaces/{SPACE}/export")
         assert response.status_code == 200, response.text
@@ -265,6 +279,10 @@ class McpFace:
     def consolidate(self, dry_run: bool) -> Any:
         return self.call("consolidate", api.ConsolidateOut, dry_run=dry_run)
 
+    def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
+        return self.call("correct", api.CorrectionOut, node_id=node_id, steps=steps,
+                         reason=reason)
+
     def export(self) -> list[dict[str, Any]]:
         raise AssertionError("MCP has no JSON Lines export (see OFFERED)")
 
@@ -293,6 +311,7 @@ def script(face: Face, offered: set[str]) -> dict[str, Any]:
     step("show", lambda: face.show(delta))
     step("stats", face.stats)
     step("consolidate", lambda: face.consolidate(True))
+    step("correct", lambda: face.correct(delta, FIXED, "the microwave heats it"))
     step("export", face.export)
     return out
 
@@ -363,7 +382,9 @@ def test_every_face_gives_the_library_json(faces: dict[str, Face]) -> None:
     assert lib["stats"]["episodes"] == 1 + len(BATCH)
     kinds = [r.get("record") for r in lib["export"]]
     assert kinds.count("episode") == 1 + len(BATCH)
-    assert kinds.count("node") == lib["stats"]["task"]["nodes"] + lib["stats"]["env"]["nodes"]
+    assert lib["correct"]["of"] == delta and lib["correct"]["kind"] == "steps"
+    # Every node, plus the correction root written after the stats.
+    assert kinds.count("node") == lib["stats"]["task"]["nodes"] + lib["stats"]["env"]["nodes"] + 1
 
 
 def test_canonical_names_ids_and_drops_the_clock() -> None:

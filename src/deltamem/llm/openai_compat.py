@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import httpx
 
+from deltamem.config import secret
 from deltamem.errors import ConfigError, ProviderError
 from deltamem.llm.base import Completion, Message
 
@@ -86,7 +87,7 @@ class OpenAICompatLLM:
         self.backoff = backoff
         self.json_mode: JsonMode = json_mode
         self._auto_level: JsonMode = "json_schema"
-        self._api_key = api_key or None
+        self._api_key = secret("api_key", api_key)
         self._client = client
         self._own_client = client is None
         self._sleep = sleep

@@ -23,6 +23,7 @@ from deltamem.errors import (
     SchemaError,
     SpaceNotFound,
     StoreError,
+    redacted,
 )
 
 # A URL or store address inside a message: the server's business, not the client's.
@@ -56,7 +57,7 @@ def status_for(exc: DeltaMemError) -> int:
 
 def error_body(kind: str, message: str, field: str | None = None) -> dict[str, Any]:
     """The JSON error envelope."""
-    error: dict[str, Any] = {"type": kind, "message": _encodable(message)}
+    error: dict[str, Any] = {"type": kind, "message": _encodable(redacted(message))}
     if field:
         error["field"] = _encodable(field)
     return {"error": error}

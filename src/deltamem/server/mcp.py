@@ -49,7 +49,7 @@ P = ParamSpec("P")
 # The key scope each tool needs over HTTP (the REST server's scopes).
 TOOL_SCOPES = {"recall": "read", "show": "read", "list_": "read", "stats": "read",
                "learn": "write", "record_outcome": "write", "consolidate": "write",
-               "export_skills": "write"}
+               "export_skills": "write", "correct": "write", "forget_node": "admin"}
 KEY_STATE = "deltamem_key"  # where the HTTP auth layer leaves the verified key
 
 INSTRUCTIONS = (
@@ -185,7 +185,7 @@ def _consolidation_text(items: list[dict[str, Any]]) -> str:
 
 def build_server(mem: DeltaMem, *, name: str = "deltamem",
                  export_root: str | Path | None = None) -> MCPServer:
-    """An MCP server exposing ``mem`` (one space) as the eight tools.
+    """An MCP server exposing ``mem`` (one space) as its ten tools.
 
     Args:
         export_root: the folder ``export_skills`` may write under (None: the tool is refused).
@@ -194,6 +194,7 @@ def build_server(mem: DeltaMem, *, name: str = "deltamem",
     _experience_tools(server, mem)
     _inspection_tools(server, mem,
                       None if export_root is None else Path(export_root).expanduser().resolve())
+    _correction_tools(server, mem)
     return server
 
 
@@ -518,6 +519,43 @@ def export_target(root: Path | None, dir: str) -> Path:
         raise ToolError(f"refusing to write skills to {dir!r}: it is outside the export folder "
                         f"{str(root)!r} that the server's operator configured")
     return target
+
+
+StepList = Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(
+    max_length=200, description="The skill's steps, replacing the recalled ones.")]
+
+
+def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
+    """correct and forget_node: the agent sets a memory right from inside the session."""
+
+    @server.tool(annotations=_hint(read_only=False, title="Correct a memory"), description=(
+        "Correct a memory node (an id from recall, learn or list) when it is wrong: "
+        "success=true/false sets its outcome right (a 'failed' lesson that in fact worked, or "
+        "a skill that in fact failed), steps=[...] replaces a skill's steps, wrong=true "
+        "retracts it so recall shows none of it. Give exactly one, and a short reason. The "
+        "correction supersedes the node in recall; the old one is kept as its history."))
+    @_library_errors
+    def correct(
+        node_id: Annotated[str, Field(min_length=1, max_length=200, description="The node.")],
+        success: Annotated[bool | None, Field(description="The outcome set right.")] = None,
+        steps: StepList = None,
+        wrong: Annotated[bool, Field(description="Retract the experience.")] = False,
+        reason: Annotated[str, Field(max_length=4000, description="Why.")] = "",
+    ) -> Annotated[CallToolResult, api.CorrectionOut]:
+        data = mem.correct(node_id, success=success, steps=steps, wrong=wrong,
+                           reason=reason).to_dict()
+        text = f"corrected {data['of']} ({data['kind']}): {data['node']} now supersedes it"
+        return _result(api.CorrectionOut, data, text)
+
+    @server.tool(annotations=_hint(read_only=False, destructive=True, idempotent=True,
+                                   title="Forget a memory node"), description=(
+        "Delete a memory node and its whole subtree for good (no history kept): for a memory "
+        "that must not be kept at all. To set a memory right instead, use correct."))
+    @_library_errors
+    def forget_node(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
+            "The node; its subtree goes with it."))]) -> Annotated[CallToolResult, api.DeleteOut]:
+        data = {"deleted": mem.delete(node_id)}
+        return _result(api.DeleteOut, data, f"deleted {len(data['deleted'])} node(s)")
 
 
 Transport = Literal["stdio", "http"]

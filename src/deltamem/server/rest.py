@@ -59,7 +59,7 @@ EXAMPLE_EPISODE = {
 ROUTE_SCOPES = {
     "recall": "read", "show": "read", "list_nodes": "read", "stats": "read", "view": "read",
     "export": "read",
-    "learn": "write", "record_outcome": "write", "consolidate": "write",
+    "learn": "write", "record_outcome": "write", "consolidate": "write", "correct": "write",
     "delete": "admin", "forget": "admin", "import_": "admin",
 }
 
@@ -313,6 +313,14 @@ def _add_memory_routes(app: FastAPI) -> None:
     def record_outcome(mem: Mem, body: OutcomeRequest) -> dict[str, Any]:
         """Count a success or a failure on recalled nodes, without learning an episode."""
         return mem.record_outcome(body.nodes, body.success).to_dict()
+
+    @app.post("/v1/spaces/{space}/nodes/{node_id}/correct", tags=["memory"],
+              **documented(api.CorrectionOut))
+    def correct(mem: Mem, node_id: str, body: api.CorrectRequest) -> dict[str, Any]:
+        """Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes
+        it in recall, with the history kept."""
+        return mem.correct(node_id, success=body.success, steps=body.steps, wrong=body.wrong,
+                           reason=body.reason).to_dict()
 
     @app.post("/v1/spaces/{space}/consolidate", tags=["memory"], **documented(api.ConsolidateOut))
     def consolidate(mem: Mem, dry_run: bool = False) -> dict[str, Any]:

@@ -27,6 +27,7 @@ def open_store(url: str, *, create: bool = True) -> Store:
         ConfigError: an unknown URL scheme (``mysql://...``) or an empty path.
     """
     if url.startswith(("postgresql://", "postgres://")):
+        register_url_password(url)
         try:
             from deltamem.store.postgres import PostgresStore
         except ImportError as exc:
@@ -42,6 +43,21 @@ def open_store(url: str, *, create: bool = True) -> Store:
     if not path:
         raise ConfigError("empty database path; pass a file path, sqlite:PATH or postgresql://...")
     return SQLiteStore(path, create=create)
+
+
+def register_url_password(url: str) -> None:
+    """Keep a database URL's password out of every message (``deltamem.redact``)."""
+    from urllib.parse import unquote, urlsplit
+
+    from deltamem.redact import register_secret
+
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        return
+    if password:
+        register_secret(password)
+        register_secret(unquote(password))
 
 
 def sqlite_path(url: str) -> str:

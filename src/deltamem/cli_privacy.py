@@ -1,0 +1,93 @@
+"""The privacy and correction commands of the ``deltamem`` CLI: ``scrub`` and ``correct``
+(thin adapters over the facade)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from deltamem.cli_options import (
+    DEFAULT_DB,
+    DbOpt,
+    EmbedOpt,
+    JsonOpt,
+    SpaceOpt,
+    emit,
+    open_memory,
+)
+from deltamem.config import Settings
+from deltamem.memory import DeltaMem
+
+
+def scrub(
+    db: DbOpt = DEFAULT_DB,
+    space: Annotated[str | None, typer.Option(
+        "--space", help="Only this space (default: every space of the database).")] = None,
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Redact secrets in every stored node and episode, in place, then compact the file.
+
+    What was stored before redaction existed (or with DELTAMEM_REDACT=false) is rewritten with
+    each secret replaced by [REDACTED:<kind>] and <private> spans dropped; a SQLite file is then
+    vacuumed and its WAL truncated, so no byte of the old text remains in either. Ids, counters
+    and the trees' shape are kept. Exports made before stay as they were: delete them.
+    """
+    mem = open_memory(db, space, embedder) if space else _any_space(db, embedder)
+    with mem:
+        counts = mem.scrub(every_space=space is None)
+    emit(counts, as_json, lambda: typer.echo(
+        f"scrubbed {counts['spaces']} space(s): {counts['nodes']} node(s) and "
+        f"{counts['episodes']} episode(s) redacted"))
+
+
+def _any_space(db: str, embedder: str | None) -> DeltaMem:
+    """The memory on a space of ``db`` built with ``embedder`` (scrub then visits every space;
+    a space of another embedder keeps its vectors)."""
+    from deltamem.embed import make_embedder
+    from deltamem.errors import SpaceNotFound
+    from deltamem.store import open_store
+
+    store = open_store(db, create=False)
+    try:
+        infos = store.spaces()
+    finally:
+        store.close()
+    if not infos:
+        raise SpaceNotFound(f"no space in {db}; nothing to scrub")
+    model = make_embedder(embedder or Settings.from_env().embedder)
+    same = [i.space for i in infos if (i.embedder, i.dim) == (model.name, model.dim)]
+    return open_memory(db, (same or [infos[0].space])[0], embedder, create=False)
+
+
+def correct(
+    node_id: Annotated[str, typer.Argument(help="The node to correct.")],
+    success: Annotated[bool | None, typer.Option(
+        "--success/--failure", help="Set the outcome right.")] = None,
+    step: Annotated[list[str] | None, typer.Option(
+        "--step", help="A step of the skill (repeat, in order): replaces its steps.")] = None,
+    wrong: Annotated[bool, typer.Option(
+        "--wrong", help="Retract the experience: recall shows none of it.")] = False,
+    reason: Annotated[str, typer.Option(help="Why (kept with the correction).")] = "",
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Correct a node (exactly one of --success/--failure, --step ..., --wrong).
+
+    A new root supersedes the node in recall; the node stays as the correction's history
+    (deltamem.corrections). To delete a node outright, use `deltamem delete`.
+    """
+    with open_memory(db, space, embedder) as mem:
+        done = mem.correct(node_id, success=success, steps=step, wrong=wrong, reason=reason)
+    data = done.to_dict()
+    emit(data, as_json, lambda: typer.echo(
+        f"corrected {data['of']} ({data['kind']}): {data['node']} now supersedes it"))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``scrub`` and ``correct`` to the CLI."""
+    app.command()(scrub)
+    app.command()(correct)

@@ -1,0 +1,174 @@
+"""Corrections from inside the agent: an outcome set right, a skill's steps edited, a node marked
+wrong. A correction is itself a write to the residual tree, with its history kept.
+
+Each correction writes a **correction root**: a new root in the corrected node's tree, with its
+key (and so its vector), the corrected experience as content, ``lineage`` naming the corrected
+chain (root to node), and ``meta["correction"]`` recording what was corrected: the kind, the
+node, the reason, and the delta -- the patch from the chain's composed experience to the new
+one (``core.delta`` JSON). Nothing is overwritten: the corrected chain stays, so ``show`` and
+``export`` keep the history, and a later correction of the correction root chains on.
+
+Recall prefers the correction root: it has the corrected node's vector, so it ties with it
+exactly, and exact ties go to the shallower node, then the newer one (``core.scoring``). Where
+the correction scores as a failure (an outcome set to failure, a skill marked wrong), the
+corrected task-tree node's record is given the failures that make it discredited
+(``core.tree.discredited``: recall then scores it as a failure too), as
+:meth:`DeltaMem.record_outcome` would; so the correction still wins the tie.
+
+Kinds:
+
+* ``outcome`` (``success=True/False``, task tree): a lesson that was in fact a success becomes a
+  skill (activation: the lesson's situation; steps: what it recorded as failed and as worked);
+  a skill that in fact failed becomes a failure lesson (its steps recorded as failed).
+* ``steps`` (task tree): the skill's steps replaced (a lesson becomes a skill with them).
+* ``wrong`` (either tree): the experience is retracted: a skill or lesson becomes an empty
+  failure skill (recall shows nothing of it), scene knowledge becomes knowledge without facts
+  (shown as nothing).
+
+To delete a node and its subtree outright (no history), use :meth:`DeltaMem.delete`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from deltamem.config import Settings
+from deltamem.core.delta import diff, patch_to_json
+from deltamem.core.model import Experience, Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.tree import chain_evidence, compose_chain
+from deltamem.errors import EpisodeError
+from deltamem.redact import redact
+from deltamem.store.base import Store
+
+
+class Memory(Protocol):
+    """What a correction needs of the memory (``DeltaMem`` is one)."""
+
+    store: Store
+    space: str
+    settings: Settings
+
+    def transaction(self) -> AbstractContextManager[None]: ...
+
+    def chain(self, node_id: str) -> list[Node]: ...
+
+KINDS = ("outcome", "steps", "wrong")
+MAX_STEPS = 200
+MAX_TEXT = 4000
+
+
+@dataclass
+class Correction:
+    """What a correction wrote: the correction root, the node it corrects, and the nodes whose
+    record was given failures (discredited)."""
+
+    node: str
+    of: str
+    kind: str
+    tree: Tree
+    reason: str = ""
+    discredited: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"node": self.node, "of": self.of, "kind": self.kind, "tree": self.tree.value,
+                "reason": self.reason, "discredited": list(self.discredited)}
+
+
+def corrected(node_tree: Tree, current: Experience, *, success: bool | None,
+              steps: Sequence[str] | None, wrong: bool) -> tuple[str, Experience, Outcome]:
+    """The kind, new experience and outcome of a correction (see the module docstring).
+
+    Raises:
+        EpisodeError: not exactly one correction asked for, or one the tree cannot take.
+    """
+    asked = [name for name, on in (("outcome", success is not None),
+                                   ("steps", steps is not None), ("wrong", wrong)) if on]
+    if len(asked) != 1:
+        raise EpisodeError("give exactly one correction: success (true/false), steps, or wrong",
+                           field="correction")
+    kind = asked[0]
+    if kind != "wrong" and node_tree is not Tree.TASK:
+        raise EpisodeError(f"a {kind} correction applies to the task tree (skills and lessons); "
+                           "scene knowledge can only be marked wrong", field=kind)
+    head = _head(current)
+    if kind == "wrong":
+        if isinstance(current, Knowledge):
+            return kind, Knowledge(current.trigger), Outcome.SUCCESS
+        return kind, Skill(head), Outcome.FAILURE
+    if kind == "steps":
+        assert steps is not None
+        items = _steps(steps)
+        termination = current.termination if isinstance(current, Skill) else ""
+        return kind, Skill(head, items, termination), Outcome.SUCCESS
+    if success:
+        if isinstance(current, Lesson):
+            return kind, Skill(head, (*current.failed, *current.worked)), Outcome.SUCCESS
+        return kind, current, Outcome.SUCCESS
+    if isinstance(current, Skill):
+        return kind, Lesson(head, failed=current.steps), Outcome.FAILURE
+    return kind, current, Outcome.FAILURE
+
+
+def _head(exp: Experience) -> str:
+    if isinstance(exp, Skill):
+        return exp.activation
+    if isinstance(exp, Lesson):
+        return exp.situation
+    return exp.trigger
+
+
+def _steps(steps: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(steps, str) or not all(isinstance(s, str) for s in steps):
+        raise EpisodeError("steps must be a list of strings", field="steps")
+    items = tuple(s.strip() for s in steps if s.strip())
+    if not items or len(items) > MAX_STEPS or any(len(s) > MAX_TEXT for s in items):
+        raise EpisodeError(f"steps must hold 1 to {MAX_STEPS} non-empty steps of at most "
+                           f"{MAX_TEXT} characters", field="steps")
+    return items
+
+
+def correct(mem: Memory, node_id: str, *, success: bool | None = None,
+            steps: Sequence[str] | None = None, wrong: bool = False,
+            reason: str = "") -> Correction:
+    """Write a correction of ``node_id`` (see the module docstring); one transaction.
+
+    Raises:
+        NodeNotFound: no such node in the space.
+        EpisodeError: not exactly one correction, or one the node's tree cannot take.
+    """
+    if not isinstance(reason, str) or len(reason) > MAX_TEXT:
+        raise EpisodeError(f"reason must be text of at most {MAX_TEXT} characters",
+                           field="reason")
+    reason = redact(reason) if mem.settings.redact else reason
+    if steps is not None and mem.settings.redact:
+        steps = [redact(s) if isinstance(s, str) else s for s in steps]
+    with mem.transaction():
+        chain = mem.chain(node_id)
+        node = chain[-1]
+        current = compose_chain(chain)
+        kind, experience, outcome = corrected(node.tree, current, success=success, steps=steps,
+                                              wrong=wrong)
+        vector = mem.store.vector(mem.space, node.id)
+        assert vector is not None
+        record = {"kind": kind, "of": node.id, "reason": reason,
+                  "patch": patch_to_json(diff(current, experience))}  # when: the root's time
+        root = Node(id=("t-" if node.tree is Tree.TASK else "e-") + secrets.token_hex(8),
+                    tree=node.tree, kind=NodeKind.ROOT, outcome=outcome, key=node.key,
+                    content=experience, lineage=tuple(n.id for n in chain),
+                    created_at=time.time(), meta={"correction": record})
+        mem.store.add_node(mem.space, root, vector)
+        discredited = []
+        if outcome is Outcome.FAILURE and node.tree is Tree.TASK:
+            for old in mem.store.nodes(mem.space, Tree.TASK):
+                if old.key == node.key and old.id != root.id and old.outcome is Outcome.SUCCESS:
+                    evidence = chain_evidence([old])
+                    need = evidence.successes - evidence.failures + 1
+                    if need > 0:
+                        mem.store.bump(mem.space, old.id, failures=need)
+                        discredited.append(old.id)
+    return Correction(root.id, node.id, kind, node.tree, reason, discredited)

@@ -1,0 +1,315 @@
+"""The warm side of the agent hooks: a local daemon and the background learner.
+
+``python -m deltamem.integrations.hookd --db PATH [--space S] [--embedder E] [--idle SECONDS]``
+serves one database, space and embedder on a Unix socket (see :mod:`deltamem_hook` for where it
+lives and how hooks start it). It keeps the memory open and the embedder loaded, so a
+``user-prompt`` or ``session-start`` hook is a socket round trip and one recall.
+
+Protocol: one JSON line per connection, one JSON line back. ``{"event": "user-prompt" |
+"session-start", "payload": {...}, "budget_tokens": N}`` answers ``{"output": {...}}`` (what the
+hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain"}`` wakes the learner and
+answers ``{"output": {}}``; ``{"event": "ping"}`` answers ``{"output": {"pid": ...}}``.
+
+The learner drains the spool in order: each entry is a transcript's path and its size when the
+turn ended; the transcript is read up to that size (a later turn already appended is not this
+turn), the turn learned (``claude_code.learn_turn``, which goes through the facade and so is
+redacted), and only then is the entry deleted. A transcript that cannot be read is moved to
+``failed/``; an entry whose learning failed for another reason (the store locked, the model
+unreachable) stays and is retried. The daemon exits after ``--idle`` seconds without a request
+once the spool is empty (default ``DELTAMEM_HOOK_IDLE`` or 900); ``kill`` (SIGTERM) stops it at
+once (a turn being learned is then retried by the next daemon). One daemon per target: a
+second one exits when it cannot take the lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import json
+import logging
+import os
+import shutil
+import signal
+import socketserver
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from deltamem import config
+from deltamem.cli_options import open_memory
+from deltamem.config import Settings, hook_idle
+from deltamem.embed.base import Embedder
+from deltamem.errors import EpisodeError, SpaceNotFound, redacted
+from deltamem.extract.base import Extractor
+from deltamem.integrations.claude_code import (
+    hook_extractor,
+    learn_turn,
+    read_transcript,
+    run_hook,
+)
+from deltamem.memory import DeltaMem, check_space
+from deltamem_hook import Target, private_dir, target
+
+log = logging.getLogger("deltamem.hookd")
+DEFAULT_IDLE = 900.0
+
+
+def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "default",
+         embedder: str | None = None, budget_tokens: int | None = None,
+         scope: str | None = None) -> dict[str, Any]:
+    """One hook call in this process, as without a daemon (``stop`` learns before it returns).
+
+    Raises:
+        EpisodeError: an unknown event, or a transcript that cannot be read.
+    """
+    if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
+        local = Path(db.removeprefix("sqlite:")).expanduser()
+        local.parent.mkdir(parents=True, exist_ok=True)
+        db = str(local)
+    try:
+        # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)
+        # just adds nothing.
+        with open_memory(db, space, embedder, create=event == "stop") as mem:
+            # ``stop`` learns with the configured extractor under the coding rules
+            # (``claude_code.hook_extractor``), whatever ``mem`` was opened with.
+            return run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)
+    except SpaceNotFound:
+        return {}
+
+
+class Daemon:
+    """The memory kept open for one target, its socket server and its learner."""
+
+    def __init__(self, t: Target, *, idle: float = DEFAULT_IDLE):
+        self.target = t
+        self.idle = idle
+        self.last = time.monotonic()
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self._reader: DeltaMem | None = None
+        self._embedder: Embedder | None = None
+        self._writer: DeltaMem | None = None
+        self._coding_extractor: Extractor | None = None
+        self._read_lock = threading.Lock()
+        self._server: socketserver.ThreadingUnixStreamServer | None = None
+
+    # -- memories -------------------------------------------------------------------------
+    def embedder(self) -> Embedder:
+        """One embedder in memory, shared by the reader and the writer."""
+        if self._embedder is None:
+            from deltamem.embed import make_embedder
+
+            self._embedder = make_embedder(self.target.embedder or Settings.from_env().embedder)
+        return self._embedder
+
+    def writer(self) -> DeltaMem:
+        if self._writer is None:
+            t = self.target
+            self._writer = DeltaMem.open(t.db, space=check_space(t.space),
+                                         embedder=self.embedder(),
+                                         extractor="trace")
+        return self._writer
+
+    def extractor(self) -> Extractor:
+        """The configured extractor under the coding rules (``claude_code.hook_extractor``),
+        built once: with ``DELTAMEM_EXTRACTOR=llm`` turns are distilled by that model."""
+        if self._coding_extractor is None:
+            self._coding_extractor = hook_extractor()
+        return self._coding_extractor
+
+    def reader(self) -> DeltaMem | None:
+        """The memory recalls read (None while the database or space does not exist)."""
+        if self._reader is None:
+            t = self.target
+            try:
+                self._reader = DeltaMem.open(t.db, space=check_space(t.space),
+                                             embedder=self.embedder(), create=False)
+            except SpaceNotFound:
+                return None
+        return self._reader
+
+    # -- requests -------------------------------------------------------------------------
+    def handle(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        self.last = time.monotonic()
+        event = request.get("event")
+        if event == "ping":
+            return {"output": {"pid": os.getpid()}}
+        if event == "drain":
+            self.wake.set()
+            return {"output": {}}
+        if event not in ("session-start", "user-prompt"):
+            return {"error": f"unknown hook event {event!r}"}
+        payload = request.get("payload")
+        budget = request.get("budget_tokens")
+        scope = request.get("scope")
+        try:
+            with self._read_lock:
+                mem = self.reader()
+                if mem is None:
+                    return {"output": {}}
+                out = run_hook(mem, str(event), payload if isinstance(payload, Mapping) else {},
+                               budget_tokens=budget if isinstance(budget, int) else None,
+                               scope=scope if isinstance(scope, str) else None)
+        except Exception as exc:  # noqa: BLE001 - answered to the hook, which exits 1
+            return {"error": redacted(f"{type(exc).__name__}: {exc}")}
+        return {"output": out}
+
+    # -- learner --------------------------------------------------------------------------
+    def pending(self) -> list[Path]:
+        folder = self.target.spool
+        return sorted(folder.glob("[0-9]*.json")) if folder.is_dir() else []
+
+    def drain(self) -> int:
+        """Learn every spooled turn in order; return how many were handled."""
+        done = 0
+        for entry in self.pending():
+            if self.stopping.is_set():
+                break
+            if self.learn_entry(entry):
+                done += 1
+            else:
+                break  # keep the order: retry this entry before any later one
+        return done
+
+    def learn_entry(self, entry: Path) -> bool:
+        """Learn one spool entry; True when it is finished with (learned, or moved to failed/)."""
+        try:
+            data = json.loads(entry.read_text(encoding="utf-8"))
+            path, size = str(data["transcript_path"]), int(data.get("size") or 0)
+            cwd = str(data.get("cwd") or "")
+            scope = data.get("scope") if isinstance(data.get("scope"), str) else None
+            session = str(data.get("session_id") or "")
+            with _prefix(path, size) as readable:
+                transcript = read_transcript(readable) if readable else None
+            if transcript is not None:
+                writer = self.writer()
+                learn_turn(writer, transcript, cwd=cwd, scope=scope or config.scope(),
+                           extractor=self.extractor(),
+                           meta={"session": session} if session else {})
+        except (EpisodeError, ValueError, KeyError, TypeError) as exc:
+            log.warning("%s", redacted(f"spooled turn {entry.name} cannot be learned: {exc}"))
+            failed = private_dir(self.target.spool / "failed")
+            shutil.move(str(entry), failed / entry.name)
+            return True
+        except Exception as exc:  # noqa: BLE001 - kept in the spool and retried
+            log.warning("%s", redacted(f"learning {entry.name} failed, will retry: "
+                                       f"{type(exc).__name__}: {exc}"))
+            return False
+        entry.unlink(missing_ok=True)
+        return True
+
+    def learner(self) -> None:
+        backoff = 1.0
+        while not self.stopping.is_set():
+            self.wake.wait(timeout=backoff)
+            self.wake.clear()
+            if self.stopping.is_set():
+                break
+            before = len(self.pending())
+            self.drain()
+            left = len(self.pending())
+            backoff = 1.0 if left == 0 or left < before else min(backoff * 2, 60.0)
+            if left == 0 and time.monotonic() - self.last > self.idle:
+                self.stop()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.wake.set()
+        if self._server is not None:
+            threading.Thread(target=self._server.shutdown, daemon=True).start()
+
+    # -- serving --------------------------------------------------------------------------
+    def serve(self) -> None:
+        """Serve until idle (or SIGTERM); the socket file is removed on the way out."""
+        sock = self.target.socket
+        private_dir(sock.parent)
+        daemon = self
+
+        class Handler(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                line = self.rfile.readline(8 * 1024 * 1024)
+                try:
+                    request = json.loads(line)
+                    answer = daemon.handle(request if isinstance(request, dict) else {})
+                except ValueError:
+                    answer = {"error": "not a JSON request"}
+                self.wfile.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+
+        with contextlib.suppress(FileNotFoundError):
+            sock.unlink()
+        server = socketserver.ThreadingUnixStreamServer(str(sock), Handler)
+        server.daemon_threads = True
+        os.chmod(sock, 0o600)
+        self._server = server
+        learner = threading.Thread(target=self.learner, name="deltamem-learner", daemon=True)
+        signal.signal(signal.SIGTERM, lambda *_: self.stop())
+        try:
+            self.writer() if self.pending() else self.reader()  # load the embedder now
+            learner.start()
+            self.wake.set()
+            server.serve_forever(poll_interval=0.5)
+        finally:
+            self.stopping.set()
+            self.wake.set()
+            server.server_close()
+            with contextlib.suppress(FileNotFoundError):
+                sock.unlink()
+            if learner.is_alive():
+                learner.join(timeout=30)
+            for mem in (self._reader, self._writer):
+                if mem is not None:
+                    mem.close()
+
+
+@contextlib.contextmanager
+def _prefix(path: str, size: int) -> Iterator[str | None]:
+    """``path`` as it was when the turn ended: its first ``size`` bytes (a private temporary
+    copy, removed afterwards, when the transcript has grown since). None when it is gone."""
+    try:
+        current = os.path.getsize(path)
+    except OSError:
+        raise EpisodeError("the transcript is gone", where=path) from None
+    if size <= 0 or current <= size:
+        yield path
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(size)
+    fd, tmp = tempfile.mkstemp(prefix="deltamem-turn-", suffix=".jsonl")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(head)
+        yield tmp
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m deltamem.integrations.hookd")
+    parser.add_argument("--db", required=True)
+    parser.add_argument("--space", default="default")
+    parser.add_argument("--embedder", default=None)
+    parser.add_argument("--idle", type=float, default=None,
+                        help="Exit after this many seconds without a call (default: "
+                             "DELTAMEM_HOOK_IDLE, else 900).")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")
+    t = target(args.db, args.space, args.embedder)
+    private_dir(t.socket.parent)
+    lock = open(str(t.socket) + ".lock", "w")  # noqa: SIM115 - held for the process's life
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return 0  # another daemon serves this target
+    log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
+    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE)).serve()
+    log.info("idle: stopped")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

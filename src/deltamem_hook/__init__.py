@@ -1,0 +1,306 @@
+"""The fast client of deltamem's agent hooks (``deltamem-hook EVENT``): standard library only.
+
+Claude Code and Codex run a hook command on every prompt and at the end of every turn, and wait
+for it. Importing deltamem and loading its embedder takes seconds, so the hook command does
+neither:
+
+* ``stop`` writes the transcript's path, its size at this moment and the hook's metadata to a
+  spool file (never the transcript's contents), pokes the background learner and returns at
+  once. The learner (``deltamem.integrations.hookd``) learns each spooled turn, the transcript
+  read up to that size, and deletes the spool file only after the turn is stored (or, for a
+  transcript that cannot be read, moves it to ``failed/``), so a crash loses nothing.
+* ``user-prompt`` and ``session-start`` ask the warm daemon over a Unix socket. When none runs,
+  the hook starts it (detached; it exits after ``DELTAMEM_HOOK_IDLE`` seconds without a call,
+  default 900) and waits for it; if it cannot start, the hook answers in process (cold).
+
+``DELTAMEM_HOOK_DAEMON=0`` turns the daemon off: every hook then runs in process, and ``stop``
+learns before it returns (as before). The daemon serves one database, space and embedder; its
+socket lives in a private (0700) runtime directory, its spool and log next to the database
+(``<db folder>/.deltamem-hooks/``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import subprocess
+    from pathlib import Path
+
+P = TypeVar("P", bound="str | os.PathLike[str]")
+
+EVENTS = ("session-start", "user-prompt", "stop")
+# How long a hook waits for a daemon it just started (its embedder loads first), and for an
+# answer from a running one: together well inside the plugin's 30 s hook timeout.
+START_WAIT = 15.0
+ANSWER_WAIT = 10.0
+
+
+class Target:
+    """What one daemon serves, and where its socket, spool and log are. (A plain class, and
+    only cheap imports at the top of this module: a hook's start-up time is its latency.)"""
+
+    def __init__(self, db: str, space: str, embedder: str):
+        self.db, self.space, self.embedder = db, space, embedder
+
+    @property
+    def key(self) -> str:
+        import hashlib
+
+        extractor = os.environ.get("DELTAMEM_EXTRACTOR", "")
+        text = "\0".join((self.db, self.space, self.embedder, extractor))
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+    @property
+    def home_dir(self) -> str:
+        """Spool and log folder: next to a database file, else in the user's cache."""
+        if "://" not in self.db and self.db != ":memory:":
+            return os.path.join(os.path.dirname(self.db), ".deltamem-hooks")
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"),
+                                                                  ".cache")
+        return os.path.join(base, "deltamem", "hooks", self.key)
+
+    @property
+    def spool_dir(self) -> str:
+        return os.path.join(self.home_dir, "spool")
+
+    @property
+    def socket_path(self) -> str:
+        """The daemon's socket, in a private runtime folder."""
+        runtime = os.environ.get("XDG_RUNTIME_DIR")
+        base = runtime if runtime and os.path.isdir(runtime) else \
+            os.path.join(os.environ.get("TMPDIR") or "/tmp", f"deltamem-{os.getuid()}")
+        return os.path.join(base, f"hookd-{self.key}.sock")
+
+    # The same as paths (pathlib is imported only by the daemon, not on a hook's hot path).
+    @property
+    def home(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.home_dir)
+
+    @property
+    def spool(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.spool_dir)
+
+    @property
+    def socket(self) -> Path:
+        from pathlib import Path
+
+        return Path(self.socket_path)
+
+
+def target(db: str, space: str = "default", embedder: str | None = None) -> Target:
+    """The daemon target of a hook's options (a local path made absolute)."""
+    if "://" not in db and db != ":memory:":
+        db = os.path.realpath(os.path.expanduser(db.removeprefix("sqlite:")))
+    return Target(db, space, embedder or os.environ.get("DELTAMEM_EMBEDDER", ""))
+
+
+def private_dir(path: P) -> P:
+    """``path`` created with mode 0700 (what it holds is the user's alone)."""
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    return path
+
+
+def daemon_enabled() -> bool:
+    return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
+
+
+def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None) -> str:
+    """Queue a finished turn for the learner: the transcript's path and size, the hook's
+    metadata. Written atomically (a reader never sees half a file)."""
+    import tempfile
+
+    path = str(payload.get("transcript_path") or "")
+    try:
+        size = os.path.getsize(path) if path else 0
+    except OSError:
+        size = 0
+    entry = {"transcript_path": path, "size": size, "cwd": str(payload.get("cwd") or ""),
+             "session_id": str(payload.get("session_id") or ""), "scope": scope,
+             "queued_at": time.time()}
+    folder = private_dir(t.spool_dir)
+    name = f"{time.time_ns():020d}-{os.getpid()}.json"
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(entry, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    path = os.path.join(folder, name)
+    os.replace(tmp, path)
+    return path
+
+
+def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dict[str, Any] | None:
+    """One request to the running daemon; None when none answers."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(timeout)
+            conn.connect(t.socket_path)
+            conn.sendall(json.dumps(request).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+    except OSError:
+        return None
+    try:
+        answer = json.loads(data)
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
+
+
+def start_daemon(t: Target) -> subprocess.Popen[bytes]:
+    """Start the daemon for ``t``, detached from the hook (its own session, no terminal)."""
+    import subprocess
+
+    home = private_dir(t.home_dir)
+    log = open(os.path.join(home, "hookd.log"), "ab")  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "deltamem.integrations.hookd", "--db", t.db, "--space",
+             t.space, *(["--embedder", t.embedder] if t.embedder else [])],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            close_fds=True)
+    finally:
+        log.close()
+
+
+def wait_for(t: Target, child: subprocess.Popen[bytes], request: dict[str, Any],
+             limit: float = START_WAIT) -> dict[str, Any] | None:
+    """Ask the daemon just started, as soon as it listens (None if it died or never did)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.path.exists(t.socket_path):
+            answer = ask(t, request)
+            if answer is not None:
+                return answer
+        if child.poll() is not None and not os.path.exists(t.socket_path):
+            return None  # it exited (another daemon won the lock, or it failed): see the log
+        time.sleep(0.05)
+    return None
+
+
+def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
+        embedder: str | None = None, budget_tokens: int | None = None,
+        scope: str | None = None) -> dict[str, Any]:
+    """Handle one hook call through the daemon; return the JSON to print ({} for nothing).
+
+    Raises:
+        RuntimeError: the daemon answered with an error (its message).
+        LookupError: no daemon could serve the call (the caller answers in process).
+    """
+    if event not in EVENTS:
+        raise ValueError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
+    t = target(db, space, embedder)
+    if event == "stop":
+        transcript = payload.get("transcript_path")
+        if transcript and not os.path.isfile(str(transcript)):
+            raise ValueError(f"cannot read transcript {transcript}: no such file")
+        spool_stop(t, payload, scope)
+        if ask(t, {"event": "drain"}, timeout=2.0) is None:
+            start_daemon(t)
+        return {}
+    request = {"event": event, "payload": payload, "budget_tokens": budget_tokens,
+               "scope": scope}
+    answer = ask(t, request)
+    if answer is None:
+        answer = wait_for(t, start_daemon(t), request)
+    if answer is None:
+        raise LookupError("no hook daemon")
+    if "error" in answer:
+        raise RuntimeError(str(answer["error"]))
+    output = answer.get("output")
+    return output if isinstance(output, dict) else {}
+
+
+def _options(argv: list[str]) -> tuple[str, dict[str, Any]]:
+    """The event and options; the plugin's plain command lines are read without argparse
+    (its import is a noticeable part of a hook's latency), anything else with it."""
+    fast = _plain_options(argv)
+    if fast is not None:
+        return fast
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="deltamem-hook", description=__doc__.split("\n")[0])
+    parser.add_argument("event", choices=EVENTS)
+    parser.add_argument("--db", default=os.environ.get("DELTAMEM_DB", "deltamem.db"))
+    parser.add_argument("--space", default=os.environ.get("DELTAMEM_SPACE", "default"))
+    parser.add_argument("--embedder", default=None)
+    parser.add_argument("--budget-tokens", type=int, default=None)
+    parser.add_argument("--scope", choices=("project", "user", "global"), default=None)
+    args = parser.parse_args(argv)
+    return args.event, {"db": args.db, "space": args.space, "embedder": args.embedder,
+                        "budget_tokens": args.budget_tokens, "scope": args.scope}
+
+
+FLAGS = {"--db": "db", "--space": "space", "--embedder": "embedder",
+         "--budget-tokens": "budget_tokens", "--scope": "scope"}
+
+
+def _plain_options(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
+    if not argv or argv[0] not in EVENTS or len(argv) % 2 == 0:
+        return None
+    options: dict[str, Any] = {"db": os.environ.get("DELTAMEM_DB", "deltamem.db"),
+                               "space": os.environ.get("DELTAMEM_SPACE", "default"),
+                               "embedder": None, "budget_tokens": None, "scope": None}
+    for flag, value in zip(argv[1::2], argv[2::2], strict=True):
+        if flag not in FLAGS or value.startswith("-"):
+            return None
+        options[FLAGS[flag]] = value
+    if options["budget_tokens"] is not None:
+        if not options["budget_tokens"].isdigit():
+            return None
+        options["budget_tokens"] = int(options["budget_tokens"])
+    return argv[0], options
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``deltamem-hook EVENT [--db ...]``: like ``deltamem hook``, without importing deltamem
+    unless the daemon is off or cannot start. Never exits 2 (that would block the agent)."""
+    event, options = _options(sys.argv[1:] if argv is None else argv)
+    try:
+        payload = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input must be a JSON object")
+        if not daemon_enabled():
+            raise LookupError("daemon off")
+        out = run(event, payload, **options)
+    except LookupError:
+        from deltamem.integrations.hookd import cold  # the slow path: import deltamem here
+
+        try:
+            out = cold(event, payload, **options)
+        except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
+            _fail(event, exc)
+    except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
+        _fail(event, exc)
+    if out:
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+
+
+def _fail(event: str, exc: BaseException) -> None:
+    message = f"error: deltamem hook {event}: {type(exc).__name__}: {exc}"
+    try:
+        from deltamem.errors import redacted
+
+        message = redacted(message)
+    except ImportError:  # pragma: no cover
+        message = f"error: deltamem hook {event}: {type(exc).__name__}"
+    sys.stderr.write(" ".join(message.split()) + "\n")
+    raise SystemExit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,182 @@
+"""Hooks that never block: ``stop`` spools the turn for the background learner and returns;
+the recall hooks answer from the warm daemon, which the first hook starts; a spooled turn is
+never lost (a daemon killed before learning it leaves it for the next one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from deltamem.errors import SpaceNotFound
+from deltamem.memory import DeltaMem
+from deltamem_hook import target
+from helpers import TEST_SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "transcripts"
+CWD = "/home/dev/shop"
+REQUEST = "the checkout test fails with a wrong total, fix it"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Any:
+    runtime = tmp_path / "run"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_RUNTIME_DIR": str(runtime),
+           "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_HOOK_IDLE": "60",
+           "DELTAMEM_TAU_TASK": str(TEST_SETTINGS.tau_task),
+           "DELTAMEM_TAU_ENV": str(TEST_SETTINGS.tau_env)}
+    db = tmp_path / ".deltamem" / "memory.db"
+    yield env, db
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        sock = target(str(db), "default", "hashing").socket
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    _stop_daemon(env, db, sock)
+
+
+def _stop_daemon(env: dict[str, str], db: Path, sock: Path) -> None:
+    answer = _hook(env, db, "ping") if sock.exists() else None
+    if answer is None:
+        return
+    pid = int(json.loads(answer.stdout or "{}").get("pid", 0) or 0)
+    if pid:
+        os.kill(pid, signal.SIGTERM)
+        for _ in range(200):
+            if not sock.exists():
+                break
+            time.sleep(0.05)
+
+
+def _hook(env: dict[str, str], db: Path, event: str, payload: dict[str, Any] | None = None,
+          *extra: str) -> subprocess.CompletedProcess[str]:
+    if event == "ping":  # ask the daemon directly
+        code = ("import json,sys; from deltamem_hook import target, ask; "
+                f"a = ask(target({str(db)!r}, 'default', 'hashing'), {{'event': 'ping'}}); "
+                "print(json.dumps((a or {}).get('output', {})))")
+        return subprocess.run([sys.executable, "-c", code], env=env, text=True,
+                              capture_output=True, timeout=60, check=False)
+    return subprocess.run([sys.executable, "-m", "deltamem_hook", event, "--db", str(db),
+                           *extra], input=json.dumps(payload or {}), env=env, text=True,
+                          capture_output=True, timeout=120, check=False)
+
+
+def _payload(event: str, transcript: str = "claude_code_success.jsonl", **more: Any) -> dict:
+    return {"session_id": "s-1", "cwd": CWD, "hook_event_name": event,
+            "transcript_path": str(FIXTURES / transcript), **more}
+
+
+def _episodes(db: Path) -> int:
+    try:
+        with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS, create=False) as mem:
+            return len(list(mem.store.episodes(mem.space)))
+    except SpaceNotFound:  # the daemon has not written yet
+        return 0
+
+
+def _wait(condition: Any, limit: float = 90.0) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_stop_spools_and_the_background_learner_learns(home):
+    env, db = home
+    done = _hook(env, db, "stop", _payload("Stop"))
+    assert done.returncode == 0 and done.stdout == "", done.stderr
+    spool = db.parent / ".deltamem-hooks" / "spool"
+    entries = [json.loads(p.read_text()) for p in spool.glob("*.json")] if spool.is_dir() else []
+    # The spool holds the transcript's path and size, never its contents.
+    for entry in entries:
+        assert set(entry) == {"transcript_path", "size", "cwd", "session_id", "scope", "queued_at"}
+    assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
+    assert _wait(lambda: not list(spool.glob("*.json")))
+    # The recall hook answers from the warm daemon with what was learned.
+    prompt = _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt=REQUEST),
+                   "--budget-tokens", "800")
+    assert prompt.returncode == 0, prompt.stderr
+    context = json.loads(prompt.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert "pytest -q tests/test_checkout.py" in context
+    assert json.loads(_hook(env, db, "ping").stdout)["pid"] > 0
+
+
+def test_a_turn_is_learned_as_it_was_when_it_ended(home, tmp_path):
+    env, db = home
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes((FIXTURES / "claude_code_success.jsonl").read_bytes())
+    done = _hook(env, db, "stop", _payload("Stop", transcript=str(transcript)))
+    assert done.returncode == 0, done.stderr
+    # The next turn is appended before the learner runs: the spooled turn is still this one.
+    with transcript.open("a") as handle:
+        handle.write(json.dumps({"type": "user", "cwd": CWD, "message": {
+            "role": "user", "content": "now write the release notes"}}) + "\n")
+    assert _wait(lambda: _episodes(db) == 1)
+    with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS, create=False) as mem:
+        [episode] = list(mem.store.episodes(mem.space))
+    assert episode.task == REQUEST
+
+
+def test_spooled_turns_survive_a_daemon_that_never_ran(home):
+    env, db = home
+    env = {**env, "DELTAMEM_HOOK_DAEMON": "1"}
+    t_env = dict(os.environ)
+    os.environ.update(env)
+    try:
+        from deltamem_hook import spool_stop
+
+        t = target(str(db), "default", "hashing")
+        db.parent.mkdir(parents=True, exist_ok=True)
+        for name in ("claude_code_success.jsonl", "claude_code_failure.jsonl"):
+            spool_stop(t, _payload("Stop", transcript=name))
+    finally:
+        os.environ.clear()
+        os.environ.update(t_env)
+    # A later hook (any event) starts the daemon, whose learner drains what was left.
+    prompt = _hook(env, db, "session-start", _payload("SessionStart"))
+    assert prompt.returncode == 0, prompt.stderr
+    assert _wait(lambda: _episodes(db) == 2)
+
+
+def test_a_missing_transcript_or_bad_input_is_one_line_and_exit_1(home):
+    env, db = home
+    missing = _hook(env, db, "stop", _payload("Stop", transcript="/nope.jsonl"))
+    assert missing.returncode == 1 and missing.stderr.startswith("error: deltamem hook stop")
+    assert "Traceback" not in missing.stderr
+    bad = subprocess.run([sys.executable, "-m", "deltamem_hook", "user-prompt", "--db", str(db)],
+                         input="not json", env=env, text=True, capture_output=True, timeout=60,
+                         check=False)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1
+
+
+def test_daemon_off_runs_in_process(home):
+    env, db = home
+    env = {**env, "DELTAMEM_HOOK_DAEMON": "0"}
+    done = _hook(env, db, "stop", _payload("Stop"))
+    assert done.returncode == 0, done.stderr
+    assert _episodes(db) == 1  # learned before the hook returned
+    assert not (Path(env["XDG_RUNTIME_DIR"]) / "x").exists()
+
+
+def test_the_plain_command_line_reads_like_argparse():
+    from deltamem_hook import _options
+
+    plain = ["user-prompt", "--budget-tokens", "800", "--db", "/m.db", "--space", "s",
+             "--scope", "project"]
+    assert _options(plain) == ("user-prompt", {"db": "/m.db", "space": "s", "embedder": None,
+                                               "budget_tokens": 800, "scope": "project"})
+    assert _options(["user-prompt", "--budget-tokens=800", "--db=/m.db", "--space=s",
+                     "--scope=project"]) == _options(plain)  # read by argparse

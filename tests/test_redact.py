@@ -1,0 +1,280 @@
+"""Secret redaction: realistic secrets never reach the database, its WAL, an export or a log;
+ordinary code and text pass untouched (deltamem.redact and the facade's choke point)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from deltamem import redact as R
+from deltamem.core.model import Episode, Skill, Step, Tree
+from deltamem.embed.hashing import HashingEmbedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+from helpers import TEST_SETTINGS
+
+# Fake secrets, shaped like the real formats (none of them is valid anywhere).
+STRIPE = "sk_live_51Hq8RkLmN0pQ2rS4tUvW6xYz8aBcDeFgH"
+AWS_ID = "AKIAQ3EGRTWX7YZK5M2P"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8x2kL9vT"
+GITHUB = "ghp_8fK2mQ9xR4tL7vN1pZ3sW6yB0cD5eH2jA4gU"
+GITLAB = "glpat-Xy7Kq2Lm9Np4Rs6Tv8Wz"
+SLACK = "xoxb-2048193847-5829384756-Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb"
+OPENAI = "sk-proj-Qm8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk"
+ANTHROPIC = "sk-ant-api03-Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk-AAAA"
+NPM = "npm_Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0"
+PYPI = "pypi-AgEIcHlwaS5vcmcCJGI4ZjQ3YzE2LWFhYjktNDk2Zi04ZDUyLTk0ZTc5ZWM5N2M4Mg"
+SENDGRID = "SG.Zq8Xk2Lm9Np4Rs6Tv8Wz1Y.b3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9J"
+TWILIO = "SK2f9c1e8b7a6d5c4b3a2f1e0d9c8b7a6d"
+GCP = "AIzaSyD8xK2mQ9xR4tL7vN1pZ3sW6yB0cD5eH2j"
+DB_PASS = "Tr0ub4dor&3xyzzy"
+WEBHOOK = "whsec_Mq2Lk9Zx7Wv4Tr6Np8Bd1Fh3Jg5"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkJvYiJ9."
+       "Qm8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4")
+K8S_TOKEN = "kX9mQ2vL8pR4tN6wZ1yB3cD5fG7hJ0kM2nP4qS6uV8xA"
+PEM_BODY = ("MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi8xOtM1H7kW2nQ9vL4pR8tZ6yB3cD5fG7hJ0kM2nP4"
+            "qS6uV8xAZq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz")
+PEM = (f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY[:64]}\n{PEM_BODY[64:]}\n"
+       "-----END RSA PRIVATE KEY-----")
+CLIENT_KEY_DATA = "LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFcEFJQkFBS0NBUUVBM1R6Mm1yN1Na"
+
+SECRETS = [STRIPE, AWS_ID, AWS_SECRET, GITHUB, GITLAB, SLACK, OPENAI, ANTHROPIC, NPM, PYPI,
+           SENDGRID, TWILIO, GCP, DB_PASS, WEBHOOK, JWT, K8S_TOKEN, PEM_BODY[:40],
+           CLIENT_KEY_DATA, "hunter2-is-my-pw"]
+
+DOTENV = f"""$ cat .env
+DATABASE_URL=postgres://shop:{DB_PASS}@db.internal:5432/shop
+STRIPE_SECRET_KEY={STRIPE}
+STRIPE_WEBHOOK_SECRET={WEBHOOK}
+export GITHUB_TOKEN={GITHUB}
+SLACK_BOT_TOKEN="{SLACK}"
+OPENAI_API_KEY='{OPENAI}'
+NODE_ENV=production
+PORT=8080
+"""
+
+ENV_OUTPUT = f"""$ env
+PATH=/usr/local/bin:/usr/bin:/bin
+HOME=/home/bob
+AWS_ACCESS_KEY_ID={AWS_ID}
+AWS_SECRET_ACCESS_KEY={AWS_SECRET}
+ANTHROPIC_API_KEY={ANTHROPIC}
+NPM_TOKEN={NPM}
+TWINE_PASSWORD={PYPI}
+SENDGRID_API_KEY={SENDGRID}
+TWILIO_API_KEY={TWILIO}
+GOOGLE_API_KEY={GCP}
+GITLAB_TOKEN={GITLAB}
+PGPASSWORD=hunter2-is-my-pw
+"""
+
+KUBECONFIG = f"""$ cat ~/.kube/config
+apiVersion: v1
+clusters:
+- cluster:
+    server: https://10.0.0.1:6443
+  name: prod
+users:
+- name: deployer
+  user:
+    token: {K8S_TOKEN}
+    client-key-data: {CLIENT_KEY_DATA}
+"""
+
+SAMPLES = [
+    ("cat .env", DOTENV),
+    ("env", ENV_OUTPUT),
+    ("kubeconfig", KUBECONFIG),
+    ("dsn", f"sqlalchemy.exc.OperationalError: connection to "
+            f"postgresql://admin:{DB_PASS}@10.1.2.3/prod failed"),
+    ("jwt", f'curl -H "Authorization: Bearer {JWT}" https://api.example.com/me'),
+    ("pem", f"$ cat deploy_key\n{PEM}\n$ ssh-add deploy_key"),
+    ("json", f'{{"apiKey": "{OPENAI}", "region": "eu-west-1", "retries": 3}}'),
+]
+
+# Ordinary text that must pass untouched.
+KEEP = [
+    "commit 3f2a9c1e8b7d6a5f4e3d2c1b0a9f8e7d6c5b4a39 (HEAD -> main)",
+    "git checkout 3f2a9c1",
+    "cached at /home/bob/.cache/uv/archive-v0/0c8e2a4f-7d3b-4a1e-9f6c-2b5d8e1a7c3f/lib",
+    "request id 123e4567-e89b-12d3-a456-426614174000 failed",
+    "sha256:9b2c1e8f7a6d5c4b3a2f1e0d9c8b7a6d5c4b3a2f1e0d9c8b7a6d5c4b3a2f1e0d",
+    'FIXTURE = "SGVsbG8sIHRoaXMgaXMgYSB0ZXN0IGZpeHR1cmUgZm9yIHRoZSBwYXJzZXI="',
+    "def test_checkout_applies_discount_once(cart): assert total(cart) == 90",
+    "TestCheckoutDiscountAppliedTwiceRegression2 FAILED",
+    "src/deltamem/integrations/claude_code.py:245: in run_hook",
+    "node_modules/@typescript-eslint/eslint-plugin/dist/rules/no-unused-vars.js",
+    "password = os.environ['DB_PASSWORD']",
+    'api_key: str | None = None',
+    "token = tokens[0]",
+    "export DB_PASSWORD=${DB_PASSWORD}",
+    "sorted(rows, key=lambda r: r.id)",
+    "id = Column(Integer, primary_key=True)",
+    "if password == confirm: save()",
+    "Set STRIPE_SECRET_KEY in .env (see README)",
+    "pip install deltamem==0.9.1 pyyaml>=6.0",
+    "ERROR tests/test_checkout.py::test_discount - AssertionError: assert 100 == 90",
+    "kubectl apply -f k8s/deployment.yaml --namespace prod",
+    "postgres://localhost:5432/shop",
+    "https://github.com/openai/openai-python/blob/main/README.md",
+    "Compiled 42 modules in 3.2s; bundle index-4f9a2c1b.js 128 KiB",
+    '"integrity": "sha512-Zq8Xk2Lm9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm'
+    '2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9J=="',
+    "Caused by: org.springframework.beans.factory.BeanCreationException: UserRepoImpl2",
+    "docker pull ghcr.io/acme/api@sha256:9b2c1e8f7a6d5c4b3a2f1e0d9c8b7a6d5c4b3a2f1e0d9c8b7a",
+]
+
+
+@pytest.mark.parametrize(("name", "text"), SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_secret_samples_are_redacted(name, text):
+    out = R.redact(text)
+    for secret in SECRETS:
+        assert secret not in out, (name, secret, out)
+    assert "[REDACTED:" in out
+
+
+def test_secret_pieces_are_redacted():
+    out = R.redact("\n".join(text for _, text in SAMPLES))
+    for secret in SECRETS:
+        for i in range(0, len(secret) - 12):
+            assert secret[i:i + 12] not in out, secret
+
+
+@pytest.mark.parametrize("text", KEEP)
+def test_ordinary_text_is_kept(text):
+    assert R.redact(text) == text
+
+
+def test_context_around_a_secret_is_kept():
+    out = R.redact(DOTENV)
+    assert "NODE_ENV=production" in out and "PORT=8080" in out
+    assert "STRIPE_SECRET_KEY=[REDACTED:" in out
+    assert "postgres://shop:[REDACTED:password]@db.internal:5432/shop" in out
+
+
+def test_private_spans_are_dropped():
+    text = "deploy with <private>my home address is 1 Elm St</private> the usual script"
+    assert R.redact(text) == "deploy with  the usual script"
+    assert R.redact("a <PRIVATE>never closed\nsecret") == "a "
+
+
+def test_redaction_is_idempotent():
+    for _, text in SAMPLES:
+        once = R.redact(text)
+        assert R.redact(once) == once
+
+
+def test_configured_secret_and_its_escaped_pieces():
+    key = "sk-FAKE4089920bb6fa57a060d732fed5f5d2a1d4ad26c9"
+    R.register_secret(key + "\n")
+    echoed = 'answer: "sk\\u002dFAKE4089920bb6fa57a060d732fed5f5d2a1d4ad26c9"'
+    out = R.redact_configured(echoed)
+    assert "4089920bb6fa57a060d732fed" not in out
+    assert key not in R.redact(f"Illegal header value b'Bearer {key}\\n'")
+
+
+def _episode(text: str) -> Episode:
+    return Episode(task=f"fix the webhook ({text[:40]})", env="software project shop at /src/shop",
+                   steps=(Step("Bash: cat .env", text), Step(f"echo {STRIPE}", "ok",
+                                                              thought=f"key {GITHUB}")),
+                   success=True, meta={"note": f"token {SLACK}", "nested": [{"pw": DB_PASS}]})
+
+
+def _leaks(blob: bytes) -> list[str]:
+    return [s for s in SECRETS if s.encode() in blob]
+
+
+def test_no_secret_reaches_the_database_wal_export_or_log(tmp_path, caplog):
+    db = tmp_path / "mem.db"
+    caplog.set_level(logging.DEBUG)
+    mem = DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS)
+    try:
+        for _, text in SAMPLES:
+            mem.learn(_episode(text))
+        mem.learn_many([_episode(text) for _, text in SAMPLES[:3]])
+        mem.add_roots([(Tree.TASK, f"rotate {AWS_ID}", Skill(f"when {GITHUB} leaks",
+                                                              (f"revoke {STRIPE}",)),
+                        {"source": JWT})])
+        wal = Path(str(db) + "-wal")
+        blobs = {"db": db.read_bytes(), "wal": wal.read_bytes() if wal.exists() else b""}
+        export = tmp_path / "out.jsonl"
+        mem.export(export)
+        blobs["export"] = export.read_bytes()
+        recalled = mem.recall("fix the webhook", "software project shop at /src/shop")
+        blobs["context"] = recalled.context.encode()
+    finally:
+        mem.close()
+    blobs["db-closed"] = db.read_bytes()
+    blobs["log"] = caplog.text.encode()
+    assert b"[REDACTED:" in blobs["export"]
+    for name, blob in blobs.items():
+        assert _leaks(blob) == [], name
+
+
+def test_import_is_redacted(tmp_path):
+    raw = DeltaMem(SQLiteStore(tmp_path / "raw.db"), HashingEmbedder(), TraceExtractor(),
+                   settings=TEST_SETTINGS.with_(redact=False))
+    with raw:
+        raw.learn(_episode(DOTENV))
+        raw.learn(_episode(DOTENV + "\nretry\n"))
+        raw.export(tmp_path / "raw.jsonl")
+    assert _leaks((tmp_path / "raw.jsonl").read_bytes())
+    db = tmp_path / "clean.db"
+    with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as clean:
+        clean.import_(tmp_path / "raw.jsonl")
+        assert clean.check() == []
+        clean.export(tmp_path / "clean.jsonl")
+    assert _leaks((tmp_path / "clean.jsonl").read_bytes()) == []
+    assert _leaks(db.read_bytes()) == []
+
+
+def test_scrub_removes_every_byte_of_old_secrets(tmp_path):
+    db = tmp_path / "old.db"
+    old = DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(),
+                   settings=TEST_SETTINGS.with_(redact=False))
+    with old:  # a database written before redaction existed
+        for _, text in SAMPLES:
+            old.learn(_episode(text))
+        old.learn(_episode(DOTENV + "\nagain\n"))
+        before = old.stats()
+    assert _leaks(db.read_bytes()) or _leaks(Path(str(db) + "-wal").read_bytes())
+    with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        counts = mem.scrub(every_space=True)
+        assert counts["nodes"] > 0 and counts["episodes"] == len(SAMPLES) + 1
+        assert mem.check() == []
+        assert mem.stats()["episodes"] == before["episodes"]
+        assert mem.scrub()["nodes"] == 0  # nothing left to redact
+        files = [db, Path(str(db) + "-wal")]
+        blob = b"".join(f.read_bytes() for f in files if f.exists())
+        recalled = mem.recall(_episode(DOTENV).task, "software project shop at /src/shop")
+        assert recalled.task.matched
+    assert _leaks(blob) == []
+    assert _leaks(db.read_bytes()) == []
+
+
+def test_cli_scrub_mirrors_the_library(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    db = tmp_path / "old.db"
+    for space in ("a", "b"):
+        with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(), space=space,
+                      settings=TEST_SETTINGS.with_(redact=False)) as old:
+            old.learn(_episode(ENV_OUTPUT))
+    env = {**os.environ, "DELTAMEM_EMBEDDER": "hashing"}
+    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db", str(db),
+                           "--json"], capture_output=True, text=True, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"nodes": 4, "episodes": 2, "spaces": 2}
+    assert _leaks(db.read_bytes()) == []
+    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db",
+                           str(tmp_path / "missing.db")], capture_output=True, text=True,
+                          env=env, check=False)
+    assert proc.returncode == 4 and proc.stderr.startswith("error: ")

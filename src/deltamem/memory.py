@@ -260,9 +260,14 @@ class DeltaMem:
         outcome on the nodes it handed the agent (``LearnResult.recalled``): a skill followed
         in more failed episodes than successful ones is then scored like a failure
         (``core.tree.discredited``). Without it, learning recalls afresh and counts the outcome
-        only on the nodes the episode is placed on. Placement itself is
-        decided inside the write transaction, against the memory as it is then, so concurrent
-        writers never place against a stale tree.
+        only on the nodes the episode is placed on.
+
+        Extraction (a model call, with an LLM extractor) and placement run before the write
+        lock is taken; inside it the candidates are scanned again and the placement is kept
+        only if they are unchanged (else it is redone), so concurrent writers never place
+        against a stale tree and the lock is held briefly (diffs have a bounded cost, see
+        ``core.delta``). Consolidation runs after the episode is stored: if it fails (the model
+        is down), the result lists the chains in ``deferred`` and the learn still succeeds.
         """
         started = time.perf_counter()
         check_episode(episode)
@@ -320,7 +325,6 @@ class DeltaMem:
                                              episode, episode_id, plans[tree])
                 for tree in TREES
             }
-            assert recall is not None or not shown
             recalled = self.writer.count_recalled(recall, writes, episode.success) \
                 if shown and recall is not None else []
             self.store.add_episode(self.space, EpisodeRecord(

@@ -303,20 +303,20 @@ class DeltaMem:
         """Read and extract outside the write block, then place and write inside it."""
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
                                                                            episode.env)
-        scanned: dict[Tree, list[Candidate] | None] = {Tree.TASK: None, Tree.ENV: None}
+        reads: dict[Tree, TreeRead | None] = {Tree.TASK: None, Tree.ENV: None}
         if recall is None or not shown:
-            reads = self._read(episode.task, episode.env, self.settings.top_k, usage)
-            seen = {tree: read.recall for tree, read in reads.items()}
-            scanned = {tree: read.scanned for tree, read in reads.items()}
+            reads = {**self._read(episode.task, episode.env, self.settings.top_k, usage)}
+            seen = {tree: read.recall for tree, read in reads.items() if read is not None}
         else:
             seen = {Tree.TASK: recall.task, Tree.ENV: recall.env}
         keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
         queries = {tree: seen[tree].query for tree in TREES}
-        extractions = {tree: self.writer.extract(episode, seen[tree], usage) for tree in TREES}
+        extractions = {tree: self.writer.extract(episode, seen[tree], usage, reads[tree])
+                       for tree in TREES}
         batch = self._batch.get()  # inside learn_many's block everything is placed in it
         plans = {tree: None if batch else self.writer.plan(
-            tree, keys[tree], queries[tree], extractions[tree].experience, scanned[tree])
-            for tree in TREES}
+            tree, keys[tree], queries[tree], extractions[tree].experience,
+            _scanned(reads[tree])) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
         steps = episode_to_dict(episode)["steps"]
         with self._writing():
@@ -545,3 +545,7 @@ def check_space(space: str) -> str:
             "starting with a letter or digit"
         )
     return space
+
+
+def _scanned(read: TreeRead | None) -> list[Candidate] | None:
+    return None if read is None else read.scanned

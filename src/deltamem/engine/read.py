@@ -17,6 +17,7 @@ from deltamem.config import Settings
 from deltamem.core import ranking
 from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate
+from deltamem.core.scoring import accepts
 from deltamem.core.tree import compose_chain
 from deltamem.results import ChainLink, TreeRecall, cosine
 from deltamem.store.base import Store, Vector
@@ -68,7 +69,7 @@ class Reader:
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
-        if result.best is None or result.best.score < threshold:
+        if result.best is None or not accepts(result.best.score, threshold):
             return read
         result.chain = self.store.chain(self.space, result.best.id)
         if not result.chain:  # deleted by another writer since the scan: nothing matched

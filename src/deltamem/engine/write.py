@@ -18,6 +18,7 @@ worst one bounded placement, and the row writes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,7 @@ import numpy as np
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import POOL, Candidate, trace_signature
+from deltamem.core.scoring import accepts
 from deltamem.core.tree import (
     Action,
     Placement,
@@ -61,6 +63,8 @@ class Writer:
         self.extractor = extractor
         self.reader = reader
         self.dim = dim
+        # The placement rule (core.tree.choose_placement); an experiment may swap it.
+        self.placer: Callable[..., tuple[Placement, int | None]] = choose_placement
 
     # -- outside the lock -------------------------------------------------------------------
     def extract(self, episode: Episode, recall: TreeRecall, usage: Usage,
@@ -102,11 +106,10 @@ class Writer:
         threshold = self.settings.threshold(tree.value)
         if tree is Tree.ENV:
             found, _ = self.reader.same_scene(key, found)
-        ids = [c.id for c in found if c.score >= threshold]
+        ids = [c.id for c in found if accepts(c.score, threshold)]
         fetched = self.store.chains(self.space, ids)
         chains = [fetched[i] for i in ids if i in fetched]
-        placement, index = choose_placement(experience, chains,
-                                            max_depth=self.settings.max_depth)
+        placement, index = self.placer(experience, chains, max_depth=self.settings.max_depth)
         return (chains[index] if index is not None else []), placement
 
     # -- inside the lock --------------------------------------------------------------------

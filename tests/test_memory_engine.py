@@ -71,6 +71,23 @@ def test_extraction_runs_outside_the_write_block(tmp_path):
     assert probe.in_block == [False] * 4
 
 
+def test_placement_is_planned_outside_the_write_block(tmp_path):
+    """The diffs against the candidate chains run before the lock is taken."""
+    store = SQLiteStore(tmp_path / "d.db")
+    in_block: list[bool] = []
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
+        plan = mem.writer.plan
+
+        def probe(*args, **kwargs):  # type: ignore[no-untyped-def]
+            in_block.append(store._block() is not None)
+            return plan(*args, **kwargs)
+
+        mem.writer.plan = probe  # type: ignore[method-assign]
+        mem.learn(make_episode())
+        assert mem.learn(make_episode(actions=LONGER)).task.action.value == "delta"
+    assert in_block == [False] * 4
+
+
 def test_learn_renders_no_context(tmp_path, monkeypatch):
     """Learning reads the trees for the extractor but renders no prompt context."""
     def no_rendering(*args: object, **kwargs: object) -> str:

@@ -13,7 +13,9 @@ The tests talk to the store only through the :class:`~deltamem.store.base.Store`
 compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`. Every behaviour
 in which two backends once differed is pinned here: vector widths and values, text a backend
 could not hold, writes to another space inside a block, nested blocks, parent cycles in damaged
-data, several handles on one database, and the audit log.
+data, several handles on one database, and the audit log. Beyond those pinned cases, every
+backend's reads are diffed against the in-memory reference store (``deltamem.store.memory``)
+on random forests. The suite needs ``pytest`` and ``hypothesis`` (the ``dev`` extra).
 """
 
 from __future__ import annotations

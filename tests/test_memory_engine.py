@@ -71,6 +71,23 @@ def test_extraction_runs_outside_the_write_block(tmp_path):
     assert probe.in_block == [False] * 4
 
 
+def test_placement_is_planned_outside_the_write_block(tmp_path):
+    """The diffs against the candidate chains run before the lock is taken."""
+    store = SQLiteStore(tmp_path / "d.db")
+    in_block: list[bool] = []
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
+        plan = mem.writer.plan
+
+        def probe(*args, **kwargs):  # type: ignore[no-untyped-def]
+            in_block.append(store._block() is not None)
+            return plan(*args, **kwargs)
+
+        mem.writer.plan = probe  # type: ignore[method-assign]
+        mem.learn(make_episode())
+        assert mem.learn(make_episode(actions=LONGER)).task.action.value == "delta"
+    assert in_block == [False] * 4
+
+
 def test_learn_renders_no_context(tmp_path, monkeypatch):
     """Learning reads the trees for the extractor but renders no prompt context."""
     def no_rendering(*args: object, **kwargs: object) -> str:
@@ -105,3 +122,39 @@ def test_a_plan_made_outside_the_lock_is_redone_when_the_memory_changed(tmp_path
                                           reads[Tree.TASK].recall.query, extraction, episode,
                                           "ep-x", stale)
         assert write.action.value == "root" and write.parent is None
+
+
+class CountingStore(SQLiteStore):
+    """A test double over a real SQLite store that counts the store calls made."""
+
+    CALLS = ("get_node", "get_nodes", "chain", "chains", "scan", "vectors", "children")
+
+    def __init__(self, path):  # type: ignore[no-untyped-def]
+        super().__init__(path)
+        self.calls: dict[str, int] = dict.fromkeys(self.CALLS, 0)
+
+    def __getattribute__(self, name: str):  # type: ignore[no-untyped-def]
+        if name in CountingStore.CALLS:
+            calls = object.__getattribute__(self, "calls")
+            calls[name] += 1
+        return object.__getattribute__(self, name)
+
+
+def _recall_calls(tmp_path, episodes: int) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    store = CountingStore(tmp_path / f"c{episodes}.db")
+    scene = "You are in the kitchen. To the north you see the hallway."
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
+        for i in range(episodes):
+            mem.learn(make_episode(actions=(f"take mug {i}", "clean mug"), env=scene))
+        store.calls = dict.fromkeys(CountingStore.CALLS, 0)
+        recall = mem.recall("heat the apple", scene)
+        assert recall.task.matched and recall.env.matched
+    return store.calls
+
+
+def test_a_recall_makes_a_bounded_number_of_store_calls(tmp_path):
+    """Ranking fetches candidates in batches: no call per candidate, however many tie."""
+    few, many = _recall_calls(tmp_path, 3), _recall_calls(tmp_path, 40)
+    assert many["get_node"] == 0
+    assert many == few
+    assert sum(many.values()) <= 10

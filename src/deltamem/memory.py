@@ -290,9 +290,14 @@ class DeltaMem:
         outcome on the nodes it handed the agent (``LearnResult.recalled``): a skill followed
         in more failed episodes than successful ones is then scored like a failure
         (``core.tree.discredited``). Without it, learning recalls afresh and counts the outcome
-        only on the nodes the episode is placed on. Placement itself is
-        decided inside the write transaction, against the memory as it is then, so concurrent
-        writers never place against a stale tree.
+        only on the nodes the episode is placed on.
+
+        Extraction (a model call, with an LLM extractor) and placement run before the write
+        lock is taken; inside it the candidates are scanned again and the placement is kept
+        only if they are unchanged (else it is redone), so concurrent writers never place
+        against a stale tree and the lock is held briefly (diffs have a bounded cost, see
+        ``core.delta``). Consolidation runs after the episode is stored: if it fails (the model
+        is down), the result lists the chains in ``deferred`` and the learn still succeeds.
         """
         started = time.perf_counter()
         check_episode(episode)
@@ -330,20 +335,20 @@ class DeltaMem:
         """Read and extract outside the write block, then place and write inside it."""
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
                                                                            episode.env)
-        scanned: dict[Tree, list[Candidate] | None] = {Tree.TASK: None, Tree.ENV: None}
+        reads: dict[Tree, TreeRead | None] = {Tree.TASK: None, Tree.ENV: None}
         if recall is None or not shown:
-            reads = self._read(episode.task, episode.env, self.settings.top_k, usage)
-            seen = {tree: read.recall for tree, read in reads.items()}
-            scanned = {tree: read.scanned for tree, read in reads.items()}
+            reads = {**self._read(episode.task, episode.env, self.settings.top_k, usage)}
+            seen = {tree: read.recall for tree, read in reads.items() if read is not None}
         else:
             seen = {Tree.TASK: recall.task, Tree.ENV: recall.env}
         keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
         queries = {tree: seen[tree].query for tree in TREES}
-        extractions = {tree: self.writer.extract(episode, seen[tree], usage) for tree in TREES}
+        extractions = {tree: self.writer.extract(episode, seen[tree], usage, reads[tree])
+                       for tree in TREES}
         batch = self._batch.get()  # inside learn_many's block everything is placed in it
         plans = {tree: None if batch else self.writer.plan(
-            tree, keys[tree], queries[tree], extractions[tree].experience, scanned[tree])
-            for tree in TREES}
+            tree, keys[tree], queries[tree], extractions[tree].experience,
+            _scanned(reads[tree])) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
         steps = episode_to_dict(episode)["steps"]
         with self._writing():
@@ -352,7 +357,6 @@ class DeltaMem:
                                              episode, episode_id, plans[tree])
                 for tree in TREES
             }
-            assert recall is not None or not shown
             recalled = self.writer.count_recalled(recall, writes, episode.success) \
                 if shown and recall is not None else []
             self.store.add_episode(self.space, EpisodeRecord(
@@ -637,3 +641,7 @@ def check_space(space: str) -> str:
             "starting with a letter or digit"
         )
     return space
+
+
+def _scanned(read: TreeRead | None) -> list[Candidate] | None:
+    return None if read is None else read.scanned

@@ -33,6 +33,7 @@ class TreeRead:
     recall: TreeRecall
     scanned: list[Candidate] | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
+    ranked: list[Candidate] | None = None  # the task tree's ranking, before the top k
 
 
 class Reader:
@@ -62,6 +63,7 @@ class Reader:
             ranked, read.nodes = self.same_scene(key, found, limit=max(k, 1))
         else:
             ranked, read.nodes, read.scanned = self.task_ranked(query, max(k, 1))
+            read.ranked = ranked
             ties = ranking.best_ties(ranked)
             read.nodes = self.nodes_of(ties, read.nodes)
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
@@ -130,12 +132,20 @@ class Reader:
         missing = [c.id for c in candidates if c.id not in have]
         return {**have, **self.store.get_nodes(self.space, missing)} if missing else have
 
-    def same_trace(self, recall: TreeRecall, signature: str) -> Node | None:
-        """A node written by an identical trajectory, among the exact ties of the best match."""
+    def same_trace(self, recall: TreeRecall, signature: str,
+                   read: TreeRead | None = None) -> Node | None:
+        """A node written by an identical trajectory, among the exact ties of the best match
+        (in the task tree's ranking; in the environment tree's scan). ``read``: the read that
+        produced ``recall``, whose ranking or scan saves scanning again."""
         if recall.query is None or recall.best is None:
             return None
         if recall.tree is Tree.TASK:
-            found, nodes, _ = self.task_ranked(recall.query, 1)
+            if read is not None and read.ranked is not None:
+                found, nodes = read.ranked, read.nodes
+            else:
+                found, nodes, _ = self.task_ranked(recall.query, 1)
+        elif read is not None and read.scanned is not None:
+            found, nodes = read.scanned, read.nodes
         else:
             found, nodes = self.scan(recall.tree, recall.query, POOL), {}
         ties = [c for c in ranking.best_ties(found) if c.score == recall.best.score]

@@ -18,6 +18,7 @@ worst one bounded placement, and the row writes.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ from deltamem.core.tree import (
     growth_chain,
 )
 from deltamem.engine.consolidate import new_node_id
-from deltamem.engine.read import Reader
+from deltamem.engine.read import Reader, TreeRead
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.results import Recall, TreeRecall, TreeWrite
 from deltamem.scenes.base import Scene
@@ -68,13 +69,15 @@ class Writer:
         self.placer: Placer = choose_placement  # the placement rule (an experiment may swap it)
 
     # -- outside the lock -------------------------------------------------------------------
-    def extract(self, episode: Episode, recall: TreeRecall, usage: Usage) -> Extraction:
-        """What ``episode`` teaches ``recall.tree``, shown the chain it matched.
+    def extract(self, episode: Episode, recall: TreeRecall, usage: Usage,
+                read: TreeRead | None = None) -> Extraction:
+        """What ``episode`` teaches ``recall.tree``, shown the chain it matched (``read``: the
+        read behind ``recall``, when learning made it).
 
         With a model, an episode whose trajectory already wrote one of the best ties reuses that
         node's experience (an exact dedup) instead of calling the model again."""
         if self.extractor.uses_llm and recall.matched:
-            twin = self.reader.same_trace(recall, trace_signature(episode, recall.tree))
+            twin = self.reader.same_trace(recall, trace_signature(episode, recall.tree), read)
             chain = self.store.chain(self.space, twin.id) if twin is not None else []
             if chain:
                 usage.llm_calls_saved += 1

@@ -10,10 +10,11 @@ import re
 
 from deltamem.errors import ConfigError
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Store
+from deltamem.store.memory import InMemoryStore
 from deltamem.store.sqlite import SQLiteStore
 
-__all__ = ["Candidate", "EpisodeRecord", "SQLiteStore", "SpaceInfo", "Store", "open_store",
-           "sqlite_path"]
+__all__ = ["Candidate", "EpisodeRecord", "InMemoryStore", "SQLiteStore", "SpaceInfo", "Store",
+           "open_store", "sqlite_path"]
 
 
 def open_store(url: str, *, create: bool = True) -> Store:

@@ -13,11 +13,14 @@ The tests talk to the store only through the :class:`~deltamem.store.base.Store`
 compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`. Every behaviour
 in which two backends once differed is pinned here: vector widths and values, text a backend
 could not hold, writes to another space inside a block, nested blocks, parent cycles in damaged
-data, several handles on one database, and the audit log.
+data, several handles on one database, and the audit log. Beyond those pinned cases, every
+backend's reads are diffed against the in-memory reference store (``deltamem.store.memory``)
+on random forests. The suite needs ``pytest`` and ``hypothesis`` (the ``dev`` extra).
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -25,16 +28,48 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from deltamem.core.delta import diff
 from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.core.scoring import top_k
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.store.base import EpisodeRecord, Store
+from deltamem.store.memory import InMemoryStore
 from deltamem.transfer import export_records, import_records
 
 DIM = 8
 SPACE = "conformance"
+_SPACES = itertools.count()  # a fresh space per generated example (the store fixture is shared)
+
+# A random forest: per node, its parent (an earlier node, or none: a root), outcome and vector
+# seed (few seeds, so exact ties are common); then a node whose subtree is deleted, or none.
+_forests = st.tuples(
+    st.lists(st.tuples(st.integers(-1, 30), st.booleans(), st.integers(0, 5),
+                       st.sampled_from([Tree.TASK, Tree.ENV])), min_size=1, max_size=24),
+    st.integers(-1, 23),
+    st.lists(st.tuples(st.integers(0, 8), st.sampled_from([0.0, 0.05, 1.0]),
+                       st.integers(1, 6)), min_size=1, max_size=4),
+)
+
+
+def _forest(spec: list[tuple[int, bool, int, Tree]]) -> list[tuple[Node, Any]]:
+    """Nodes (parents first) and their vectors for a generated forest."""
+    out: list[tuple[Node, Any]] = []
+    for i, (parent_at, failed, seed, tree) in enumerate(spec):
+        outcome = Outcome.FAILURE if failed else Outcome.SUCCESS
+        parent = out[parent_at][0] if 0 <= parent_at < i else None
+        if parent is None:
+            content = Skill(f"s{i}") if tree is Tree.TASK else Knowledge(f"k{i}")
+            node = Node(f"n{i}", tree, NodeKind.ROOT, outcome, f"key {seed}", content=content,
+                        created_at=float(i))
+        else:
+            node = Node(f"n{i}", parent.tree, NodeKind.DELTA, outcome, f"key {seed}",
+                        parent_id=parent.id, depth=parent.depth + 1, patch=(),
+                        created_at=float(i))
+        out.append((node, vec(1000 + seed)))
+    return out
 
 
 def vec(seed: int, dim: int = DIM) -> Any:
@@ -573,3 +608,48 @@ class StoreConformance:
         ids = {n.id for n in left}
         assert [n.id for n in left if n.parent_id and n.parent_id not in ids] == []  # no orphan
         assert ids == set() and root["id"] == "r"  # the import went first, the delete took both
+
+    # Each example writes its own space and a fresh reference store, so the shared fixture and
+    # the subclasses running this one method (one per backend) are safe.
+    @settings(max_examples=25, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                     HealthCheck.differing_executors])
+    @given(forest=_forests)
+    def test_answers_equal_the_reference_store_on_random_trees(
+            self, store: Store, forest: tuple[Any, int, Any]) -> None:
+        """On random forests (ties, failures, depths, a deleted subtree), every read answers
+        what the in-memory reference store (``deltamem.store.memory``) answers."""
+        spec, deleted_at, queries = forest
+        space = f"diff-{next(_SPACES)}"
+        reference = InMemoryStore()
+        nodes = _forest(spec)
+        for s in (store, reference):
+            s.ensure_space(space, "test-embedder", DIM)
+            with s.write(space):
+                for node, vector in nodes[: len(nodes) // 2]:
+                    s.add_node(space, node, vector)
+            with s.write(space):
+                for node, vector in nodes[len(nodes) // 2:]:
+                    s.add_node(space, node, vector)
+                s.bump(space, nodes[0][0].id, hits=1, failures=1)
+            if 0 <= deleted_at < len(nodes):
+                with s.write(space):
+                    s.delete_subtree(space, nodes[deleted_at][0].id)
+        ids = [n.id for n, _ in nodes] + ["missing"]
+        for tree in (Tree.TASK, Tree.ENV):
+            assert [n.id for n in store.nodes(space, tree)] == \
+                [n.id for n in reference.nodes(space, tree)]
+            for seed, penalty, k in queries:
+                got = store.scan(space, tree, vec(1000 + seed), penalty=penalty, k=k)
+                want = reference.scan(space, tree, vec(1000 + seed), penalty=penalty, k=k)
+                assert [(c.id, c.failure, c.depth) for c in got] == \
+                    [(c.id, c.failure, c.depth) for c in want]
+                assert [c.score for c in got] == pytest.approx([c.score for c in want],
+                                                               abs=1e-6)
+        assert store.get_nodes(space, ids) == reference.get_nodes(space, ids)
+        assert store.chains(space, ids) == reference.chains(space, ids)
+        for node_id in ids:
+            assert store.chain(space, node_id) == reference.chain(space, node_id)
+            assert [n.id for n in store.children(space, node_id)] == \
+                [n.id for n in reference.children(space, node_id)]
+        store.forget_space(space)

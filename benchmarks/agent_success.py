@@ -33,6 +33,7 @@ Usage:
     .venv/bin/python benchmarks/agent_success.py --registration \
         results/heldout-1/registration.json --out runs/heldout-1
     .venv/bin/python benchmarks/rederive.py results/heldout-1
+    .venv/bin/python benchmarks/agent_success.py --suite heldout --eval-split dev --out runs/dev
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite --only alfworld-warm
@@ -138,8 +139,8 @@ DOCUMENTED: dict[str, list[dict[str, Any]]] = {
 
 
 def run_suite(name: str, out: Path, console: Console, only: list[str] | None = None, *,
-              seed: int = 0, fresh: bool = False,
-              registry: Path | None = None) -> list[dict[str, Any]]:
+              seed: int = 0, fresh: bool = False, registry: Path | None = None,
+              eval_split: str | None = None) -> list[dict[str, Any]]:
     """Run (or resume) every entry of suite ``name`` (or the ``only`` ones) on the episode
     stream of ``seed`` (``fresh``: only episodes ``registry`` does not hold); return one
     summary per entry."""
@@ -151,6 +152,8 @@ def run_suite(name: str, out: Path, console: Console, only: list[str] | None = N
                    **{k: v for k, v in entry.items() if k != "name"}}
         started = time.perf_counter()
         console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
+        if eval_split:
+            options["eval_split"] = eval_split
         summary = run_bench_command(out=out / entry["name"], console=console, seed=seed,
                                     fresh=fresh, registry=registry, **options)
         summary["name"] = entry["name"]
@@ -210,6 +213,8 @@ def main() -> None:
                         help="evaluate only episodes no registered run has evaluated")
     parser.add_argument("--registry", type=Path, default=Path("results/registry.jsonl"),
                         help="the registry of evaluated episodes (default: %(default)s)")
+    parser.add_argument("--eval-split", choices=("dev",),
+                        help="evaluate on the dev split (to tune and check rules; never test)")
     parser.add_argument("--registration", type=Path,
                         help="play this registration's entries (benchmarks/register.py); "
                         "--suite, --seed and --fresh then come from it")
@@ -231,7 +236,8 @@ def main() -> None:
             results = run_registered(args.registration, args.out, console, only)
         else:
             results = run_suite(args.suite, args.out, console, only, seed=args.seed,
-                                fresh=args.fresh, registry=args.registry)
+                                fresh=args.fresh, registry=args.registry,
+                                eval_split=args.eval_split)
     except DeltaMemError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from exc

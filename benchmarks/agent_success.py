@@ -25,7 +25,9 @@ Suites:
              long context). AWM and ReasoningBank, which call the model to write, only in full.
 
 ``full`` and ``quick`` are the suites docs/results.md reports (their seed-0 test streams are in
-the registry; ScienceWorld with the focus rule of those runs). ``--seed`` draws other streams;
+the registry; ScienceWorld keeps the focus rule of those runs). They no longer replay those
+numbers exactly: Synapse's key, the plan's reading of workflow variables and of the cut block
+changed on 2026-12-04 (docs/evaluation-protocol.md). ``--seed`` draws other streams;
 ``--fresh`` only episodes no registered run has evaluated (``results/registry.jsonl``).
 
 Usage:

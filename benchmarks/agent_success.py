@@ -25,7 +25,9 @@ Suites:
              long context). AWM and ReasoningBank, which call the model to write, only in full.
 
 ``full`` and ``quick`` are the suites docs/results.md reports (their seed-0 test streams are in
-the registry; ScienceWorld with the focus rule of those runs). ``--seed`` draws other streams;
+the registry; ScienceWorld keeps the focus rule of those runs). They no longer replay those
+numbers exactly: Synapse's key, the plan's reading of workflow variables and of the cut block
+changed on 2026-12-04 (docs/evaluation-protocol.md). ``--seed`` draws other streams;
 ``--fresh`` only episodes no registered run has evaluated (``results/registry.jsonl``).
 
 Usage:
@@ -33,6 +35,7 @@ Usage:
     .venv/bin/python benchmarks/agent_success.py --registration \
         results/heldout-1/registration.json --out runs/heldout-1
     .venv/bin/python benchmarks/rederive.py results/heldout-1
+    .venv/bin/python benchmarks/agent_success.py --suite heldout --eval-split dev --out runs/dev
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite --only alfworld-warm
@@ -138,8 +141,8 @@ DOCUMENTED: dict[str, list[dict[str, Any]]] = {
 
 
 def run_suite(name: str, out: Path, console: Console, only: list[str] | None = None, *,
-              seed: int = 0, fresh: bool = False,
-              registry: Path | None = None) -> list[dict[str, Any]]:
+              seed: int = 0, fresh: bool = False, registry: Path | None = None,
+              eval_split: str | None = None) -> list[dict[str, Any]]:
     """Run (or resume) every entry of suite ``name`` (or the ``only`` ones) on the episode
     stream of ``seed`` (``fresh``: only episodes ``registry`` does not hold); return one
     summary per entry."""
@@ -151,6 +154,8 @@ def run_suite(name: str, out: Path, console: Console, only: list[str] | None = N
                    **{k: v for k, v in entry.items() if k != "name"}}
         started = time.perf_counter()
         console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
+        if eval_split:
+            options["eval_split"] = eval_split
         summary = run_bench_command(out=out / entry["name"], console=console, seed=seed,
                                     fresh=fresh, registry=registry, **options)
         summary["name"] = entry["name"]
@@ -210,6 +215,8 @@ def main() -> None:
                         help="evaluate only episodes no registered run has evaluated")
     parser.add_argument("--registry", type=Path, default=Path("results/registry.jsonl"),
                         help="the registry of evaluated episodes (default: %(default)s)")
+    parser.add_argument("--eval-split", choices=("dev",),
+                        help="evaluate on the dev split (to tune and check rules; never test)")
     parser.add_argument("--registration", type=Path,
                         help="play this registration's entries (benchmarks/register.py); "
                         "--suite, --seed and --fresh then come from it")
@@ -231,7 +238,8 @@ def main() -> None:
             results = run_registered(args.registration, args.out, console, only)
         else:
             results = run_suite(args.suite, args.out, console, only, seed=args.seed,
-                                fresh=args.fresh, registry=args.registry)
+                                fresh=args.fresh, registry=args.registry,
+                                eval_split=args.eval_split)
     except DeltaMemError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from exc

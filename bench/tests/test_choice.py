@@ -386,3 +386,20 @@ def test_an_abstract_workflow_is_instantiated_with_the_scene_s_objects() -> None
     assert score is not None and 0.25 <= score[0] < 1.0
     # Without variables nothing changes: a concrete step is adapted as before.
     assert adapt_step(("take", "pan", "from", "stove"), admissible) is None
+
+
+def test_the_plan_reads_only_the_block_the_model_is_shown() -> None:
+    """Bad case: the plan and the candidates read the whole memory block while the prompt
+    showed it cut to the budget, so an arm over the budget planned from text the model never
+    saw. A step past the cut is no plan step."""
+    def indifferent(prompt: str, candidate: str) -> float:
+        return 0.0
+
+    env = CoinRoomDouble()
+    memory = "Notes: " + "nothing useful here. " * 10 + "\n1. move east\n2. take coin"
+    within = ChoiceAgent(ScorerDouble(indifferent), env,
+                         ChoiceConfig(max_steps=2)).run(env, SPEC, memory)
+    assert [s.action for s in within.episode.steps] == ["move east", "take coin"]
+    cut = ChoiceAgent(ScorerDouble(indifferent), env,
+                      ChoiceConfig(max_steps=2, memory_chars=100)).run(env, SPEC, memory)
+    assert "move east" not in [s.action for s in cut.episode.steps][:1]

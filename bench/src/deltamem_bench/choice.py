@@ -564,7 +564,11 @@ class ChoiceAgent:
         before = self.scorer.stats.copy()
         env.load(spec)
         reset = env.reset()
-        block = memory(reset) if callable(memory) else memory
+        # Why: the plan and the candidates read the same cut block the model is shown; before,
+        # they read the whole block, so an arm over the budget planned from text the model
+        # never saw (Synapse and ReasoningBank cap at 3,000 characters, the budget is 2,400).
+        block = cut_text(memory(reset) if callable(memory) else memory,
+                         self.config.memory_chars)
         current = self._opening(reset, block)
         limit = self.config.max_steps or env.max_steps
         record = Record()

@@ -60,14 +60,23 @@ class SpaceInfo:
     dim: int
 
 
+# How far from 1 a stored vector's norm may be (``store.integrity.NORM_TOLERANCE`` is this).
+UNIT_TOLERANCE = 1e-3
+
+
 def check_vector(space: str, node_id: str, vector: Vector, dim: int) -> None:
-    """Refuse a vector of the wrong width or with NaN/infinite values (every backend does)."""
+    """Refuse a vector of the wrong width, with NaN/infinite values or not of unit norm (nor
+    zero): every backend does, and scans leave such stored vectors out."""
     shape = np.shape(vector)
     if shape != (dim,):
         raise StoreError(f"node {node_id!r} has a vector of shape {shape}; space {space!r} is "
                          f"{dim}-d")
     if not np.isfinite(vector).all():
         raise StoreError(f"node {node_id!r} has a vector with NaN or infinite values")
+    norm = float(np.linalg.norm(np.asarray(vector, dtype=np.float64)))
+    if norm != 0.0 and abs(norm - 1.0) > UNIT_TOLERANCE:
+        raise StoreError(f"node {node_id!r} has a vector of norm {norm:.6g}; embedders return "
+                         "unit-norm vectors (or zeros), and a scan leaves any other out")
 
 
 @runtime_checkable

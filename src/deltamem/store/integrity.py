@@ -12,11 +12,11 @@ import numpy as np
 
 from deltamem.core.tree import forest_problems
 from deltamem.errors import StoreError
-from deltamem.store.base import SpaceInfo, Store
+from deltamem.store.base import UNIT_TOLERANCE, SpaceInfo, Store
 
 # float32 embeddings normalised in float32 land within ~1e-6 of unit norm; 1e-3 leaves room for
 # any embedder while refusing a vector that would dominate (or vanish from) every dot product.
-NORM_TOLERANCE = 1e-3
+NORM_TOLERANCE = UNIT_TOLERANCE
 _BATCH = 500  # vectors read per round trip
 
 

@@ -255,14 +255,20 @@ class StoreConformance:
                 ["old"]
 
     def test_wrong_vectors_are_refused(self, store: Store, space: str) -> None:
-        """A vector of another width, or with NaN/infinite values, is refused; nothing is kept."""
+        """A vector of another width, with NaN/infinite values, or neither of unit norm nor
+        zero (1e30 would win every scan) is refused; nothing is kept. Zeros are fine."""
         bad = [np.ones(DIM + 1, dtype=np.float32) / np.sqrt(DIM + 1),
                np.full(DIM, np.nan, dtype=np.float32),
-               np.full(DIM, np.inf, dtype=np.float32)]
+               np.full(DIM, np.inf, dtype=np.float32),
+               np.full(DIM, 1e30, dtype=np.float32), vec(1) * 2, vec(2) * 0.5]
         for i, v in enumerate(bad):
             with pytest.raises(StoreError), store.write(space):
                 store.add_node(space, make_root(f"bad{i}"), v)
         assert list(store.nodes(space)) == []
+        with store.write(space):
+            store.add_node(space, make_root("zeros"), np.zeros(DIM, dtype=np.float32))
+        with store.write(space):
+            store.delete_subtree(space, "zeros")
         assert store.scan(space, Tree.TASK, vec(1), penalty=0.0) == []
 
     @pytest.mark.parametrize("text", ["nul\x00inside", "lone \ud800 surrogate"])

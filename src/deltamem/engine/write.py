@@ -18,7 +18,6 @@ worst one bounded placement, and the row writes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -36,6 +36,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "write_lock.py": (["--steps", "30", "--old-steps", "5"], ["slow"]),
     "recall_roundtrips.py": (["--episodes", "4"], ["postgres", "slow"]),
     "open.py": (["--sizes", "400", "--repeats", "1"], ["slow"]),
+    "peers.py": (["--smoke", "--out", "{tmp}/peers.json"], ["slow"]),
     "embed_int8.py": (["--calls", "2", "--agreement", "10", "--cache-dir", "{tmp}/cache"],
                       ["slow"]),
     "coding_memory.py": (["--smoke", "--embedder", "hashing", "--out", "{tmp}/coding.json"],

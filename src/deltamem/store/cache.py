@@ -8,8 +8,11 @@ spaces does not grow without bound.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
+from deltamem.core.model import Node
 from deltamem.store.base import Candidate
 from deltamem.store.index import VectorIndex
 
@@ -64,3 +67,54 @@ def merge(own: list[Candidate], committed: list[Candidate], k: int) -> list[Cand
     both = [(c, 0) for c in own] + [(c, 1) for c in committed]
     both.sort(key=lambda item: (-item[0].score, item[0].depth, item[1]))
     return [c for c, _ in both[:k]]
+
+
+MAX_NODES = 4096  # decoded nodes kept per store (NodeCache)
+
+
+class NodeCache:
+    """Decoded nodes by (space, id), at most ``size``, least recently used evicted first.
+
+    Thread-safe. A backend clears it whenever the database may have changed under it (see
+    ``SQLiteStore``: any commit by another connection, seen through ``PRAGMA data_version``);
+    ``epoch`` counts the clears, and :meth:`put` refuses nodes read before the latest one, so a
+    reader that fetched before a commit cannot put stale counters back after the clear.
+    """
+
+    def __init__(self, size: int = MAX_NODES):
+        self.size = size
+        self.epoch = 0
+        self._items: OrderedDict[tuple[str, str], Node] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, space: str, node_id: str) -> Node | None:
+        with self._lock:
+            node = self._items.get((space, node_id))
+            if node is not None:
+                self._items.move_to_end((space, node_id))
+            return node
+
+    def put(self, space: str, nodes: Iterable[Node], epoch: int) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            if epoch != self.epoch:
+                return
+            for node in nodes:
+                self._items[(space, node.id)] = node
+                self._items.move_to_end((space, node.id))
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def discard(self, space: str, node_id: str) -> None:
+        with self._lock:
+            self._items.pop((space, node_id), None)
+            self.epoch += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.epoch += 1
+
+    def __len__(self) -> int:
+        return len(self._items)

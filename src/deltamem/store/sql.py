@@ -37,7 +37,7 @@ from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.jsonsafe import dumps, text_problem
 from deltamem.store import migrations
 from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
-from deltamem.store.cache import IndexCache, TreeIndex, merge
+from deltamem.store.cache import IndexCache, NodeCache, TreeIndex, merge
 from deltamem.store.integrity import NORM_TOLERANCE
 from deltamem.store.keys import SQLKeyTable
 from deltamem.store.rows import (
@@ -75,6 +75,7 @@ class SQLStore(ABC):
         self.url = url
         self._index_lock = threading.Lock()
         self._indexes = IndexCache()
+        self._node_cache = NodeCache()  # used only where _fresh says it is current
 
     # -- what each backend implements -------------------------------------------------------
     @abstractmethod
@@ -105,6 +106,17 @@ class SQLStore(ABC):
 
     @abstractmethod
     def close(self) -> None: ...
+
+    def _fresh(self, conn: Conn) -> bool:
+        """Whether reads on ``conn`` may use :attr:`_node_cache` and remembered space states:
+        a backend that can tell cheaply that nothing changed since its last look says True
+        after clearing what may be stale. Here: never (every read asks the database)."""
+        return False
+
+    def _state(self, conn: Conn, space: str) -> Sequence[Any] | None:
+        """The space's ``SPACE_STATE`` row (generation, position, dim) as ``conn`` sees it."""
+        row: Sequence[Any] | None = conn.execute(self.sql.SPACE_STATE, (space,)).fetchone()
+        return row
 
     # -- schema -----------------------------------------------------------------------------
     def schema_version(self) -> int:
@@ -179,28 +191,81 @@ class SQLStore(ABC):
     def get_node(self, space: str, node_id: str) -> Node | None:
         if not _possible(node_id):
             return None
-        nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id))
+        with self._read() as conn:
+            if self._fresh(conn):
+                return self._cached_nodes(conn, space, [node_id]).get(node_id)
+            rows = conn.execute(self.sql.SELECT_NODE, (space, node_id)).fetchall()
+        nodes = _decode(rows)
         return nodes[0] if nodes else None
 
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
-        found = {n.id: n for n in self._nodes(self.sql.SELECT_NODES_BY_ID,
-                                              (space, json.dumps(ids)))}
+        with self._read() as conn:
+            if self._fresh(conn):
+                found = self._cached_nodes(conn, space, ids)
+            else:
+                found = {n.id: n for n in _decode(conn.execute(
+                    self.sql.SELECT_NODES_BY_ID, (space, json.dumps(ids))).fetchall())}
         return {i: found[i] for i in ids if i in found}
+
+    def _cached_nodes(self, conn: Conn, space: str, ids: list[str]) -> dict[str, Node]:
+        """``ids``' nodes from the node cache, the missing ones fetched in one query."""
+        cache = self._node_cache
+        found: dict[str, Node] = {}
+        for i in ids:
+            node = cache.get(space, i)
+            if node is not None:
+                found[i] = node
+        missing = [i for i in ids if i not in found]
+        if missing:
+            epoch = cache.epoch
+            nodes = _decode(conn.execute(self.sql.SELECT_NODES_BY_ID,
+                                         (space, json.dumps(missing))).fetchall())
+            cache.put(space, nodes, epoch)
+            found.update((n.id, n) for n in nodes)
+        return found
 
     def chain(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
             return []
-        return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id})
+        with self._read() as conn:
+            if self._fresh(conn):
+                return self._cached_chains(conn, space, [node_id]).get(node_id, [])
+            rows = conn.execute(self.sql.CHAIN, {"space": space, "id": node_id}).fetchall()
+        return _decode(rows)
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
-        nodes = self._nodes(self.sql.CHAINS, {"space": space, "ids": json.dumps(ids)})
-        return chains_from(nodes, ids)
+        with self._read() as conn:
+            if self._fresh(conn):
+                return self._cached_chains(conn, space, ids)
+            rows = conn.execute(self.sql.CHAINS,
+                                {"space": space, "ids": json.dumps(ids)}).fetchall()
+        return chains_from(_decode(rows), ids)
+
+    def _cached_chains(self, conn: Conn, space: str, ids: list[str]) -> dict[str, list[Node]]:
+        """``chains`` through the node cache: a chain whose nodes are all cached is walked
+        there (as ``chains_from`` walks); the others come in one ``CHAINS`` query."""
+        cache = self._node_cache
+        out: dict[str, list[Node]] = {}
+        missing: list[str] = []
+        for i in ids:
+            path = _walk(cache, space, i)
+            if path is None:
+                missing.append(i)
+            else:
+                out[i] = path
+        if missing:
+            epoch = cache.epoch
+            nodes = _decode(conn.execute(self.sql.CHAINS, {"space": space,
+                                                           "ids": json.dumps(missing)}).fetchall())
+            cache.put(space, nodes, epoch)
+            out.update(chains_from(nodes, missing))
+        return {i: out[i] for i in ids if i in out}
 
     def children(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
@@ -215,7 +280,7 @@ class SQLStore(ABC):
     def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Node]:
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True))) for r in rows]
+        return _decode(rows)
 
     def vector(self, space: str, node_id: str) -> Vector | None:
         return self.vectors(space, [node_id]).get(node_id)
@@ -233,10 +298,12 @@ class SQLStore(ABC):
              failures: int = 0) -> None:
         with self._mutation(space), self._read() as conn:
             conn.execute(self.sql.BUMP_COUNTERS, (hits, successes, failures, space, node_id))
+        self._node_cache.discard(space, node_id)
 
     def mark_consolidated(self, space: str, node_id: str) -> None:
         with self._mutation(space), self._read() as conn:
             conn.execute(self.sql.MARK_CONSOLIDATED, (space, node_id))
+        self._node_cache.discard(space, node_id)
 
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
         if not _possible(node_id):
@@ -258,6 +325,7 @@ class SQLStore(ABC):
     def _deleted(self, block: Block, conn: Conn, action: str, detail: dict[str, Any]) -> None:
         """Make every process rebuild its index of the space, and log the deletion."""
         conn.execute(self.sql.BUMP_GENERATION, (block.space,))
+        self._node_cache.clear()
         block.deleted = True
         conn.execute(self.sql.INSERT_AUDIT, (block.space, action, dumps(detail), time.time()))
 
@@ -294,7 +362,7 @@ class SQLStore(ABC):
                      approximate_from: int = 0) -> list[Candidate]:
         """Scan the shared index of committed rows, caught up with ``conn``'s snapshot (or only
         up to position ``upto``)."""
-        state = conn.execute(self.sql.SPACE_STATE, (space,)).fetchone()
+        state = self._state(conn, space)
         if state is None:
             return []
         generation, position, dim = int(state[0]), int(state[1]), int(state[2])
@@ -380,6 +448,28 @@ def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, lis
             node = parent
         out[node_id] = path[::-1]
     return out
+
+
+def _decode(rows: Iterable[Sequence[Any]]) -> list[Node]:
+    return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True))) for r in rows]
+
+
+def _walk(cache: NodeCache, space: str, node_id: str) -> list[Node] | None:
+    """The path root -> ``node_id`` through cached nodes as ``chains_from`` walks it, or None
+    when a node on it is not cached."""
+    node = cache.get(space, node_id)
+    if node is None:
+        return None
+    path = [node]
+    while node.parent_id is not None:
+        parent = cache.get(space, node.parent_id)
+        if parent is None:
+            return None
+        if parent.depth >= node.depth:
+            break
+        path.append(parent)
+        node = parent
+    return path[::-1]
 
 
 def _possible(node_id: str) -> bool:

@@ -127,6 +127,33 @@ class SQLiteStore(SQLStore):
             with self._errors():
                 yield conn
 
+    # -- what changed since this thread's last read --------------------------------------
+    _reuse_state = True  # False: ask SPACE_STATE on every scan (benchmarks/peers.py's baseline)
+
+    def _fresh(self, conn: Conn) -> bool:
+        """On this thread's reader connection, ``PRAGMA data_version`` changes exactly when
+        another connection (this process's writer, or any other process) committed since its
+        last look: then the node cache and this thread's remembered space states are dropped.
+        Read before anything it vouches for, so what is remembered is never older than it.
+        Inside a write block (the write connection) and for ``:memory:`` nothing is reused."""
+        local = self._local
+        reader: sqlite3.Connection | None = getattr(local, "conn", None)
+        if reader is None or conn is not reader:
+            return False
+        version = reader.execute("PRAGMA data_version").fetchone()[0]
+        if getattr(local, "version", None) != version:
+            local.version, local.states = version, {}
+            self._node_cache.clear()
+        return True
+
+    def _state(self, conn: Conn, space: str) -> Sequence[Any] | None:
+        if not (self._reuse_state and self._fresh(conn)):
+            return super()._state(conn, space)
+        states: dict[str, Sequence[Any] | None] = self._local.states
+        if space not in states:
+            states[space] = super()._state(conn, space)
+        return states[space]
+
     def _block(self) -> _Block | None:
         block = self._current
         return block if block is not None and block.thread == threading.get_ident() else None

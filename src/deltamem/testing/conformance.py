@@ -220,6 +220,57 @@ class StoreConformance:
             store.add_node(space, make_root("b"), vec(2))
         assert store.scan(space, Tree.TASK, vec(2), penalty=0.0)[0].id == "b"
 
+    def test_reads_follow_counters_and_deletions_made_since(
+            self, store: Store, space: str, store_factory: Callable[[], Store]) -> None:
+        """Nodes read before (a backend may keep them decoded) come back with the counters this
+        handle or another one changed since, and not at all once another handle deleted them,
+        through every read: get_node, get_nodes, chain and chains."""
+        base = Skill("heat", ("go", "take"), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, Skill("heat", ("go", "open", "take"), "hot"))
+        with store.write(space):
+            store.add_node(space, r, vec(1))
+            store.add_node(space, d, vec(2))
+        other = store_factory()
+
+        def counters(node: Node | None) -> tuple[int, int, int, bool] | None:
+            return None if node is None else (node.hits, node.successes, node.failures,
+                                              node.consolidated)
+
+        def seen(node_id: str) -> set[tuple[int, int, int, bool] | None]:
+            """The node's counters through each read (one value when they all agree)."""
+            chain = store.chain(space, "d")
+            return {counters(store.get_node(space, node_id)),
+                    counters(store.get_nodes(space, [node_id, "x"]).get(node_id)),
+                    counters(next((n for n in chain if n.id == node_id), None)),
+                    counters(next((n for n in store.chains(space, ["d"]).get("d", [])
+                                   if n.id == node_id), None))}
+
+        try:
+            for _ in range(2):  # read twice: the second read may come from a cache
+                assert seen("r") == {(0, 0, 0, False)}
+                assert seen("d") == {(0, 0, 0, False)}
+            other.bump(space, "r", hits=2, successes=1)
+            assert seen("r") == {(2, 1, 0, False)}
+            other.mark_consolidated(space, "d")
+            assert seen("d") == {(0, 0, 0, True)}
+            store.bump(space, "d", failures=3)
+            assert seen("d") == {(0, 0, 3, True)}
+            with store.write(space):
+                store.bump(space, "r", hits=1)
+                assert store.get_node(space, "r").hits == 3  # type: ignore[union-attr]
+            assert seen("r") == {(3, 1, 0, False)}
+            assert counters(other.get_node(space, "r")) == (3, 1, 0, False)
+            with other.write(space):
+                other.delete_subtree(space, "r")
+            assert seen("r") == {None}
+            assert seen("d") == {None}
+            assert store.get_nodes(space, ["r", "d"]) == {}
+            assert store.chains(space, ["r", "d"]) == {}
+        finally:
+            if other is not store:
+                other.close()
+
     def test_second_handle_catches_up_and_rebuilds_after_deletes(
             self, store: Store, space: str, store_factory: Callable[[], Store]) -> None:
         """Another handle on the same database sees new nodes, and stops seeing deleted ones."""

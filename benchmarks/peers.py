@@ -22,8 +22,10 @@ Recall@k is measured against a float64 exact top-k. Ratios are time ÷ deltamem'
 
 **Learn.** ``--learns`` generated episodes (``e2e.py``'s), one at a time, interleaved:
 deltamem's ``learn`` with the static embedder (trace extractor, SQLite) against LanceDB's
-per-episode add (one embed call with the same embedder + ``tasks.add`` + ``scenes.add``), both
-after ``--prefill`` episodes. Episodes/s = 1 / mean.
+per-episode add (one embed call with the same embedder + ``tasks.add`` + ``scenes.add``), and
+deltamem's learn with the store reading as before its node cache and state reuse (every node
+decoded on every read, a state query per scan), all after ``--prefill`` episodes. Episodes/s =
+1 / mean.
 
 The peers are the ``bench-peers`` extra (``pip install deltamem[bench-peers]``); a missing one is
 named and left out, never faked. Prints tables and one JSON object (also to ``--out``).
@@ -317,9 +319,17 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
     pre = episodes(args.prefill, seed=1)
     new = episodes(args.learns, seed=2)
     mem = DeltaMem(SQLiteStore(tmp / "learn.db", snapshot_every=0), embedder, TraceExtractor())
+    # The same learn with the store reading as it did before the node cache and the state
+    # reuse: every node decoded on every read, a state query on every scan.
+    old_store = SQLiteStore(tmp / "learn-old.db", snapshot_every=0)
+    old_store._node_cache.size, old_store._reuse_state = 0, False
+    old = DeltaMem(old_store, embedder, TraceExtractor())
     for ep in pre:
         mem.learn(ep)
-    units: dict[str, Callable[[Any], None]] = {"deltamem learn (static)": mem.learn}
+        old.learn(ep)
+    units: dict[str, Callable[[Any], None]] = {
+        "deltamem learn (static)": mem.learn,
+        "deltamem learn, no node cache": old.learn}
     if lance:
         import lancedb
         import pyarrow as pa
@@ -353,11 +363,15 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
             units[name](ep)
             times[name].append((time.perf_counter() - t0) * 1000)
     mem.close()
+    old.close()
     out: dict[str, Any] = {}
     for name in names:
         p50, p95 = percentiles(times[name])
         out[name] = {"p50_ms": round(p50, 3), "p95_ms": round(p95, 3),
                      "episodes_per_s": round(1000 / float(np.mean(times[name])), 1)}
+    out["deltamem ÷ no node cache, episodes/s"] = round(
+        out["deltamem learn (static)"]["episodes_per_s"]
+        / out["deltamem learn, no node cache"]["episodes_per_s"], 2)
     if lance:
         out["lancedb ÷ deltamem, episodes/s"] = round(
             out["lancedb add, task + scene"]["episodes_per_s"]

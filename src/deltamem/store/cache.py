@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Any
 
 from deltamem.core.model import Node
 from deltamem.store.base import Candidate
@@ -73,35 +74,34 @@ MAX_NODES = 4096  # decoded nodes kept per store (NodeCache)
 
 
 class NodeCache:
-    """Decoded nodes by (space, id), at most ``size``, least recently used evicted first.
-
-    Thread-safe. A backend clears it whenever the database may have changed under it (see
-    ``SQLiteStore``: any commit by another connection, seen through ``PRAGMA data_version``);
-    ``epoch`` counts the clears, and :meth:`put` refuses nodes read before the latest one, so a
-    reader that fetched before a commit cannot put stale counters back after the clear.
+    """Decoded nodes by (space, id), each with the row it was decoded from (but for its
+    counters), at most ``size``, least recently used evicted first (thread-safe; ``size`` 0
+    turns it off). A cached node is only reused for a row equal to its own, with that row's
+    counters (``SQLStore._nodes``), so no change made anywhere can make it stale. ``epoch``
+    counts the clears; :meth:`put` refuses nodes read before the latest one.
     """
 
     def __init__(self, size: int = MAX_NODES):
         self.size = size
         self.epoch = 0
-        self._items: OrderedDict[tuple[str, str], Node] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str], tuple[Any, Node]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, space: str, node_id: str) -> Node | None:
+    def get(self, space: str, node_id: str) -> tuple[Any, Node] | None:
         with self._lock:
-            node = self._items.get((space, node_id))
-            if node is not None:
+            item = self._items.get((space, node_id))
+            if item is not None:
                 self._items.move_to_end((space, node_id))
-            return node
+            return item
 
-    def put(self, space: str, nodes: Iterable[Node], epoch: int) -> None:
+    def put(self, space: str, nodes: Iterable[tuple[Any, Node]], epoch: int) -> None:
         if self.size <= 0:
             return
         with self._lock:
             if epoch != self.epoch:
                 return
-            for node in nodes:
-                self._items[(space, node.id)] = node
+            for row, node in nodes:
+                self._items[(space, node.id)] = (row, node)
                 self._items.move_to_end((space, node.id))
             while len(self._items) > self.size:
                 self._items.popitem(last=False)

@@ -26,7 +26,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -75,7 +75,7 @@ class SQLStore(ABC):
         self.url = url
         self._index_lock = threading.Lock()
         self._indexes = IndexCache()
-        self._node_cache = NodeCache()  # used only where _fresh says it is current
+        self._node_cache = NodeCache()  # decoded nodes by the rows they came from (_nodes)
 
     # -- what each backend implements -------------------------------------------------------
     @abstractmethod
@@ -108,9 +108,9 @@ class SQLStore(ABC):
     def close(self) -> None: ...
 
     def _fresh(self, conn: Conn) -> bool:
-        """Whether reads on ``conn`` may use :attr:`_node_cache` and remembered space states:
-        a backend that can tell cheaply that nothing changed since its last look says True
-        after clearing what may be stale. Here: never (every read asks the database)."""
+        """Whether a scan on ``conn`` may use the space states remembered for it: a backend that
+        can tell cheaply that nothing changed since its last look says True after dropping what
+        may be stale. Here: never (every scan asks the database)."""
         return False
 
     def _state(self, conn: Conn, space: str) -> Sequence[Any] | None:
@@ -191,81 +191,28 @@ class SQLStore(ABC):
     def get_node(self, space: str, node_id: str) -> Node | None:
         if not _possible(node_id):
             return None
-        with self._read() as conn:
-            if self._fresh(conn):
-                return self._cached_nodes(conn, space, [node_id]).get(node_id)
-            rows = conn.execute(self.sql.SELECT_NODE, (space, node_id)).fetchall()
-        nodes = _decode(rows)
+        nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id), space)
         return nodes[0] if nodes else None
 
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
-        with self._read() as conn:
-            if self._fresh(conn):
-                found = self._cached_nodes(conn, space, ids)
-            else:
-                found = {n.id: n for n in _decode(conn.execute(
-                    self.sql.SELECT_NODES_BY_ID, (space, json.dumps(ids))).fetchall())}
+        found = {n.id: n for n in self._nodes(self.sql.SELECT_NODES_BY_ID,
+                                              (space, json.dumps(ids)), space)}
         return {i: found[i] for i in ids if i in found}
-
-    def _cached_nodes(self, conn: Conn, space: str, ids: list[str]) -> dict[str, Node]:
-        """``ids``' nodes from the node cache, the missing ones fetched in one query."""
-        cache = self._node_cache
-        found: dict[str, Node] = {}
-        for i in ids:
-            node = cache.get(space, i)
-            if node is not None:
-                found[i] = node
-        missing = [i for i in ids if i not in found]
-        if missing:
-            epoch = cache.epoch
-            nodes = _decode(conn.execute(self.sql.SELECT_NODES_BY_ID,
-                                         (space, json.dumps(missing))).fetchall())
-            cache.put(space, nodes, epoch)
-            found.update((n.id, n) for n in nodes)
-        return found
 
     def chain(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
             return []
-        with self._read() as conn:
-            if self._fresh(conn):
-                return self._cached_chains(conn, space, [node_id]).get(node_id, [])
-            rows = conn.execute(self.sql.CHAIN, {"space": space, "id": node_id}).fetchall()
-        return _decode(rows)
+        return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id}, space)
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
             return {}
-        with self._read() as conn:
-            if self._fresh(conn):
-                return self._cached_chains(conn, space, ids)
-            rows = conn.execute(self.sql.CHAINS,
-                                {"space": space, "ids": json.dumps(ids)}).fetchall()
-        return chains_from(_decode(rows), ids)
-
-    def _cached_chains(self, conn: Conn, space: str, ids: list[str]) -> dict[str, list[Node]]:
-        """``chains`` through the node cache: a chain whose nodes are all cached is walked
-        there (as ``chains_from`` walks); the others come in one ``CHAINS`` query."""
-        cache = self._node_cache
-        out: dict[str, list[Node]] = {}
-        missing: list[str] = []
-        for i in ids:
-            path = _walk(cache, space, i)
-            if path is None:
-                missing.append(i)
-            else:
-                out[i] = path
-        if missing:
-            epoch = cache.epoch
-            nodes = _decode(conn.execute(self.sql.CHAINS, {"space": space,
-                                                           "ids": json.dumps(missing)}).fetchall())
-            cache.put(space, nodes, epoch)
-            out.update(chains_from(nodes, missing))
-        return {i: out[i] for i in ids if i in out}
+        nodes = self._nodes(self.sql.CHAINS, {"space": space, "ids": json.dumps(ids)}, space)
+        return chains_from(nodes, ids)
 
     def children(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
@@ -277,10 +224,37 @@ class SQLStore(ABC):
             return iter(self._nodes(self.sql.SELECT_NODES, (space,)))
         return iter(self._nodes(self.sql.SELECT_TREE_NODES, (space, tree.value)))
 
-    def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any]) -> list[Node]:
+    def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any],
+               cached: str | None = None) -> list[Node]:
+        """The nodes of a query's rows; with ``cached`` (their space), decoded through the node
+        cache: a row equal, but for its counters, to the one a cached node was decoded from
+        reuses that node (with the row's counters), so nothing can be stale whoever changed
+        the database; only rows seen the first time or changed are decoded."""
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        return _decode(rows)
+        if cached is None or not self._node_cache.size:
+            return _decode(rows)
+        cache, epoch = self._node_cache, self._node_cache.epoch
+        out: list[Node] = []
+        fresh: list[tuple[Any, Node]] = []
+        for row in rows:
+            fixed = tuple(row[i] for i in _FIXED)
+            item = cache.get(cached, row[_ID])
+            if item is not None and item[0] == fixed:
+                node = item[1]
+                counters = (int(row[_HITS]), int(row[_SUCCESSES]), int(row[_FAILURES]),
+                            bool(row[_CONSOLIDATED]))
+                if (node.hits, node.successes, node.failures, node.consolidated) != counters:
+                    node = replace(node, hits=counters[0], successes=counters[1],
+                                   failures=counters[2], consolidated=counters[3])
+                    fresh.append((fixed, node))
+            else:
+                node = node_from_row(dict(zip(NODE_COLUMNS, row, strict=True)))
+                fresh.append((fixed, node))
+            out.append(node)
+        if fresh:
+            cache.put(cached, fresh, epoch)
+        return out
 
     def vector(self, space: str, node_id: str) -> Vector | None:
         return self.vectors(space, [node_id]).get(node_id)
@@ -298,12 +272,10 @@ class SQLStore(ABC):
              failures: int = 0) -> None:
         with self._mutation(space), self._read() as conn:
             conn.execute(self.sql.BUMP_COUNTERS, (hits, successes, failures, space, node_id))
-        self._node_cache.discard(space, node_id)
 
     def mark_consolidated(self, space: str, node_id: str) -> None:
         with self._mutation(space), self._read() as conn:
             conn.execute(self.sql.MARK_CONSOLIDATED, (space, node_id))
-        self._node_cache.discard(space, node_id)
 
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
         if not _possible(node_id):
@@ -450,26 +422,14 @@ def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, lis
     return out
 
 
+_COUNTERS = ("hits", "successes", "failures", "consolidated")  # what a stored node may change
+_ID, _HITS, _SUCCESSES, _FAILURES, _CONSOLIDATED = (NODE_COLUMNS.index(c)
+                                                   for c in ("id", *_COUNTERS))
+_FIXED = tuple(i for i, c in enumerate(NODE_COLUMNS) if c not in _COUNTERS)
+
+
 def _decode(rows: Iterable[Sequence[Any]]) -> list[Node]:
     return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True))) for r in rows]
-
-
-def _walk(cache: NodeCache, space: str, node_id: str) -> list[Node] | None:
-    """The path root -> ``node_id`` through cached nodes as ``chains_from`` walks it, or None
-    when a node on it is not cached."""
-    node = cache.get(space, node_id)
-    if node is None:
-        return None
-    path = [node]
-    while node.parent_id is not None:
-        parent = cache.get(space, node.parent_id)
-        if parent is None:
-            return None
-        if parent.depth >= node.depth:
-            break
-        path.append(parent)
-        node = parent
-    return path[::-1]
 
 
 def _possible(node_id: str) -> bool:

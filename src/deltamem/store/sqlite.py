@@ -133,9 +133,9 @@ class SQLiteStore(SQLStore):
     def _fresh(self, conn: Conn) -> bool:
         """On this thread's reader connection, ``PRAGMA data_version`` changes exactly when
         another connection (this process's writer, or any other process) committed since its
-        last look: then the node cache and this thread's remembered space states are dropped.
-        Read before anything it vouches for, so what is remembered is never older than it.
-        Inside a write block (the write connection) and for ``:memory:`` nothing is reused."""
+        last look: then this thread's remembered space states are dropped. Read before anything
+        it vouches for, so what is remembered is never older than it. Inside a write block (the
+        write connection) and for ``:memory:`` nothing is reused."""
         local = self._local
         reader: sqlite3.Connection | None = getattr(local, "conn", None)
         if reader is None or conn is not reader:
@@ -143,7 +143,6 @@ class SQLiteStore(SQLStore):
         version = reader.execute("PRAGMA data_version").fetchone()[0]
         if getattr(local, "version", None) != version:
             local.version, local.states = version, {}
-            self._node_cache.clear()
         return True
 
     def _state(self, conn: Conn, space: str) -> Sequence[Any] | None:

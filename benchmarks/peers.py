@@ -24,14 +24,17 @@ Recall@k is measured against a float64 exact top-k. Ratios are time ÷ deltamem'
 deltamem's ``learn`` with the static embedder (trace extractor, SQLite) against LanceDB's
 per-episode add (one embed call with the same embedder + ``tasks.add`` + ``scenes.add``), and
 deltamem's learn with the store reading as before its node cache and state reuse (every node
-decoded on every read, a state query per scan), all after ``--prefill`` episodes. Episodes/s =
-1 / mean.
+decoded on every read, a state query per scan), and with ``--baseline-src`` another checkout's
+learn (a subprocess that times its own ``learn``), all after ``--prefill`` episodes.
+Episodes/s = 1 / mean.
 
 The peers are the ``bench-peers`` extra (``pip install deltamem[bench-peers]``); a missing one is
 named and left out, never faked. Prints tables and one JSON object (also to ``--out``).
 
     python benchmarks/peers.py [--n 10000] [--queries 200] [--learns 150] [--out peers.json]
     python benchmarks/peers.py --smoke
+    git worktree add /tmp/prev <previous release> && \\
+        python benchmarks/peers.py --baseline-src /tmp/prev/src
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ SPREAD = 0.75  # as scale.py
 QUERY_NOISE = 0.5
 SWEEP_EVERY = 25
 SWEEP_BYTES = 64 << 20
+BASELINE = "baseline checkout learn (static)"
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -314,6 +318,80 @@ def vector_run(args: argparse.Namespace, peers: list[str], tmp: Path,
 
 
 # -- learn throughput ----------------------------------------------------------------------------
+# A learner of another checkout (--baseline-src: its src/), in its own process: it learns the
+# episodes it is sent, one a line, and answers each with the milliseconds its learn took.
+_WORKER = """
+import json, sys, time
+from deltamem.core.model import Episode, Step
+from deltamem.embed import make_embedder
+from deltamem.extract.trace import TraceExtractor
+from deltamem.memory import DeltaMem
+from deltamem.store.sqlite import SQLiteStore
+mem = DeltaMem(SQLiteStore(sys.argv[1]), make_embedder("static"), TraceExtractor())
+for line in sys.stdin:
+    d = json.loads(line)
+    ep = Episode(task=d["task"], env=d["env"], success=d["success"],
+                 steps=tuple(Step(action=a, observation=o) for a, o in d["steps"]))
+    t0 = time.perf_counter()
+    mem.learn(ep)
+    print((time.perf_counter() - t0) * 1000, flush=True)
+"""
+
+
+class Baseline:
+    """Learns in a subprocess running another checkout; ``learn`` returns its own ms."""
+
+    def __init__(self, src: str, db: Path):
+        import subprocess
+
+        env = {**os.environ, "PYTHONPATH": src}
+        self.proc = subprocess.Popen([sys.executable, "-c", _WORKER, str(db)], env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def learn(self, ep: Any) -> float:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({
+            "task": ep.task, "env": ep.env, "success": ep.success,
+            "steps": [(s.action, s.observation) for s in ep.steps]}) + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline()
+        if not answer:
+            raise SystemExit("the baseline learner stopped (see its error above)")
+        return float(answer)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def _lance_adder(tmp: Path, embedder: Any, pre: list[Any]) -> Callable[[Any], None]:
+    """LanceDB's per-episode add: one embed call, then a row into each of two tables."""
+    import lancedb
+    import pyarrow as pa
+
+    db = lancedb.connect(str(tmp / "learn-lance"))
+
+    def table(name: str, texts: list[str]) -> Any:
+        vecs = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+        return db.create_table(name, data=pa.table({
+            "id": [f"{name}-{i}" for i in range(len(texts))], "text": texts,
+            "vector": pa.FixedSizeListArray.from_arrays(
+                pa.array(np.asarray(vecs, np.float32).reshape(-1)), embedder.dim)}))
+
+    tasks = table("tasks", [e.task for e in pre] or ["start"])
+    scenes = table("scenes", [e.env for e in pre] or ["start"])
+    count = [0]
+
+    def lance_add(ep: Any) -> None:
+        vt, ve = embedder.embed([ep.task, ep.env])
+        count[0] += 1
+        tasks.add([{"id": f"t{count[0]}", "text": ep.task, "vector": vt.tolist()}])
+        scenes.add([{"id": f"s{count[0]}", "text": ep.env, "vector": ve.tolist()}])
+
+    return lance_add
+
+
 def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any]:
     embedder = make_embedder("static")
     pre = episodes(args.prefill, seed=1)
@@ -324,46 +402,32 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
     old_store = SQLiteStore(tmp / "learn-old.db", snapshot_every=0)
     old_store._node_cache.size, old_store._reuse_state = 0, False
     old = DeltaMem(old_store, embedder, TraceExtractor())
+    baseline = Baseline(args.baseline_src, tmp / "learn-base.db") if args.baseline_src else None
     for ep in pre:
         mem.learn(ep)
         old.learn(ep)
-    units: dict[str, Callable[[Any], None]] = {
+        if baseline is not None:
+            baseline.learn(ep)
+    units: dict[str, Callable[[Any], Any]] = {
         "deltamem learn (static)": mem.learn,
         "deltamem learn, no node cache": old.learn}
     if lance:
-        import lancedb
-        import pyarrow as pa
-
-        db = lancedb.connect(str(tmp / "learn-lance"))
-
-        def table(name: str, texts: list[str]) -> Any:
-            vecs = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
-            return db.create_table(name, data=pa.table({
-                "id": [f"{name}-{i}" for i in range(len(texts))], "text": texts,
-                "vector": pa.FixedSizeListArray.from_arrays(
-                    pa.array(np.asarray(vecs, np.float32).reshape(-1)), embedder.dim)}))
-
-        tasks = table("tasks", [e.task for e in pre] or ["start"])
-        scenes = table("scenes", [e.env for e in pre] or ["start"])
-        count = [0]
-
-        def lance_add(ep: Any) -> None:
-            vt, ve = embedder.embed([ep.task, ep.env])
-            count[0] += 1
-            tasks.add([{"id": f"t{count[0]}", "text": ep.task, "vector": vt.tolist()}])
-            scenes.add([{"id": f"s{count[0]}", "text": ep.env, "vector": ve.tolist()}])
-
-        units["lancedb add, task + scene"] = lance_add
+        units["lancedb add, task + scene"] = _lance_adder(tmp, embedder, pre)
     units["embedding alone (2 texts)"] = lambda ep: embedder.embed([ep.task, ep.env])
+    if baseline is not None:
+        units[BASELINE] = baseline.learn
     names = list(units)
     times: dict[str, list[float]] = {n: [] for n in names}
     for i, ep in enumerate(new):
         for name in names[i % len(names):] + names[:i % len(names)]:
             t0 = time.perf_counter()
-            units[name](ep)
-            times[name].append((time.perf_counter() - t0) * 1000)
+            reported = units[name](ep)
+            elapsed = (time.perf_counter() - t0) * 1000
+            times[name].append(reported if name == BASELINE else elapsed)
     mem.close()
     old.close()
+    if baseline is not None:
+        baseline.close()
     out: dict[str, Any] = {}
     for name in names:
         p50, p95 = percentiles(times[name])
@@ -372,6 +436,10 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
     out["deltamem ÷ no node cache, episodes/s"] = round(
         out["deltamem learn (static)"]["episodes_per_s"]
         / out["deltamem learn, no node cache"]["episodes_per_s"], 2)
+    if baseline is not None:
+        out["deltamem ÷ baseline checkout, episodes/s"] = round(
+            out["deltamem learn (static)"]["episodes_per_s"]
+            / out[BASELINE]["episodes_per_s"], 2)
     if lance:
         out["lancedb ÷ deltamem, episodes/s"] = round(
             out["lancedb add, task + scene"]["episodes_per_s"]
@@ -388,6 +456,9 @@ def main() -> None:
     parser.add_argument("--learns", type=int, default=150)
     parser.add_argument("--prefill", type=int, default=500)
     parser.add_argument("--peers", default=",".join(PEERS))
+    parser.add_argument("--baseline-src", default=None,
+                        help="another checkout's src/ (e.g. the previous release, from `git "
+                        "worktree add`): its learn runs in the same rotation, in a subprocess")
     parser.add_argument("--smoke", action="store_true", help="seconds: 500 rows, 10 queries")
     parser.add_argument("--tmp", default=None)
     parser.add_argument("--out", default=None)

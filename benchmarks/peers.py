@@ -453,7 +453,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--centres", type=int, default=2000)
     parser.add_argument("--k", default="1,5")
-    parser.add_argument("--learns", type=int, default=150)
+    parser.add_argument("--learns", type=int, default=150, help="0: no learn comparison")
     parser.add_argument("--prefill", type=int, default=500)
     parser.add_argument("--peers", default=",".join(PEERS))
     parser.add_argument("--baseline-src", default=None,
@@ -476,7 +476,8 @@ def main() -> None:
             "python": platform.python_version(), "n": args.n, "queries": args.queries,
             "missing_peers": missing, "versions": _versions(peers)}
         result["search"] = vector_run(args, peers, tmp, rng)
-        result["learn"] = learn_run(args, "lancedb" in peers, tmp)
+        if args.learns:
+            result["learn"] = learn_run(args, "lancedb" in peers, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     _print(result, args)
@@ -514,7 +515,7 @@ def _print(result: dict[str, Any], args: argparse.Namespace) -> None:
         line += "".join(f"{row[f'recall@{k}']:>7.3f}" for k in ks)
         print(line + f"{row['insert_rows_per_s'] or '-':>10}")
     print("\nlearn, one episode at a time (static embedder)")
-    for name, row in result["learn"].items():
+    for name, row in result.get("learn", {}).items():
         if isinstance(row, dict):
             print(f"  {name:30} p50 {row['p50_ms']:8.3f} ms  p95 {row['p95_ms']:8.3f} ms  "
                   f"{row['episodes_per_s']:8.1f} episodes/s")

@@ -392,6 +392,21 @@ def _lance_adder(tmp: Path, embedder: Any, pre: list[Any]) -> Callable[[Any], No
     return lance_add
 
 
+def _interleave(units: dict[str, Callable[[Any], Any]], eps: list[Any]
+                ) -> dict[str, list[float]]:
+    """ms per call of each unit on each episode, in an order rotated per episode (the
+    baseline's own time where it reports one)."""
+    names = list(units)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for i, ep in enumerate(eps):
+        for name in names[i % len(names):] + names[:i % len(names)]:
+            t0 = time.perf_counter()
+            reported = units[name](ep)
+            elapsed = (time.perf_counter() - t0) * 1000
+            times[name].append(reported if name == BASELINE else elapsed)
+    return times
+
+
 def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any]:
     embedder = make_embedder("static")
     pre = episodes(args.prefill, seed=1)
@@ -416,14 +431,13 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
     units["embedding alone (2 texts)"] = lambda ep: embedder.embed([ep.task, ep.env])
     if baseline is not None:
         units[BASELINE] = baseline.learn
-    names = list(units)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    for i, ep in enumerate(new):
-        for name in names[i % len(names):] + names[:i % len(names)]:
-            t0 = time.perf_counter()
-            reported = units[name](ep)
-            elapsed = (time.perf_counter() - t0) * 1000
-            times[name].append(reported if name == BASELINE else elapsed)
+    times = _interleave(units, new)
+    # Recall of the learned tasks (their embeddings are cached by now: the store path decides),
+    # with and without the node cache, interleaved.
+    times.update(_interleave({
+        "deltamem recall, repeated text": lambda ep: mem.recall(ep.task, ep.env),
+        "deltamem recall, no node cache": lambda ep: old.recall(ep.task, ep.env)}, new))
+    names = list(times)
     mem.close()
     old.close()
     if baseline is not None:
@@ -433,6 +447,9 @@ def learn_run(args: argparse.Namespace, lance: bool, tmp: Path) -> dict[str, Any
         p50, p95 = percentiles(times[name])
         out[name] = {"p50_ms": round(p50, 3), "p95_ms": round(p95, 3),
                      "episodes_per_s": round(1000 / float(np.mean(times[name])), 1)}
+    out["recall: no node cache ÷ deltamem, p50"] = round(
+        out["deltamem recall, no node cache"]["p50_ms"]
+        / out["deltamem recall, repeated text"]["p50_ms"], 2)
     out["deltamem ÷ no node cache, episodes/s"] = round(
         out["deltamem learn (static)"]["episodes_per_s"]
         / out["deltamem learn, no node cache"]["episodes_per_s"], 2)
@@ -507,13 +524,13 @@ def _print(result: dict[str, Any], args: argparse.Namespace) -> None:
           "(ms; ratio = time / deltamem's, p50)")
     cols = [f"k{k}_{w}" for k in ks for w in ("warm", "cold")]
     print(f"{'system':22}" + "".join(f"{c + ' p50/p95':>22}{'ratio':>7}" for c in cols)
-          + "".join(f"{'R@' + str(k):>7}" for k in ks) + f"{'insert/s':>10}")
+          + "".join(f"{'R@' + str(k):>7}" for k in ks) + f"{'insert/s':>12}")
     for key, row in result["search"].items():
         line = f"{key:22}"
         for c in cols:
             line += f"{row[c + '_p50_ms']:>12.3f} /{row[c + '_p95_ms']:>8.3f}{row[c + '_ratio']:>7}"
         line += "".join(f"{row[f'recall@{k}']:>7.3f}" for k in ks)
-        print(line + f"{row['insert_rows_per_s'] or '-':>10}")
+        print(line + f"{row['insert_rows_per_s'] or '-':>12}")
     print("\nlearn, one episode at a time (static embedder)")
     for name, row in result.get("learn", {}).items():
         if isinstance(row, dict):

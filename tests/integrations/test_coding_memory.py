@@ -422,3 +422,18 @@ def test_without_a_repository_on_disk_the_session_and_the_memory_say_where_the_r
     shop = f"{base}/shop"
     stop(mem, checkout_fix(Path(shop)).user("thanks"), tmp_path / "c.jsonl", cwd=f"{shop}/shop")
     assert "`pytest -q` works" in start_note(mem, shop)
+
+
+def test_a_skill_says_what_was_done_but_never_the_line_an_edit_replaced(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = checkout_fix(root)
+    session.lines[-1]["message"]["content"][0]["text"] = (
+        f"Fixed: total() applied the discount twice. `{BUGGY}` subtracted it again after "
+        "apply_discount; it returns round_money(discount) now. All 14 tests pass.")
+    stop(mem, session, tmp_path / "a.jsonl")
+    note = prompt_note(mem, root, "fix the failing checkout test")
+    assert "- what was done: Fixed: total() applied the discount twice." in note
+    assert BUGGY not in note and BUGGY not in start_note(mem, root)
+    for node in mem.nodes():
+        assert BUGGY not in str(mem.experience(node.id))

@@ -36,12 +36,12 @@ test, type, lint or build run, and any failure that names an edited file.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.knowledge import supersede
-from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Tree
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.coding import (
     INTERRUPT_MARKS,
@@ -248,15 +248,46 @@ class CodingExtractor:
     coding episode teaches are those of :class:`CodingScene` merged with the model's."""
 
     def __init__(self, base: Extractor | None = None, *, max_facts: int = 40,
-                 max_chars: int = 240) -> None:
+                 max_chars: int = 240, stale: Iterable[str] = ()) -> None:
         self.base = base
         self.scene = CodingScene()
         self.max_facts = max_facts
         self.max_chars = max_chars
+        self.stale = tuple(s for s in (flat(t) for t in stale) if len(s) >= MIN_STALE)
         self.name = f"coding+{base.name}" if base is not None else "coding"
         self.uses_llm = bool(base is not None and base.uses_llm)
 
+    def with_stale(self, lines: Iterable[str]) -> CodingExtractor:
+        """This extractor, told the lines the session's edits replaced (never written into an
+        experience: what an edit made false is no lesson)."""
+        return CodingExtractor(self.base, max_facts=self.max_facts, max_chars=self.max_chars,
+                               stale=lines)
+
     def extract(self, request: ExtractRequest) -> Extraction:
+        done = self._extract(request)
+        done.experience = self._fresh(done.experience)
+        if done.standalone is not None:
+            done.standalone = self._fresh(done.standalone)
+        return done
+
+    def _fresh(self, experience: Experience) -> Experience:
+        """``experience`` without the items that quote a line an edit replaced."""
+        if not self.stale:
+            return experience
+
+        def keep(items: Iterable[str]) -> tuple[str, ...]:
+            return tuple(i for i in items if not any(s in flat(i) for s in self.stale))
+
+        if isinstance(experience, Skill):
+            end = experience.termination
+            return Skill(experience.activation, keep(experience.steps),
+                         end if keep([end]) else "")
+        if isinstance(experience, Lesson):
+            return Lesson(experience.situation, keep(experience.failed) or ("the task failed",),
+                          keep(experience.untried), keep(experience.worked))
+        return Knowledge(experience.trigger, keep(experience.facts))
+
+    def _extract(self, request: ExtractRequest) -> Extraction:
         episode = request.episode
         known = request.matched if isinstance(request.matched, Knowledge) else None
         if known is not None and known.trigger != self.scene.trigger(episode.env, self.max_chars):
@@ -297,6 +328,9 @@ class CodingExtractor:
             done = f"`{command_text(checks[-1], 100)}`" + (f" -> {said}" if said else "")
         else:
             done = tail_cut(final_report(calls), 160)
+        said = report_summary(final_report(calls), self.stale)
+        if said:
+            steps.insert(0, f"what was done: {said}")
         return Skill(activation=_one_line(episode.task, self.max_chars),
                      steps=tuple(dict.fromkeys(steps)), termination=done)
 
@@ -312,10 +346,11 @@ class CodingExtractor:
                 why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
                 what = f"`{command_text(call, 80)}`" if call.command else call.tool
                 failed.append(f'{what} -> "{why}"' if why else what)
-        if not failed:
-            report = final_report(calls)
-            failed.append(f'reported: "{tail_cut(report, self.max_chars - 20)}"' if report
-                          else "the task did not succeed")
+        report = report_summary(final_report(calls), self.stale)
+        if report:
+            failed.append(f'reported: "{report}"')
+        elif not failed:
+            failed.append("the task did not succeed")
         worked = [line for c in calls if not c.failed and (line := _step_line(c))]
         played = {line for c in calls if (line := _step_line(c))}
         # Untried steps come only from a skill of the same project (its steps name its files).
@@ -352,6 +387,28 @@ def _stale(fact: str, edited: set[str]) -> bool:
     if fact.startswith(("tests (", "type checks (", "lint (", "build (")):
         return True
     return any(name and name in fact for name in edited)
+
+
+MIN_STALE = 8
+_MARKDOWN = re.compile(r"[*_`#>]+|^\s*[-•]\s+", re.M)
+
+
+def report_summary(report: str, stale: Sequence[str] = (), limit: int = 220) -> str:
+    """The first sentences of an assistant's final report (its verdict and what it did), up to
+    ``limit`` characters, markdown removed, without a sentence quoting a ``stale`` line."""
+    paragraph = next((p for p in re.split(r"\n\s*\n", report.strip()) if p.strip()), "")
+    text = flat(_MARKDOWN.sub("", paragraph))
+    out = ""
+    for sentence in _SENTENCES.split(text):
+        if any(s in sentence for s in stale):
+            continue
+        candidate = f"{out} {sentence}".strip()
+        if len(candidate) > limit:
+            if not out:
+                out = sentence[: limit - 1].rstrip() + "…"
+            break
+        out = candidate
+    return out
 
 
 def _step_line(call: ToolCall) -> str:

@@ -57,6 +57,8 @@ class Transcript:
 
     messages: list[Message] = field(default_factory=list)
     cwd: str = ""
+    # Lines the session's edits replaced (kept out of what is learned: an edit made them false).
+    replaced: list[str] = field(default_factory=list)
 
 
 def scene(cwd: str) -> str:
@@ -84,11 +86,13 @@ def read_transcript(path: str | Path) -> Transcript:
         if kind == "session_meta" and isinstance(payload, Mapping):
             out.cwd = str(payload.get("cwd") or out.cwd)
         elif kind == "response_item" and isinstance(payload, Mapping):
+            out.replaced += _replaced_in_patch(payload)
             codex.append(_codex_item(payload))
         elif kind in ("user", "assistant") and isinstance(record.get("message"), Mapping):
             if record.get("isSidechain") or record.get("isMeta"):
                 continue  # a subagent's own conversation, or a client note
             out.cwd = str(record.get("cwd") or out.cwd)
+            out.replaced += _replaced_by_edits(record["message"])
             message = _claude_message(record["message"])
             if claude and _same_reply(claude[-1], message):
                 # Claude Code writes one line per content block of a reply: join them again.
@@ -113,6 +117,42 @@ def _same_reply(previous: Mapping[str, Any], message: Mapping[str, Any]) -> bool
             and bool(message.get("id")) and previous.get("id") == message.get("id")
             and isinstance(previous.get("content"), list)
             and isinstance(message.get("content"), list))
+
+
+def _replaced(old: str, new: str) -> list[str]:
+    kept = {line.strip() for line in new.splitlines()}
+    return [line.strip() for line in old.splitlines() if line.strip() and line.strip() not in kept]
+
+
+def _replaced_by_edits(message: Mapping[str, Any]) -> list[str]:
+    """The lines Claude Code's Edit / MultiEdit calls of a message replace."""
+    content = message.get("content")
+    out: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not (isinstance(block, Mapping) and block.get("type") == "tool_use"):
+            continue
+        args = block.get("input")
+        if not isinstance(args, Mapping):
+            continue
+        listed = args.get("edits")
+        edits: list[Any] = listed if isinstance(listed, list) else [args]
+        for edit in edits:
+            if isinstance(edit, Mapping) and isinstance(edit.get("old_string"), str):
+                out += _replaced(str(edit["old_string"]), str(edit.get("new_string") or ""))
+    return out
+
+
+def _replaced_in_patch(item: Mapping[str, Any]) -> list[str]:
+    """The lines a Codex ``apply_patch`` call removes."""
+    text = item.get("input", item.get("arguments")) if item.get("type") in (
+        "custom_tool_call", "function_call") else None
+    if not isinstance(text, str) or "*** Begin Patch" not in text:
+        return []
+    text = text.replace("\\n", "\n")
+    lines = text.splitlines()
+    removed = "\n".join(x[1:] for x in lines if x.startswith("-") and not x.startswith("---"))
+    added = "\n".join(x[1:] for x in lines if x.startswith("+") and not x.startswith("+++"))
+    return _replaced(removed, added)
 
 
 def _claude_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -248,7 +288,7 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
     coding = CodingMemory.for_directory(mem, cwd or transcript.cwd, hints=_texts(messages),
                                         scope=scope or config.scope(),
                                         extractor=extractor or CodingExtractor())
-    results = coding.learn_session(messages, verdict=_verdict(turn),
+    results = coding.learn_session(messages, verdict=_verdict(turn), stale=transcript.replaced,
                                    meta={"source": "hook", **dict(meta or {})})
     return results[-1] if results else None
 

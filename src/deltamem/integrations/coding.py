@@ -323,11 +323,14 @@ class CodingMemory:
         return lines
 
     # -- learning --------------------------------------------------------------------------
-    def writer(self) -> DeltaMem:
-        """The memory with the coding extractor (the same store, embedder and settings)."""
+    def writer(self, stale: Sequence[str] = ()) -> DeltaMem:
+        """The memory with the coding extractor (the same store, embedder and settings), told
+        the lines the session's edits replaced."""
         extractor = self.extractor if self.extractor is not None else CodingExtractor()
         if not isinstance(extractor, CodingExtractor):
             extractor = CodingExtractor(extractor)
+        if stale:
+            extractor = extractor.with_stale(stale)
         return DeltaMem(self.mem.store, self.mem.embedder, extractor, space=self.mem.space,
                         settings=self.mem.settings)
 
@@ -350,14 +353,15 @@ class CodingMemory:
         return replace(episode, success=success, meta=info)
 
     def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
-                      verdict: bool | None = None, meta: Mapping[str, Any] | None = None
-                      ) -> list[LearnResult]:
+                      verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
+                      stale: Sequence[str] = ()) -> list[LearnResult]:
         """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
-        from ``record_outcome``) decides the last task's outcome when given."""
+        from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
+        (those the session's edits replaced) are never written into an experience."""
         tasks = to_learn(split_tasks(messages))
         results = []
-        writer = self.writer()
+        writer = self.writer(stale)
         for task in tasks:
             last = task is tasks[-1]
             episode = self.learn_episode(task, verdict if last else None, meta)

@@ -352,7 +352,8 @@ def skills_import(
 
 
 def hook(
-    event: Annotated[str, typer.Argument(help="session-start, user-prompt or stop.")],
+    event: Annotated[str, typer.Argument(
+        help="session-start, user-prompt, stop or session-end.")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
@@ -382,7 +383,8 @@ def hook(
         try:
             # Only the stop hook writes; the recall hooks read, so a first session (no memory
             # yet) just adds nothing.
-            with open_memory(db, space, embedder, create=event == "stop") as mem:
+            with open_memory(db, space, embedder,
+                             create=event in ("stop", "session-end")) as mem:
                 out = run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)
         except SpaceNotFound:
             out = {}

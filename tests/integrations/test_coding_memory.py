@@ -437,3 +437,20 @@ def test_a_skill_says_what_was_done_but_never_the_line_an_edit_replaced(
     assert BUGGY not in note and BUGGY not in start_note(mem, root)
     for node in mem.nodes():
         assert BUGGY not in str(mem.experience(node.id))
+
+
+def test_a_session_that_ends_in_an_interrupt_is_learned_at_its_end(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = (ClaudeSession(str(root)).user("drop the legacy orders table in production")
+               .rejected("Bash", {"command": "psql $PROD_DB -c 'DROP TABLE orders_legacy'"}))
+    path = session.write(tmp_path / "a.jsonl")
+    payload = {"cwd": str(root), "transcript_path": str(path), "session_id": "s-9",
+               "reason": "prompt_input_exit"}
+    run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
+    [episode] = list(mem.store.episodes(mem.space))
+    assert not episode.success and episode.task == "drop the legacy orders table in production"
+    assert "the user rejected `psql" in prompt_note(mem, root, "drop the legacy orders table")
+    # A client that also ran Stop after the interrupt does not get it learned twice.
+    run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
+    assert len(list(mem.store.episodes(mem.space))) == 1

@@ -171,12 +171,15 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
     return tasks
 
 
-def to_learn(tasks: Sequence[Task]) -> list[Task]:
+def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
     """The tasks the end of a turn should learn: the last task unless it waits on the user,
-    and the one before it when that one ended in an interrupt (or waited on a user who moved
-    on) and the last task has just begun."""
+    and the one before it when that one ended in an interrupt and the last task has just begun
+    (no Stop hook runs after an interrupt). At the session's end, only a last task that ended
+    in an interrupt (the turns before were learned when they ended)."""
     if not tasks:
         return []
+    if session_end:
+        return [tasks[-1]] if tasks[-1].ended_by_user else []
     out = []
     last = tasks[-1]
     if len(tasks) > 1 and len(last.turns) == 1 and not last.retry:

@@ -12,10 +12,14 @@ it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``pro
   scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
 * ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
   ``extract.coding``) with its outcome judged by the documented rules, plus an interrupted task
-  before it. Nothing is printed. A task with no call that acts (a question answered) teaches
-  nothing, and a turn in which the agent already called the memory's own ``learn`` tool is
-  skipped. The extractor is the configured one (``DELTAMEM_EXTRACTOR``): the coding rules, or
-  with ``llm`` a model at an OpenAI-compatible endpoint under the same rules.
+  before it (no Stop hook runs after an interrupt). Nothing is printed.
+* ``session-end`` -- learns a last task the user interrupted (Claude Code's ``SessionEnd``),
+  unless a Stop hook already learned it. Nothing is printed.
+
+A task with no call that acts (a question answered) teaches nothing, and a turn in which the
+agent already called the memory's own ``learn`` tool is skipped. The extractor is the configured
+one (``DELTAMEM_EXTRACTOR``): the coding rules, or with ``llm`` a model at an OpenAI-compatible
+endpoint under the same rules.
 
 Transcripts are read in both recorded formats: Claude Code's JSONL (``type`` user/assistant
 lines holding Anthropic ``message`` objects) and Codex's rollout JSONL (``session_meta``,
@@ -46,7 +50,8 @@ from deltamem.transcripts import (
     messages_from_responses,
 )
 
-EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
+EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
+          "session-end": "SessionEnd"}
 # The argument that says what a Claude Code tool call did (the rest is noise for a skill).
 PRIMARY_ARGUMENT = {"Bash": "command", "Read": "file_path", "Edit": "file_path",
                     "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
@@ -277,9 +282,11 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
 
 def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
                extractor: Extractor | None = None, scope: str | None = None,
-               meta: Mapping[str, Any] | None = None) -> LearnResult | None:
-    """Learn what the last turn of ``transcript`` finished (see the module docstring); the
-    result of its last task, None when it teaches nothing."""
+               meta: Mapping[str, Any] | None = None,
+               session_end: bool = False) -> LearnResult | None:
+    """Learn what the last turn of ``transcript`` finished (see the module docstring), or at
+    the session's end a last task the user interrupted; the result of the last task learned,
+    None when it teaches nothing."""
     turn = last_turn(transcript.messages)
     if any(name.endswith("learn") for name, _ in _memory_calls(turn)):
         return None  # the agent already handed this turn to the memory itself
@@ -289,7 +296,8 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
                                         scope=scope or config.scope(),
                                         extractor=extractor or CodingExtractor())
     results = coding.learn_session(messages, verdict=_verdict(turn), stale=transcript.replaced,
-                                   meta={"source": "hook", **dict(meta or {})})
+                                   meta={"source": "hook", **dict(meta or {})},
+                                   session_end=session_end)
     return results[-1] if results else None
 
 
@@ -339,5 +347,6 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
     if path:
         meta = {"session": str(payload["session_id"])} if payload.get("session_id") else {}
         learn_turn(mem, read_transcript(str(path)), cwd=cwd, scope=scope,
-                   extractor=extractor or hook_extractor(), meta=meta)
+                   extractor=extractor or hook_extractor(), meta=meta,
+                   session_end=event == "session-end")
     return {}

@@ -354,20 +354,29 @@ class CodingMemory:
 
     def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
                       verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
-                      stale: Sequence[str] = ()) -> list[LearnResult]:
+                      stale: Sequence[str] = (), session_end: bool = False
+                      ) -> list[LearnResult]:
         """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""
-        tasks = to_learn(split_tasks(messages))
+        tasks = to_learn(split_tasks(messages), session_end=session_end)
         results = []
         writer = self.writer(stale)
         for task in tasks:
             last = task is tasks[-1]
             episode = self.learn_episode(task, verdict if last else None, meta)
-            if episode is not None:
+            if episode is not None and not (session_end and self._learned(episode)):
                 results.append(writer.learn(episode))
         return results
+
+    def _learned(self, episode: Episode) -> bool:
+        """Whether this very episode (same session, task and steps) is stored already."""
+        session = episode.meta.get("session")
+        return bool(session) and any(
+            r.task == episode.task and r.meta.get("session") == session
+            and len(r.steps) == len(episode.steps)
+            for r in self.mem.store.episodes(self.mem.space))
 
     def learn_episode(self, task: Task, verdict: bool | None,
                       meta: Mapping[str, Any] | None) -> Episode | None:

@@ -154,14 +154,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
 
 
 SCOPES = ("project", "user", "global")
-DEFAULT_SCOPE = "user"
+DEFAULT_SCOPE = "project"
 # What the coding hooks inject at most, in tokens of the bundled MiniLM tokenizer.
 HOOK_BUDGETS = {"session-start": 200, "user-prompt": 300}
 
 
 def scope(environ: Mapping[str, str] | None = None) -> str:
-    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (only what this
-    repository taught), ``user`` (the default: also portable skills from this user's other
+    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (the default:
+    only what this repository taught), ``user`` (also portable skills from this user's other
     repositories) or ``global`` (also portable skills from anyone sharing the database).
     Project knowledge never crosses repositories in any scope."""
     env = os.environ if environ is None else environ

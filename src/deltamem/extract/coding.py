@@ -6,13 +6,17 @@ agent's messages after it (a *turn*). A turn whose request is a *follow-up*
 (:func:`is_follow_up`: "yes please fix it", "go ahead", "now run the whole suite", "no, use
 pnpm", three words at most that point back: "commit that") continues the task before it, so the
 task keeps the original request as its key and holds the whole procedure. After a turn the user
-interrupted or in which they rejected a tool call, a follow-up starts a new attempt at the same
-request (same key), and the interrupted attempt is learned on its own, as a failure.
+interrupted or in which they rejected a tool call, a correction ("don't pip install, we use uv",
+"stop. revert that") continues the task too; a new request leaves the interrupted task to be
+learned on its own, as a failure. A task *waits* (:attr:`Task.pending`) when its last turn
+found a problem, changed nothing and ends asking the user ("Do you have the ticket?"): it is not
+learned yet, and the user's next message, the answer, continues it.
 
 **Outcome rules** (:func:`judge`), in order; the first that applies decides:
 
 1. the agent's own verdict (the memory's ``record_outcome`` tool; see the hooks);
-2. a user interrupt or a rejected tool call -> failure;
+2. a user interrupt or a rejected tool call -> failure, unless a verifying run after the
+   last one passed (the user redirected the agent and it got there);
 3. the first two sentences of the assistant's final report say it did not get there ("I
    couldn't fix", "still fails", "was denied", "blocked by") -> failure;
 4. the last verifying run (tests, type checks, lint, build, deploy, migration) decides: it
@@ -44,12 +48,14 @@ from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.coding import (
+    GATED,
     INTERRUPT_MARKS,
     VERIFYING,
     CodingScene,
     ToolCall,
     command_text,
     flat,
+    is_correction,
     names_project_files,
     parse_call,
     reason,
@@ -118,17 +124,12 @@ class Task:
 
     request: str
     turns: list[list[Message]] = field(default_factory=list)
-    retry: bool = False  # a new attempt at the request of an interrupted task
 
     @property
     def messages(self) -> list[Message]:
         out: list[Message] = []
         for turn in self.turns:
             out += turn
-        if self.retry and out:  # the key is the original request; keep the user's words too
-            out = [{"role": "user", "content": self.request},
-                   {"role": "assistant", "content": ""},
-                   {"role": "user", "content": content_text(out[0].get("content"))}, *out[1:]]
         return out
 
     @property
@@ -143,7 +144,7 @@ class Task:
             return False
         last = self.turns[-1]
         calls = _calls(last)
-        if any(c.kind == "edit" or c.purpose in ("deploy", "migrations", "install")
+        if any(not c.failed and (c.kind == "edit" or c.purpose in GATED)
                for c in calls) or not any(c.failed for c in calls):
             return False
         replies = [content_text(m.get("content")) for m in last
@@ -159,11 +160,12 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
         if is_request(message):
             text = content_text(message.get("content"))
             turn = [dict(message)]
-            if tasks and is_follow_up(text) and tasks[-1].turns:
-                if tasks[-1].ended_by_user:
-                    tasks.append(Task(tasks[-1].request, [turn], retry=True))
-                else:
-                    tasks[-1].turns.append(turn)
+            # A follow-up; a correction after an interrupt; the answer to the question a
+            # waiting task asked ("Do you have the ticket?" - "the ticket is CHG-4821").
+            continues = is_follow_up(text) or bool(tasks) and (
+                (tasks[-1].ended_by_user and is_correction(text)) or tasks[-1].pending)
+            if tasks and tasks[-1].turns and continues:
+                tasks[-1].turns.append(turn)
             else:
                 tasks.append(Task(text, [turn]))
         elif turn is not None:
@@ -180,14 +182,9 @@ def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
         return []
     if session_end:
         return [tasks[-1]] if tasks[-1].ended_by_user else []
-    out = []
     last = tasks[-1]
-    if len(tasks) > 1 and len(last.turns) == 1 and not last.retry:
-        before = tasks[-2]
-        if before.ended_by_user:
-            out.append(before)
-    elif len(tasks) > 1 and last.retry and len(last.turns) == 1:
-        out.append(tasks[-2])
+    out = [tasks[-2]] if len(tasks) > 1 and len(last.turns) == 1 and tasks[-2].ended_by_user \
+        else []
     if not last.pending:
         out.append(last)
     return out
@@ -209,7 +206,10 @@ def _calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 def judge(calls: Sequence[ToolCall], report: str = "") -> tuple[bool, str]:
     """A task's outcome and the rule that decided it (rules 2-5 of the module docstring)."""
-    if any(c.status in ("interrupted", "rejected") for c in calls):
+    stopped = [i for i, c in enumerate(calls) if c.status in ("interrupted", "rejected")]
+    recovered = stopped and any(c.kind == "run" and c.purpose in VERIFYING and not c.failed
+                                for c in calls[stopped[-1] + 1:])
+    if stopped and not recovered:
         return False, "the user interrupted the task or rejected a call"
     verdict_text = " ".join(_SENTENCES.split(report.strip())[:2])  # reports lead with it
     if verdict_text and _NEGATIVE_REPORT.search(verdict_text):
@@ -349,6 +349,9 @@ class CodingExtractor:
                 why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
                 what = f"`{command_text(call, 80)}`" if call.command else call.tool
                 failed.append(f'{what} -> "{why}"' if why else what)
+        for call in calls:  # why the user stopped or redirected it, in their words
+            failed += [f'the user said: "{tail_cut(u, self.max_chars - 20)}"' for u in call.user
+                       if is_correction(u)]
         report = report_summary(final_report(calls), self.stale)
         if report:
             failed.append(f'reported: "{report}"')
@@ -393,7 +396,7 @@ def _stale(fact: str, edited: set[str]) -> bool:
 
 
 MIN_STALE = 8
-_MARKDOWN = re.compile(r"[*_`#>]+|^\s*[-•]\s+", re.M)
+_MARKDOWN = re.compile(r"\*\*|`|^\s*#+\s*|^\s*>\s*|^\s*[-*•]\s+", re.M)
 
 
 def report_summary(report: str, stale: Sequence[str] = (), limit: int = 220) -> str:

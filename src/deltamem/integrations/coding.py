@@ -8,8 +8,8 @@ matched node names that very root: never for ``shop2``, ``shop-admin`` or anothe
 ``shop``, and for ``shop/api`` it is the knowledge of ``shop``. Every learned task records its
 project and the OS user (``Episode.meta``). A skill or lesson is recalled
 
-* ``project`` scope: only when it was learned in this project;
-* ``user`` scope (default): also from this user's other projects when it is *portable*;
+* ``project`` scope (default): only when it was learned in this project;
+* ``user`` scope: also from this user's other projects when it is *portable*;
 * ``global`` scope: also from anyone's projects in the database when it is portable.
 
 A skill is portable when it holds nothing project-specific: no file path (absolute or relative:
@@ -35,6 +35,8 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from deltamem import config
+from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.core.tree import compose_chain
 from deltamem.errors import ConfigError
@@ -46,6 +48,7 @@ from deltamem.extract.coding import (
     final_report,
     is_follow_up,
     judge,
+    report_summary,
     split_tasks,
     teaches_skill,
     to_learn,
@@ -53,6 +56,7 @@ from deltamem.extract.coding import (
 from deltamem.memory import DeltaMem
 from deltamem.results import LearnResult
 from deltamem.scenes.coding import (
+    CodingScene,
     names_project_files,
     project_root,
     project_scene,
@@ -64,7 +68,11 @@ SCOPES = ("project", "user", "global")
 NOTE_HEAD = "deltamem notes on {name} from earlier sessions (the repo wins if they disagree):"
 SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
-CANDIDATES = 8
+CANDIDATES = 32
+# A past task of the same project is recalled down to this share of the task tree's threshold:
+# the candidates are that project's few tasks, where the most similar one is the right one far
+# more often than across a whole memory (another project's task needs the full threshold).
+PROJECT_SHARE = 2 / 3
 
 
 @cache
@@ -210,7 +218,7 @@ class CodingMemory:
 
     mem: DeltaMem
     root: str
-    scope: str = "user"
+    scope: str = "project"
     extractor: Extractor | None = None
     user: str = field(default_factory=lambda: _login())
 
@@ -245,13 +253,14 @@ class CodingMemory:
         return PurePosixPath(self.root).name or self.root
 
     # -- reading ---------------------------------------------------------------------------
-    def knowledge(self) -> Knowledge | None:
-        """This project's knowledge: the latest knowledge node of exactly this root (and of the
-        subfolders it owns, see :meth:`for_directory`), or None."""
+    def knowledge(self, *, own: bool = False) -> Knowledge | None:
+        """This project's knowledge: the latest knowledge node of exactly this root (and, unless
+        ``own``, of the subfolders it owns, see :meth:`for_directory`), or None."""
+        family = {self.root} if own else self.family
         newest: dict[str, tuple[float, str]] = {}
         for node in self.mem.nodes(Tree.ENV):
             sig = signature_of(node.key)
-            if sig in self.family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
+            if sig in family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
                 newest[sig] = (node.created_at, node.id)
         facts: list[str] = []
         for sig in sorted(newest, key=lambda k: (k != self.root, k)):
@@ -266,17 +275,19 @@ class CodingMemory:
         if not request.strip():
             return None
         recalled = self.mem.recall(request, "", top_k=CANDIDATES)
+        tau = recalled.task.threshold
         for candidate in recalled.task.candidates:
-            if candidate.score < recalled.task.threshold:
+            if candidate.score < tau * PROJECT_SHARE:
                 break
             node = self.mem.get(candidate.id)
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}
-            composed = compose_chain(self.mem.chain(candidate.id))
             if meta.get("project") in self.family:
-                return composed, True
-            if self.scope == "project" or (self.scope == "user" and meta.get("user") != self.user):
+                return compose_chain(self.mem.chain(candidate.id)), True
+            if candidate.score < tau or self.scope == "project" or (
+                    self.scope == "user" and meta.get("user") != self.user):
                 continue
+            composed = compose_chain(self.mem.chain(candidate.id))
             if portable(composed, str(meta.get("project") or "")):
                 return composed, False
         return None
@@ -299,7 +310,9 @@ class CodingMemory:
             return ""
         found = self.experience_for(request)
         known = self.knowledge()
-        facts = relevant_facts(known.facts if known else (), request)
+        shown = self.session_note(config.hook_budget("session-start"))  # already in context
+        facts = [f for f in relevant_facts(known.facts if known else (), request, limit=6)
+                 if f"- {f}" not in shown.splitlines()][:3]
         if found is None:
             return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in facts]], budget)
         lines = self._experience_lines(*found)
@@ -366,9 +379,29 @@ class CodingMemory:
         for task in tasks:
             last = task is tasks[-1]
             episode = self.learn_episode(task, verdict if last else None, meta)
-            if episode is not None and not (session_end and self._learned(episode)):
+            if episode is None:
+                self.learn_answer(task, stale)
+            elif not (session_end and self._learned(episode)):
                 results.append(writer.learn(episode))
         return results
+
+    def learn_answer(self, task: Task, stale: Sequence[str] = ()) -> str | None:
+        """Keep the answer to a question (a task with no call that acts) as a project fact,
+        ``answered (<the question's first words>): <the reply's first sentences>``; no skill.
+        Returns the new knowledge node's id (None: nothing to keep, or known already)."""
+        episode = episode_from_messages(task.messages, success=True, task=task.request,
+                                        env=self.scene)
+        said = report_summary(final_report(episode_calls(episode)), tuple(stale))
+        if not said:
+            return None
+        topic = " ".join(re.findall(r"[\w.-]+", task.request)[:6]).lower()
+        fact = f"answered ({topic}): {said}"
+        known = self.knowledge(own=True)
+        facts = supersede(known.facts if known else (), [fact])
+        trigger = CodingScene().trigger(self.scene, 240)
+        [made] = self.mem.add_roots([(Tree.ENV, self.scene, Knowledge(trigger, facts),
+                                      {"source": "answer", "project": self.root})])
+        return made
 
     def _learned(self, episode: Episode) -> bool:
         """Whether this very episode (same session, task and steps) is stored already."""

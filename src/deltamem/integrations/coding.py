@@ -37,7 +37,7 @@ from typing import Any
 
 from deltamem import config
 from deltamem.core.knowledge import supersede
-from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Node, Skill, Tree
 from deltamem.core.tree import compose_chain
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
@@ -184,11 +184,6 @@ def git_root(start: str) -> str | None:
         return None
 
 
-def known_projects(mem: DeltaMem) -> set[str]:
-    """The project roots the memory holds knowledge for."""
-    return {sig for n in mem.nodes(Tree.ENV) if (sig := signature_of(n.key))}
-
-
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -227,6 +222,12 @@ class CodingMemory:
             raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         self.root = signature_of(f"at {self.root}") or self.root
         self.family: frozenset[str] = frozenset({self.root})
+        self._env: list[Node] | None = None  # the knowledge nodes, read once per use
+
+    def _env_nodes(self, *, fresh: bool = False) -> list[Node]:
+        if self._env is None or fresh:
+            self._env = list(self.mem.nodes(Tree.ENV))
+        return self._env
 
     @classmethod
     def for_directory(cls, mem: DeltaMem, cwd: str | Path, *, hints: Sequence[str] = (),
@@ -235,9 +236,11 @@ class CodingMemory:
         are texts of the session (tool calls and outputs) that may name the root."""
         start = signature_of(f"at {Path(cwd or Path.cwd()).absolute()}")
         on_disk = git_root(start)
-        known = known_projects(mem)
+        env = list(mem.nodes(Tree.ENV))
+        known = {sig for n in env if (sig := signature_of(n.key))}
         root = on_disk or resolve_root(start, known, root_hints(hints))
         made = cls(mem, root, **kwargs)
+        made._env = env
         if on_disk is None and root in known:
             # No repository to look at: a folder known as a project owns what earlier sessions
             # learned in its subfolders (each of which then looked like a project of its own).
@@ -253,12 +256,13 @@ class CodingMemory:
         return PurePosixPath(self.root).name or self.root
 
     # -- reading ---------------------------------------------------------------------------
-    def knowledge(self, *, own: bool = False) -> Knowledge | None:
+    def knowledge(self, *, own: bool = False, fresh: bool = False) -> Knowledge | None:
         """This project's knowledge: the latest knowledge node of exactly this root (and, unless
-        ``own``, of the subfolders it owns, see :meth:`for_directory`), or None."""
+        ``own``, of the subfolders it owns, see :meth:`for_directory`), or None. ``fresh``
+        reads the store again (after a write)."""
         family = {self.root} if own else self.family
         newest: dict[str, tuple[float, str]] = {}
-        for node in self.mem.nodes(Tree.ENV):
+        for node in self._env_nodes(fresh=fresh):
             sig = signature_of(node.key)
             if sig in family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
                 newest[sig] = (node.created_at, node.id)
@@ -294,6 +298,10 @@ class CodingMemory:
 
     def session_note(self, budget: int) -> str:
         """The note injected at session start ("" when nothing about this project is known)."""
+        self._env = None  # read the store afresh once per note
+        return self._session_note(budget)
+
+    def _session_note(self, budget: int) -> str:
         known = self.knowledge()
         if budget <= 0 or known is None or not known.facts:
             return ""
@@ -308,9 +316,10 @@ class CodingMemory:
         for a follow-up ("yes, go ahead": its task's note came with the request)."""
         if budget <= 0 or not request.strip() or is_follow_up(request):
             return ""
+        self._env = None  # read the store afresh once per note
         found = self.experience_for(request)
         known = self.knowledge()
-        shown = self.session_note(config.hook_budget("session-start"))  # already in context
+        shown = self._session_note(config.hook_budget("session-start"))  # already in context
         facts = [f for f in relevant_facts(known.facts if known else (), request, limit=6)
                  if f"- {f}" not in shown.splitlines()][:3]
         if found is None:
@@ -396,7 +405,7 @@ class CodingMemory:
             return None
         topic = " ".join(re.findall(r"[\w.-]+", task.request)[:6]).lower()
         fact = f"answered ({topic}): {said}"
-        known = self.knowledge(own=True)
+        known = self.knowledge(own=True, fresh=True)
         facts = supersede(known.facts if known else (), [fact])
         trigger = CodingScene().trigger(self.scene, 240)
         [made] = self.mem.add_roots([(Tree.ENV, self.scene, Knowledge(trigger, facts),

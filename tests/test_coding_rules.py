@@ -231,3 +231,13 @@ def test_from_messages_scopes_an_episode_to_its_project() -> None:
     assert episode.env == "software project shop at /home/bob/src/shop"
     assert episode.meta == {"project": ROOT}
     assert CodingScene().signature(episode.env) == ROOT
+
+
+def test_client_scaffolding_is_no_request() -> None:
+    from deltamem.extract.coding import is_request
+
+    for text in ("<bash-input>ls</bash-input>", "<command-name>/clear</command-name>",
+                 "This session is being continued from a previous conversation that ran out",
+                 "[Request interrupted by user]", "<environment_context><cwd>/a</cwd>"):
+        assert not is_request({"role": "user", "content": text}), text
+    assert is_request({"role": "user", "content": "fix the login test"})

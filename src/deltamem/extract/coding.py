@@ -69,7 +69,8 @@ Message = Mapping[str, Any]
 
 # User texts that are not requests: tool scaffolding both clients record as user messages.
 NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
-                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>",
+                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>", "<bash-",
+                 "This session is being continued from a previous conversation",
                  *INTERRUPT_MARKS)
 _FOLLOW_UP = re.compile(
     r"^(yes|yeah|yep|yup|sure|ok(ay)?|k|go ahead|go for it|do it|do that|please do|proceed|"

@@ -94,8 +94,9 @@ def read_transcript(path: str | Path) -> Transcript:
             out.replaced += _replaced_in_patch(payload)
             codex.append(_codex_item(payload))
         elif kind in ("user", "assistant") and isinstance(record.get("message"), Mapping):
-            if record.get("isSidechain") or record.get("isMeta"):
-                continue  # a subagent's own conversation, or a client note
+            if record.get("isSidechain") or record.get("isMeta") or record.get(
+                    "isCompactSummary"):
+                continue  # a subagent's own conversation, a client note, a compaction summary
             out.cwd = str(record.get("cwd") or out.cwd)
             out.replaced += _replaced_by_edits(record["message"])
             message = _claude_message(record["message"])

@@ -6,7 +6,7 @@ Agents adapter and ``Episode.from_messages`` users.
 Its knowledge is stored under ``software project <name> at <root>`` and recalled only when the
 matched node names that very root: never for ``shop2``, ``shop-admin`` or another machine's
 ``shop``, and for ``shop/api`` it is the knowledge of ``shop``. Every learned task records its
-project and the OS user (``Episode.meta``). A skill or lesson is recalled
+project and a hash of the OS login (``Episode.meta``). A skill or lesson is recalled
 
 * ``project`` scope (default): only when it was learned in this project;
 * ``user`` scope: also from this user's other projects when it is *portable*;
@@ -28,6 +28,7 @@ variables it needs, the user's corrections); per request, the skill of a past ta
 from __future__ import annotations
 
 import getpass
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -429,8 +430,10 @@ class CodingMemory:
 
 
 def _login() -> str:
+    """Who learned a task, as a short hash of the OS login (the name itself is never stored)."""
     try:
-        return getpass.getuser()
+        name = getpass.getuser()
     except (OSError, KeyError):
         return ""
+    return "u-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
 

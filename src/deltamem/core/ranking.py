@@ -264,6 +264,21 @@ def check_filters(filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
     return out
 
 
+def filters_from_pairs(pairs: Sequence[str] | None) -> dict[str, FilterValue]:
+    """Filters from ``key=value`` texts (the CLI's ``--filter``, the REST listing's ``filters``
+    query parameter): split at the first ``=``; the values are strings. A repeated key is an
+    error, as is a text without ``=`` or with an empty key."""
+    out: dict[str, FilterValue] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"filter {pair!r} must be key=value, e.g. user=alice")
+        if key in out:
+            raise ConfigError(f"filter {key!r} is given twice; give each key once")
+        out[key] = value
+    return check_filters(out)
+
+
 def user_meta(node: Node) -> Mapping[str, Any]:
     """The metadata a node is filtered on: the ``meta`` of the episode that wrote it (kept in
     ``node.meta["episode_meta"]``; consolidation and corrections carry it to the roots they

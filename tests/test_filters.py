@@ -212,3 +212,27 @@ def test_json_equality_keeps_booleans_apart_from_numbers(mem: DeltaMem) -> None:
     assert mem.list_nodes(filters={"flag": True})
     assert not mem.list_nodes(filters={"flag": 1})
     assert not mem.list_nodes(filters={"missing": None})
+
+
+def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: str) -> None:
+    """Bob repeats Alice's episode exactly: instead of vanishing into her node (a dedup that
+    his filter would not find), it is written as an empty delta under it with his meta; his
+    own repeats then dedup onto that node, and unfiltered recall still shows her original."""
+    with memory(url) as mem:
+        alice = mem.learn(make_episode(user="alice"))
+        bob = mem.learn(make_episode(user="bob"))
+        assert bob.task.action.value == "delta" and bob.task.parent == alice.task.node
+        assert bob.task.patch_ops == 0
+        assert mem.experience(bob.task.node) == mem.experience(alice.task.node)
+        again = mem.learn(make_episode(user="bob"))
+        assert again.task.action.value == "dedup" and again.task.node == bob.task.node
+        assert again.env.action.value == "dedup" and again.env.node == bob.env.node
+        unscoped = mem.learn(make_episode())  # no scope: an ordinary dedup on the best
+        assert unscoped.task.action.value == "dedup"
+        same = mem.learn(make_episode(user="alice", team="x"))  # free keys do not scope
+        assert same.task.action.value == "dedup" and same.task.node == alice.task.node
+        got = mem.recall("heat the apple", KITCHEN, filters={"user": "bob"})
+        assert got.task.node is not None and got.task.node.id == bob.task.node
+        assert got.env.node is not None and got.env.node.id == bob.env.node
+        assert mem.recall("heat the apple", KITCHEN).task.node.id == alice.task.node
+        assert mem.check() == []

@@ -31,7 +31,7 @@ from deltamem.core.model import (
     experience_chars,
 )
 from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
-from deltamem.core.ranking import FilterValue, check_filters, matches
+from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain
@@ -359,7 +359,7 @@ class DeltaMem:
         batch = self._batch.get()  # inside learn_many's block everything is placed in it
         plans = {tree: None if batch else self.writer.plan(
             tree, keys[tree], queries[tree], extractions[tree].experience,
-            _scanned(reads[tree])) for tree in TREES}
+            _scanned(reads[tree]), scope=scope_of(episode.meta)) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
         steps = episode_to_dict(episode)["steps"]
         with self._writing():

@@ -279,6 +279,11 @@ def filters_from_pairs(pairs: Sequence[str] | None) -> dict[str, FilterValue]:
     return check_filters(out)
 
 
+def scope_of(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`SCOPE_KEYS` an episode's ``meta`` carries, with their values."""
+    return {key: meta[key] for key in SCOPE_KEYS if key in meta}
+
+
 def user_meta(node: Node) -> Mapping[str, Any]:
     """The metadata a node is filtered on: the ``meta`` of the episode that wrote it (kept in
     ``node.meta["episode_meta"]``; consolidation and corrections carry it to the roots they
@@ -301,7 +306,7 @@ def _equal(stored: Any, wanted: FilterValue) -> bool:
     return bool(stored == wanted) and (stored is None) == (wanted is None)
 
 
-def matches(node: Node, filters: Mapping[str, FilterValue]) -> bool:
+def matches(node: Node, filters: Mapping[str, Any]) -> bool:
     """Whether ``node``'s :func:`user_meta` has every key of ``filters`` with an equal value
     (exact: ``"alice"`` is not ``"Alice"``, the string ``"1"`` is not the number ``1``; a key
     the node lacks never matches, not even ``None``). No filter matches every node."""

@@ -236,3 +236,21 @@ def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: st
         assert got.env.node is not None and got.env.node.id == bob.env.node
         assert mem.recall("heat the apple", KITCHEN).task.node.id == alice.task.node
         assert mem.check() == []
+
+
+def test_async_facade_takes_the_same_filters(mem: DeltaMem) -> None:
+    import asyncio
+
+    from deltamem.aio import AsyncDeltaMem
+
+    alice = mem.learn(make_episode(user="alice"))
+    mem.learn(make_episode(actions=("open fridge", "heat apple"), user="bob"))
+
+    async def run() -> tuple[Any, list[dict[str, Any]]]:
+        amem = AsyncDeltaMem(mem)
+        return (await amem.recall("heat the apple", KITCHEN, filters={"user": "alice"}),
+                await amem.list_nodes(Tree.TASK, filters={"user": "alice"}))
+
+    recall, rows = asyncio.run(run())
+    assert recall.task.node is not None and recall.task.node.id == alice.task.node
+    assert [r["id"] for r in rows] == [alice.task.node]

@@ -288,8 +288,12 @@ def user_meta(node: Node) -> Mapping[str, Any]:
     """The metadata a node is filtered on: the ``meta`` of the episode that wrote it (kept in
     ``node.meta["episode_meta"]``; consolidation and corrections carry it to the roots they
     write). Empty for a node written without one."""
-    meta = node.meta.get("episode_meta")
-    return meta if isinstance(meta, Mapping) else {}
+    return _episode_meta(node.meta)
+
+
+def _episode_meta(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = meta.get("episode_meta")
+    return found if isinstance(found, Mapping) else {}
 
 
 def carried_meta(node: Node) -> dict[str, Any]:
@@ -310,12 +314,19 @@ def matches(node: Node, filters: Mapping[str, Any]) -> bool:
     """Whether ``node``'s :func:`user_meta` has every key of ``filters`` with an equal value
     (exact: ``"alice"`` is not ``"Alice"``, the string ``"1"`` is not the number ``1``; a key
     the node lacks never matches, not even ``None``). No filter matches every node."""
-    meta = user_meta(node)
-    return all(key in meta and _equal(meta[key], value) for key, value in filters.items())
+    return meta_matches(node.meta, filters)
 
 
-def matching(found: Sequence[Candidate], nodes: Mapping[str, Node],
+def meta_matches(meta: Mapping[str, Any], filters: Mapping[str, Any]) -> bool:
+    """:func:`matches` on a node's stored ``meta`` (``Store.metas``), without the node."""
+    user = _episode_meta(meta)
+    return all(key in user and _equal(user[key], value) for key, value in filters.items())
+
+
+def matching(found: Sequence[Candidate], metas: Mapping[str, Mapping[str, Any]],
              filters: Mapping[str, FilterValue]) -> list[Candidate]:
-    """The candidates of ``found`` whose node (in ``nodes``) matches ``filters``, in order; a
-    candidate absent from ``nodes`` was deleted since the scan and is dropped."""
-    return [c for c in found if (node := nodes.get(c.id)) is not None and matches(node, filters)]
+    """The candidates of ``found`` whose node's stored meta (in ``metas``) matches
+    ``filters``, in order; a candidate absent from ``metas`` was deleted since the scan and is
+    dropped."""
+    return [c for c in found
+            if (meta := metas.get(c.id)) is not None and meta_matches(meta, filters)]

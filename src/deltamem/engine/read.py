@@ -6,8 +6,9 @@ nothing). It makes a bounded number of store calls per tree: one scan per round,
 ``get_nodes`` per round, one ``chain`` and one ``vectors`` for the match.
 
 With metadata ``filters`` (``core.ranking.matches``) a read ranks only the matching nodes, and
-exactly: each round scans ``k``, fetches the nodes it has not seen, keeps the matching ones,
-and widens the scan ×4 until it holds enough of them (as many as an unfiltered read of a tree
+exactly: each round scans ``k``, reads the stored meta of the candidates it has not seen
+(``Store.metas``, one call), keeps the matching ones (whose nodes it fetches), and widens the
+scan ×4 until it holds enough of them (as many as an unfiltered read of a tree
 holding only those nodes would scan) or the tree is exhausted. The filter applies to the
 matched node; its chain is composed as usual, whatever episodes wrote the ancestors.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from deltamem.config import Settings
 from deltamem.core import ranking
@@ -94,26 +95,31 @@ class Reader:
                  filters: dict[str, FilterValue], scene: str
                  ) -> tuple[list[Candidate], dict[str, Node]]:
         """The ranking of the nodes that match ``filters``, exactly as an unfiltered read of
-        a tree holding only them would rank them, with every node fetched on the way.
+        a tree holding only them would rank them, with the matching nodes fetched.
 
         Environment tree: the best ``max(need, POOL)`` matching candidates (what that read
         scans), then ``core.ranking.same_scene``. Task tree: ``core.ranking.task_ranked`` over
         the matching candidates, widening while it asks to, then the layout's ties first."""
         want = max(need, POOL) if tree is Tree.ENV else need
         k = max(need, POOL)
+        metas: dict[str, dict[str, Any]] = {}
         nodes: dict[str, Node] = {}
         while True:
             found = self.scan(tree, query, k)
-            nodes = self.nodes_of(found, nodes)
-            kept = ranking.matching(found, nodes, filters)
+            unseen = [c.id for c in found if c.id not in metas]
+            if unseen:
+                metas.update(self.store.metas(self.space, unseen))
+            kept = ranking.matching(found, metas, filters)
             exhausted = len(found) < k
             if len(kept) >= want or exhausted:
                 if tree is Tree.ENV:
-                    layout = self.signature(key)
-                    scene_kept = ranking.same_scene(kept[:want], nodes, layout, self.signature,
-                                                    limit=need)
+                    kept = kept[:want]
+                    nodes = self.nodes_of(kept, nodes)
+                    scene_kept = ranking.same_scene(kept, nodes, self.signature(key),
+                                                    self.signature, limit=need)
                     assert scene_kept is not None  # every node was fetched
                     return scene_kept, nodes
+                nodes = self.nodes_of(kept, nodes)
                 ranked = ranking.task_ranked(kept, nodes, need, self.settings.penalty,
                                              exhausted=exhausted)
                 if ranked.candidates is not None:

@@ -40,6 +40,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                       ["slow"]),
     "coding_memory.py": (["--smoke", "--embedder", "hashing", "--out", "{tmp}/coding.json"],
                          ["slow"]),
+    "filtered_recall.py": (["--nodes", "200", "--queries", "2"], []),
     "hook_latency.py": (["--calls", "2", "--cold-calls", "1", "--embedder", "hashing"],
                         ["slow"]),
     "serve_workers.py": (["--workers", "2", "--clients", "1", "--requests", "2"],

@@ -149,19 +149,27 @@ def _turn(request: str, *calls: tuple[str, str], reply: str = "Done.") -> list[d
     return out
 
 
-def test_tasks_span_follow_ups_and_an_interrupt_is_its_own_failed_attempt() -> None:
+def test_tasks_span_follow_ups_and_corrections_after_an_interrupt() -> None:
     messages = (_turn("why does the checkout test fail?", ("pytest -q", "error: 1 failed"),
                       reply="The discount is applied twice. Want me to fix it?")
                 + _turn("yes please fix it", ("pytest -q", "3 passed"))
                 + _turn("deploy the shop to staging", ("make deploy", "deploying...")))
     messages.insert(-1, {"role": "user", "content": "[Request interrupted by user]"})
-    messages += _turn("go ahead, but use the staging context", ("make deploy", "ok"))
+    messages += _turn("no, use the staging context first", ("make deploy", "ok"))
     tasks = split_tasks(messages)
     deploy = "deploy the shop to staging"
-    assert [t.request for t in tasks] == ["why does the checkout test fail?", deploy, deploy]
-    assert len(tasks[0].turns) == 2 and tasks[1].ended_by_user and tasks[2].retry
-    assert [t.request for t in to_learn(tasks)] == [deploy] * 2
+    assert [t.request for t in tasks] == ["why does the checkout test fail?", deploy]
+    assert len(tasks[0].turns) == 2 and len(tasks[1].turns) == 2
+    assert [t.request for t in to_learn(tasks)] == [deploy]
     assert to_learn(split_tasks(messages[:4])) == []  # it waits on the user's answer
+    # An interrupted task followed by a new request is learned at that request's end.
+    other = messages[:13] + _turn("add a changelog entry", ("true", ""))
+    assert [t.request for t in to_learn(split_tasks(other))] == [deploy, "add a changelog entry"]
+    # A waiting task's question is answered by the next message, whatever its words.
+    waiting = (_turn("deploy api v2 to prod", ("kubectl apply -f prod/", "error: denied"),
+                     reply="Gatekeeper denied it: it needs a change ticket. Do you have one?")
+               + _turn("the ticket is CHG-4821, add it", ("kubectl apply -f prod/", "ok")))
+    assert [len(t.turns) for t in split_tasks(waiting)] == [2]
 
 
 def test_outcome_rules() -> None:
@@ -174,6 +182,7 @@ def test_outcome_rules() -> None:
     assert judge([fail, edit, ok, miss]) == (True, "the last tests run passed")
     assert judge([ok, edit, fail])[0] is False
     assert judge([ok, stopped])[0] is False
+    assert judge([stopped, edit, ok]) == (True, "the last tests run passed")  # redirected
     assert judge([ok], "I couldn't get the deploy through: it was denied.")[0] is False
     assert judge([edit, miss]) == (True, "no failure at the end")
 
@@ -222,3 +231,13 @@ def test_from_messages_scopes_an_episode_to_its_project() -> None:
     assert episode.env == "software project shop at /home/bob/src/shop"
     assert episode.meta == {"project": ROOT}
     assert CodingScene().signature(episode.env) == ROOT
+
+
+def test_client_scaffolding_is_no_request() -> None:
+    from deltamem.extract.coding import is_request
+
+    for text in ("<bash-input>ls</bash-input>", "<command-name>/clear</command-name>",
+                 "This session is being continued from a previous conversation that ran out",
+                 "[Request interrupted by user]", "<environment_context><cwd>/a</cwd>"):
+        assert not is_request({"role": "user", "content": text}), text
+    assert is_request({"role": "user", "content": "fix the login test"})

@@ -278,3 +278,15 @@ def test_cli_scrub_mirrors_the_library(tmp_path):
                            str(tmp_path / "missing.db")], capture_output=True, text=True,
                           env=env, check=False)
     assert proc.returncode == 4 and proc.stderr.startswith("error: ")
+
+
+def test_a_key_standing_alone_as_a_urls_user_is_redacted():
+    """A Sentry-style DSN carries its key as the URL's user, with no password (a 32-digit hex
+    key, which the entropy rule leaves alone as an identifier)."""
+    dsn = "SENTRY_DSN=https://a360bf9f89cc67d1771da831a7fd419a@o450123.ingest.sentry.io/5512345"
+    out = R.redact(dsn.replace("SENTRY_DSN=", "dsn: "))
+    assert "a360bf9f89cc67d1771da831a7fd419a" not in out
+    assert "@o450123.ingest.sentry.io/5512345" in out
+    for kept in ("ssh://git@github.com/acme/api.git", "https://user@example.com/path",
+                 "mailto:dev@example.com"):
+        assert R.redact(kept) == kept

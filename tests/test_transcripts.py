@@ -92,3 +92,16 @@ def test_anthropic_blocks_convert_and_errors_show():
     assert [s.action for s in ep.steps] == ["Bash: pytest", "reply: It fails."]
     assert ep.steps[0].observation == "error: boom"
     assert ep.steps[0].thought == "Look at the test."
+
+
+def test_a_long_output_keeps_the_error_headline_from_its_middle():
+    lines = [f"module.net.aws_subnet.private[{i}]: Refreshing state..." for i in range(60)]
+    lines += ["\u2502 Error: Error acquiring the state lock", "\u2502",
+              "\u2502 Error message: ConditionalCheckFailedException: the request failed"]
+    lines += [f"\u2502   detail line {i} of the lock info block, padded to be long"
+              for i in range(14)]
+    chat = [CHAT[1], CHAT[2], {"role": "tool", "tool_call_id": "a", "content": "\n".join(lines)}]
+    step = episode_from_messages(chat, success=True).steps[0]
+    assert len(step.observation) <= MAX_OBSERVATION
+    assert "Error: Error acquiring the state lock" in step.observation
+    assert step.observation.endswith("detail line 13 of the lock info block, padded to be long")

@@ -23,6 +23,9 @@ ActionName = Literal["root", "delta", "dedup"]
 MAX_TOP_K = 100
 MAX_BUDGET_TOKENS = 1_000_000
 MAX_OUTCOME_NODES = 50
+MAX_FILTERS = 16  # core.ranking.MAX_FILTERS
+# A filter's value: a JSON scalar (core.ranking.check_filters checks the rest).
+FilterScalar = str | int | float | bool | None
 
 
 class Model(BaseModel):
@@ -58,6 +61,12 @@ class RecallRequest(BaseModel):
     budget_tokens: StrictInt | None = Field(
         None, ge=0, le=MAX_BUDGET_TOKENS,
         description="Cap the context at this many tokens (most useful parts first).")
+    filters: dict[str, FilterScalar] | None = Field(
+        None, max_length=MAX_FILTERS,
+        description="Only nodes written by an episode whose meta has every key with an equal "
+                    "value (exact JSON equality), e.g. {\"user\": \"alice\", \"project\": "
+                    "\"shop\"}. Scoping keys: user, agent, run, project; any other key works "
+                    "the same.")
 
 
 class OutcomeRequest(BaseModel):

@@ -40,6 +40,7 @@ from deltamem.cli_options import (
     CreateOpt,
     DbOpt,
     EmbedOpt,
+    FilterOpt,
     JsonOpt,
     ModelOptions,
     SpaceOpt,
@@ -49,6 +50,7 @@ from deltamem.cli_options import (
 )
 from deltamem.config import Settings, debug
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
+from deltamem.core.ranking import filters_from_pairs
 from deltamem.episodes import read_episodes
 from deltamem.errors import (
     ConfigError,
@@ -187,12 +189,15 @@ def recall(
     tau_env: TauEnv = None,
     penalty: Penalty = None,
     scene: SceneOpt = None,
+    filter_: FilterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
+    filters = filters_from_pairs(filter_)
     with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
                      penalty=penalty, scene=scene) as mem:
-        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
+        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens,
+                            filters=filters)
     data = result.to_dict(explain=explain)
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
                                            markup=False, highlight=False, soft_wrap=True))
@@ -229,13 +234,15 @@ def list_(
     contains: Annotated[str, typer.Option(
         help="Only nodes whose key contains this text (case-insensitive).")] = "",
     limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
+    filter_: FilterOpt = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """List nodes (id, tree, kind, outcome, depth, hits, key), oldest first, to find node ids."""
+    filters = filters_from_pairs(filter_)
     with open_memory(db, space, embedder) as mem:
-        data = node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains),
-                            limit)
+        data = node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
+                                           filters=filters), limit)
     emit(data, as_json, lambda: _print_nodes(data))
 
 

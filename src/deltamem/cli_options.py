@@ -30,6 +30,10 @@ DbOpt = Annotated[str, typer.Option("--db", envvar="DELTAMEM_DB",
 SpaceOpt = Annotated[str, typer.Option("--space", envvar="DELTAMEM_SPACE",
                                        help="Namespace inside the database.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+FilterOpt = Annotated[list[str] | None, typer.Option(
+    "--filter", metavar="KEY=VALUE",
+    help="Only nodes whose episode meta has KEY equal to the string VALUE (repeatable: every "
+         "filter must match), e.g. --filter user=alice --filter project=shop.")]
 EmbedOpt = Annotated[str | None, typer.Option("--embedder", envvar="DELTAMEM_EMBEDDER",
                                               help="minilm (default), static, st:<model>.")]
 DeferOpt = Annotated[bool, typer.Option(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -88,16 +87,18 @@ def serve(
         return
     # Each worker process builds the same app from this description (spawned processes
     # inherit the environment); uvicorn shares the bound socket among them.
-    os.environ[SERVE_CONFIG] = json.dumps(config)
+    from deltamem.config import hand_to_workers
+
+    hand_to_workers(json.dumps(config))
     uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **options)
 
 
-SERVE_CONFIG = "DELTAMEM_SERVE_CONFIG"  # how `serve --workers N` describes the app to workers
-
-
 def app_from_env() -> Any:
-    """The REST app ``serve`` described in ``$DELTAMEM_SERVE_CONFIG`` (a ``--workers`` process)."""
-    return _app(json.loads(os.environ[SERVE_CONFIG]))
+    """The REST app ``serve`` described to its ``--workers`` processes
+    (``config.serve_description``)."""
+    from deltamem.config import serve_description
+
+    return _app(json.loads(serve_description()))
 
 
 def _app(config: dict[str, Any]) -> Any:
@@ -422,7 +423,8 @@ def skills_import(
 
 
 def hook(
-    event: Annotated[str, typer.Argument(help="session-start, user-prompt or stop.")],
+    event: Annotated[str, typer.Argument(
+        help="session-start, user-prompt, stop or session-end.")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,

@@ -152,12 +152,14 @@ class _Base:
 
     # -- the calls --------------------------------------------------------------------------
     def _recall(self, task: str, env: str, top_k: int | None, explain: bool,
-                budget_tokens: int | None) -> _Call:
+                budget_tokens: int | None, filters: Mapping[str, Any] | None = None) -> _Call:
         body: dict[str, Any] = {"task": task, "env": env, "explain": explain}
         if top_k is not None:
             body["top_k"] = top_k
         if budget_tokens is not None:
             body["budget_tokens"] = budget_tokens
+        if filters:
+            body["filters"] = dict(filters)
         return _Call("POST", self._path("/recall"), api.RecallOut, json=body, idempotent=True)
 
     def _learn(self, episode: EpisodeLike) -> _Call:
@@ -172,11 +174,15 @@ class _Base:
                      idempotent=True)
 
     def _list_nodes(self, tree: Tree | str | None, kind: NodeKind | str | None,
-                    outcome: Outcome | str | None, contains: str, limit: int | None) -> _Call:
-        params = {k: str(v) for k, v in (("tree", tree), ("kind", kind), ("outcome", outcome),
-                                         ("limit", limit)) if v is not None}
+                    outcome: Outcome | str | None, contains: str, limit: int | None,
+                    filters: Mapping[str, str] | None = None) -> _Call:
+        params: dict[str, Any] = {k: str(v) for k, v in (
+            ("tree", tree), ("kind", kind), ("outcome", outcome), ("limit", limit))
+            if v is not None}
         if contains:
             params["contains"] = contains
+        if filters:
+            params["filters"] = [f"{k}={v}" for k, v in filters.items()]
         return _Call("GET", self._path("/nodes"), api.NodeListOut, params=params,
                      idempotent=True)
 
@@ -279,9 +285,12 @@ class Client(_Base):
         return result
 
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
-               explain: bool = False, budget_tokens: int | None = None) -> api.RecallOut:
-        """Recall the skill for ``task`` and the knowledge for ``env`` (see DeltaMem.recall)."""
-        return self._send(self._recall(task, env, top_k, explain, budget_tokens), api.RecallOut)
+               explain: bool = False, budget_tokens: int | None = None,
+               filters: Mapping[str, Any] | None = None) -> api.RecallOut:
+        """Recall the skill for ``task`` and the knowledge for ``env`` (see DeltaMem.recall;
+        ``filters``: only nodes whose episode meta has every key with an equal value)."""
+        return self._send(self._recall(task, env, top_k, explain, budget_tokens, filters),
+                          api.RecallOut)
 
     def learn(self, episode: EpisodeLike) -> api.LearnOut:
         """Learn one finished episode (an :class:`Episode` or its JSON form)."""
@@ -297,9 +306,11 @@ class Client(_Base):
 
     def list_nodes(self, tree: Tree | str | None = None, *, kind: NodeKind | str | None = None,
                    outcome: Outcome | str | None = None, contains: str = "",
-                   limit: int | None = None) -> api.NodeListOut:
-        """Nodes (id, tree, kind, outcome, key, counters), oldest first, filtered."""
-        return self._send(self._list_nodes(tree, kind, outcome, contains, limit),
+                   limit: int | None = None,
+                   filters: Mapping[str, str] | None = None) -> api.NodeListOut:
+        """Nodes (id, tree, kind, outcome, key, counters), oldest first, filtered (``filters``:
+        string values, sent as ``key=value`` query parameters)."""
+        return self._send(self._list_nodes(tree, kind, outcome, contains, limit, filters),
                           api.NodeListOut)
 
     def stats(self) -> api.StatsOut:
@@ -397,9 +408,10 @@ class AsyncClient(_Base):
         return result
 
     async def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
-                     explain: bool = False, budget_tokens: int | None = None) -> api.RecallOut:
+                     explain: bool = False, budget_tokens: int | None = None,
+                     filters: Mapping[str, Any] | None = None) -> api.RecallOut:
         """See :meth:`Client.recall`."""
-        return await self._send(self._recall(task, env, top_k, explain, budget_tokens),
+        return await self._send(self._recall(task, env, top_k, explain, budget_tokens, filters),
                                 api.RecallOut)
 
     async def learn(self, episode: EpisodeLike) -> api.LearnOut:
@@ -417,9 +429,10 @@ class AsyncClient(_Base):
     async def list_nodes(self, tree: Tree | str | None = None, *,
                          kind: NodeKind | str | None = None,
                          outcome: Outcome | str | None = None, contains: str = "",
-                         limit: int | None = None) -> api.NodeListOut:
+                         limit: int | None = None,
+                         filters: Mapping[str, str] | None = None) -> api.NodeListOut:
         """See :meth:`Client.list_nodes`."""
-        return await self._send(self._list_nodes(tree, kind, outcome, contains, limit),
+        return await self._send(self._list_nodes(tree, kind, outcome, contains, limit, filters),
                                 api.NodeListOut)
 
     async def stats(self) -> api.StatsOut:

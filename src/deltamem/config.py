@@ -211,14 +211,14 @@ def _parse(name: str, raw: str, kind: type) -> Any:
 
 
 SCOPES = ("project", "user", "global")
-DEFAULT_SCOPE = "user"
+DEFAULT_SCOPE = "project"
 # What the coding hooks inject at most, in tokens of the bundled MiniLM tokenizer.
 HOOK_BUDGETS = {"session-start": 200, "user-prompt": 300}
 
 
 def scope(environ: Mapping[str, str] | None = None) -> str:
-    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (only what this
-    repository taught), ``user`` (the default: also portable skills from this user's other
+    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (the default:
+    only what this repository taught), ``user`` (also portable skills from this user's other
     repositories) or ``global`` (also portable skills from anyone sharing the database).
     Project knowledge never crosses repositories in any scope."""
     env = os.environ if environ is None else environ
@@ -253,3 +253,27 @@ def extractor_choice(environ: Mapping[str, str] | None = None) -> tuple[str, str
     llm = (env.get("DELTAMEM_LLM") or "").strip() or (
         "openai" if env.get("DELTAMEM_LLM_BASE_URL") else None)
     return extractor, llm
+
+
+# How `deltamem serve --workers N` describes the app to its worker processes (spawned processes
+# inherit the environment; uvicorn shares the bound socket among them).
+SERVE_CONFIG = "DELTAMEM_SERVE_CONFIG"
+
+
+def hand_to_workers(description: str) -> None:
+    """Leave the serve command's app description where its worker processes read it."""
+    os.environ[SERVE_CONFIG] = description
+
+
+def serve_description(environ: Mapping[str, str] | None = None) -> str:
+    """The app description ``hand_to_workers`` left (a ``--workers`` process).
+
+    Raises:
+        ConfigError: this process was not started by ``deltamem serve --workers``.
+    """
+    env = os.environ if environ is None else environ
+    value = env.get(SERVE_CONFIG)
+    if not value:
+        raise ConfigError(f"{SERVE_CONFIG} is not set: start workers with deltamem serve "
+                          "--workers N")
+    return value

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from deltamem.config import Settings
 from deltamem.core.delta import diff, patch_to_json
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
+from deltamem.core.ranking import carried_meta
 from deltamem.core.tree import chain_evidence, compose_chain
 from deltamem.errors import EpisodeError
 from deltamem.redact import redact
@@ -160,7 +161,7 @@ def correct(mem: Memory, node_id: str, *, success: bool | None = None,
         root = Node(id=("t-" if node.tree is Tree.TASK else "e-") + secrets.token_hex(8),
                     tree=node.tree, kind=NodeKind.ROOT, outcome=outcome, key=node.key,
                     content=experience, lineage=tuple(n.id for n in chain),
-                    created_at=time.time(), meta={"correction": record})
+                    created_at=time.time(), meta={"correction": record, **carried_meta(node)})
         mem.store.add_node(mem.space, root, vector)
         discredited = []
         if outcome is Outcome.FAILURE and node.tree is Tree.TASK:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import secrets
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -31,6 +31,7 @@ from deltamem.core.model import (
     experience_chars,
 )
 from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
+from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain
@@ -209,7 +210,8 @@ class DeltaMem:
         "deltamem.task.node": r.task.chain[-1].id if r.task.matched else "",
         "deltamem.env.node": r.env.chain[-1].id if r.env.matched else ""})
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
-               budget_tokens: int | None = None) -> Recall:
+               budget_tokens: int | None = None,
+               filters: Mapping[str, Any] | None = None) -> Recall:
         """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
 
         Per tree: score every node ``cos - penalty*[failure]``, take the best (in the environment
@@ -217,16 +219,24 @@ class DeltaMem:
         clears the tree's threshold, and compose its chain root -> match. ``budget_tokens`` caps
         the prompt context (see ``core.render.render_context`` for what is kept first and
         ``core.render.estimate_tokens`` for how tokens are counted).
+
+        ``filters`` (e.g. ``{"user": "alice", "project": "shop"}``) keeps only nodes written by
+        an episode whose ``meta`` has every given key with an equal value (exact JSON equality,
+        ``core.ranking.matches``; the scoping keys are ``core.ranking.SCOPE_KEYS``, any other key
+        works the same). The result is exactly what an unfiltered recall over only the matching
+        nodes gives; the filter applies to the matched node, whose chain is composed as usual
+        (its ancestors may come from other episodes: use spaces to isolate tenants).
         """
         if budget_tokens is not None and budget_tokens < 0:
             raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")
+        wanted = check_filters(filters)
         started = time.perf_counter()
         usage = Usage()
         for name, text in (("task", task), ("env", env)):
             problem = jsonsafe.text_problem(text)
             if problem:
                 raise EpisodeError(f"field '{name}' {problem}", field=name)
-        reads = self._read(task, env, top_k or self.settings.top_k, usage)
+        reads = self._read(task, env, top_k or self.settings.top_k, usage, wanted)
         recalls = {tree: read.recall for tree, read in reads.items()}
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
                                  Style(self.settings.style), budget_tokens=budget_tokens,
@@ -235,11 +245,12 @@ class DeltaMem:
         return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
                       context_tokens=estimate_tokens(context))
 
-    def _read(self, task: str, env: str, k: int, usage: Usage) -> dict[Tree, TreeRead]:
+    def _read(self, task: str, env: str, k: int, usage: Usage,
+              filters: dict[str, FilterValue] | None = None) -> dict[Tree, TreeRead]:
         """Both trees' reads for ``task`` and ``env`` (embedded in one call), nothing rendered."""
         q_task, q_env = self._embed([task, env], usage)
         with self._intact():
-            return {tree: self.reader.tree(tree, key, q, k, scene=env)
+            return {tree: self.reader.tree(tree, key, q, k, scene=env, filters=filters)
                     for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))}
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
@@ -348,7 +359,7 @@ class DeltaMem:
         batch = self._batch.get()  # inside learn_many's block everything is placed in it
         plans = {tree: None if batch else self.writer.plan(
             tree, keys[tree], queries[tree], extractions[tree].experience,
-            _scanned(reads[tree])) for tree in TREES}
+            _scanned(reads[tree]), scope=scope_of(episode.meta)) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
         steps = episode_to_dict(episode)["steps"]
         with self._writing():
@@ -481,15 +492,18 @@ class DeltaMem:
         return self.store.nodes(self.space, tree)
 
     def list_nodes(self, tree: Tree | None = None, *, kind: NodeKind | None = None,
-                   outcome: Outcome | None = None, contains: str = "") -> list[dict[str, Any]]:
+                   outcome: Outcome | None = None, contains: str = "",
+                   filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
         """One row per node (id, tree, kind, outcome, key, parent, counters), filtered.
 
-        ``contains`` keeps nodes whose key contains it (case-insensitive).
+        ``contains`` keeps nodes whose key contains it (case-insensitive); ``filters`` keeps
+        nodes whose episode meta matches every key exactly (as in :meth:`recall`).
         """
         needle = contains.lower()
+        wanted = check_filters(filters)
         return [node_row(n) for n in self.store.nodes(self.space, tree)
                 if (kind is None or n.kind is kind) and (outcome is None or n.outcome is outcome)
-                and needle in n.key.lower()]
+                and needle in n.key.lower() and matches(n, wanted)]
 
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its whole subtree in one transaction; return the deleted ids."""

@@ -18,7 +18,8 @@ What is redacted, in this order:
 4. provider key formats (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, OpenAI, Anthropic,
    Hugging Face, npm, PyPI, Twilio, SendGrid, Mailgun, Mailchimp, Shopify, DigitalOcean,
    Databricks, Telegram, age, ...), JWTs, ``Bearer``/``Basic``/``Token`` credentials;
-5. passwords in URLs (``postgres://user:PASS@host``) and secret query parameters
+5. passwords in URLs (``postgres://user:PASS@host``), a key standing alone as a URL's user
+   (a Sentry DSN, ``https://KEY@o1.ingest.sentry.io/1``) and secret query parameters
    (``?api_key=``, ``&sig=``);
 6. assignments of secret-named keys: ``DB_PASSWORD=...``, ``export API_KEY=...``,
    ``"apiKey": "..."``, ``client-key-data: ...``, ``X-Api-Key: ...``, ``--password ...``;
@@ -105,6 +106,8 @@ _FORMATS: tuple[tuple[str, str], ...] = (
     ("basic-auth", r"(?i:\bbasic\s+)(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])"),
     # 5: URLs
     ("password", r"(?i:\b[a-z][a-z0-9+.\-]{1,20}://)[^\s/:@'\"<>]*:(?P<s>[^\s/@'\"<>]+)@"),
+    # a key as the whole user part, no password (a Sentry DSN: https://<key>@o1.ingest...)
+    ("url-credential", r"(?i:\b[a-z][a-z0-9+.\-]{1,20}://)(?P<s>[A-Za-z0-9_\-]{16,})@"),
     ("url-secret", r"(?i:[?&;](?:access_token|refresh_token|id_token|api[_-]?key|apikey|"
                    r"token|secret|client_secret|password|passwd|pwd|sig|signature|auth|"
                    r"x-amz-signature|x-amz-credential|x-amz-security-token|key|code)=)"
@@ -130,6 +133,7 @@ _HINTS: dict[str, tuple[str, ...]] = {
     "databricks-token": ("dapi",), "square-token": ("eaaa", "sq0atp-", "sq0csp-"),
     "telegram-token": (":aa",), "age-secret-key": ("age-secret-key-1",), "jwt": ("eyj",),
     "bearer-token": ("bearer", "token"), "basic-auth": ("basic",), "password": ("://",),
+    "url-credential": ("://",),
     "url-secret": ("=",),
 }
 

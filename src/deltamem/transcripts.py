@@ -23,6 +23,7 @@ its reason and a test summary stand (``[... N characters ...]`` marks the cut).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -147,21 +148,62 @@ def _cut(text: str, limit: int, *, one_line: bool = False) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
+_HEADLINE = re.compile(r"^[\W_]*(?:error|fatal|failed|fail|panic)\b", re.IGNORECASE)
+_ERROR_HEAD = re.compile(r"^[\W_]*(?:error\b|fatal\b|failed\b|fail\b|panic\b|\[error\]|"
+                         r"\w*(?:error|exception)\b:|traceback\b|e\s{2,})", re.IGNORECASE)
+
+
 def excerpt(text: str, limit: int) -> str:
-    """``text`` within ``limit`` characters: whole when it fits, else its head (a quarter of
-    the limit) and its tail (the rest), cut at line breaks where possible."""
+    """``text`` within ``limit`` characters: whole when it fits; else its first lines (a fifth
+    of the limit), the lines from the middle that start an error (``Error: ...``, ``FAILED``,
+    ``Traceback``, ``E   ...``; the last ones, up to a fifth), and its last lines (the rest),
+    each cut marked ``[... N characters ...]``. Never a head cut: a command's error, its reason
+    and its summary stand at the end."""
     text = text.strip()
     if len(text) <= limit:
         return text
-    head_size = limit // 4
-    head = text[:head_size]
-    if "\n" in head:
-        head = head[: head.rindex("\n")]
-    marker = f"\n[... {len(text) - limit} characters ...]\n"
-    tail = text[len(text) - (limit - len(head) - len(marker)):]
-    if "\n" in tail[: len(tail) // 3]:
-        tail = tail[tail.index("\n") + 1:]
-    return f"{head.rstrip()}{marker}{tail.lstrip()}"
+    lines = text.splitlines()
+    head: list[str] = []
+    size = 0
+    for line in lines:
+        if size + len(line) + 1 > limit // 5:
+            break
+        head.append(line)
+        size += len(line) + 1
+    room = limit - size - 2 * 32  # two cut markers at most
+    tail: list[str] = []
+    middle: list[str] = []
+    mid_room = limit // 5
+    rest = lines[len(head):]
+    used = 0
+    start = len(rest)
+    for i in range(len(rest) - 1, -1, -1):  # the tail, whole lines, at least 3/5 of the room
+        if used + len(rest[i]) + 1 > room - mid_room:
+            break
+        used += len(rest[i]) + 1
+        start = i
+    tail = rest[start:]
+    found = [(i, line if len(line) <= 120 else line[:119] + "…")
+             for i, line in enumerate(rest[:start]) if _ERROR_HEAD.match(line)]
+    # Headlines ("Error: ...", "FAILED ...") first, the latest first; then other error lines.
+    found.sort(key=lambda item: (not _HEADLINE.match(item[1]), -item[0]))
+    picked = []
+    for i, line in found:
+        if len(line) + 1 <= mid_room:
+            picked.append((i, line))
+            mid_room -= len(line) + 1
+    middle = [line for _, line in sorted(picked)]
+    if not tail and rest:  # one long last line: keep its end
+        tail = [rest[-1][-(room - mid_room):]]
+    shown = head + middle + tail
+    cut = len(text) - sum(len(x) + 1 for x in shown)
+    marker = f"[... {max(cut, 0)} characters ...]"
+    parts = ["\n".join(head)] if head else []
+    if middle:
+        parts += [marker, "\n".join(middle)]
+    parts += [marker if not middle else "[...]", "\n".join(tail)]
+    return "\n".join(p for p in parts if p)[-limit:] if len("\n".join(parts)) > limit else \
+        "\n".join(p for p in parts if p)
 
 
 def messages_from_responses(items: Iterable[Mapping[str, Any]]) -> list[Message]:

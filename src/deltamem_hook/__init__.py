@@ -4,11 +4,12 @@ Claude Code and Codex run a hook command on every prompt and at the end of every
 for it. Importing deltamem and loading its embedder takes seconds, so the hook command does
 neither:
 
-* ``stop`` writes the transcript's path, its size at this moment and the hook's metadata to a
-  spool file (never the transcript's contents), pokes the background learner and returns at
-  once. The learner (``deltamem.integrations.hookd``) learns each spooled turn, the transcript
-  read up to that size, and deletes the spool file only after the turn is stored (or, for a
-  transcript that cannot be read, moves it to ``failed/``), so a crash loses nothing.
+* ``stop`` (and ``session-end``) writes the transcript's path, its size at this moment and
+  the hook's metadata to a spool file (never the transcript's contents), pokes the background
+  learner and returns at once. The learner (``deltamem.integrations.hookd``) learns each
+  spooled turn, the transcript read up to that size, and deletes the spool file only after
+  the turn is stored (or, for a transcript that cannot be read, moves it to ``failed/``), so a
+  crash loses nothing.
 * ``user-prompt`` and ``session-start`` ask the warm daemon over a Unix socket. When none runs,
   the hook starts it (detached; it exits after ``DELTAMEM_HOOK_IDLE`` seconds without a call,
   default 900) and waits for it; if it cannot start, the hook answers in process (cold).
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 P = TypeVar("P", bound="str | os.PathLike[str]")
 
-EVENTS = ("session-start", "user-prompt", "stop")
+EVENTS = ("session-start", "user-prompt", "stop", "session-end")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
 # answer from a running one: together well inside the plugin's 30 s hook timeout.
 START_WAIT = 15.0
@@ -114,7 +115,8 @@ def daemon_enabled() -> bool:
     return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
 
 
-def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None) -> str:
+def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
+               event: str = "stop") -> str:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
     metadata. Written atomically (a reader never sees half a file)."""
     import tempfile
@@ -125,7 +127,7 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None) -> 
     except OSError:
         size = 0
     entry = {"transcript_path": path, "size": size, "cwd": str(payload.get("cwd") or ""),
-             "session_id": str(payload.get("session_id") or ""), "scope": scope,
+             "session_id": str(payload.get("session_id") or ""), "scope": scope, "event": event,
              "queued_at": time.time()}
     folder = private_dir(t.spool_dir)
     name = f"{time.time_ns():020d}-{os.getpid()}.json"
@@ -204,11 +206,11 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     if event not in EVENTS:
         raise ValueError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
     t = target(db, space, embedder)
-    if event == "stop":
+    if event in ("stop", "session-end"):  # both learn: queued for the daemon's learner
         transcript = payload.get("transcript_path")
         if transcript and not os.path.isfile(str(transcript)):
             raise ValueError(f"cannot read transcript {transcript}: no such file")
-        spool_stop(t, payload, scope)
+        spool_stop(t, payload, scope, event)
         if ask(t, {"event": "drain"}, timeout=2.0) is None:
             start_daemon(t)
         return {}

@@ -231,3 +231,33 @@ def test_list_finds_node_ids(learned):
     assert root in run("list", "--db", db).stdout
     bad = run("list", "--db", db, "--kind", "leaf", check=False)
     assert bad.returncode == 2 and bad.stderr.startswith("error: ")
+
+
+def test_recall_and_list_filter_on_episode_meta(tmp_path):
+    """--filter key=value (repeatable) on recall and list keeps the nodes of the episodes whose
+    meta has every key equal to the value; a malformed filter is one line, exit 3."""
+    db = tmp_path / "m.db"
+    eps = write_jsonl(tmp_path / "e.jsonl", [
+        make_episode(user="alice", project="shop"),
+        make_episode(actions=("go to kitchen", "open microwave", "take apple", "heat apple"),
+                     user="bob", project="shop"),
+    ])
+    out = json.loads(run("learn", eps, "--db", db, "--json").stdout)
+    alice, bob = (r["task"]["node"] for r in out["results"])
+    kitchen = "a kitchen with a fridge, a microwave and a table"
+    for who, node in (("alice", alice), ("bob", bob)):
+        got = json.loads(run("recall", "--db", db, "--task", "heat the apple", "--env", kitchen,
+                             "--filter", f"user={who}", "--filter", "project=shop",
+                             "--json").stdout)
+        assert got["task"]["node"] == node
+    none = json.loads(run("recall", "--db", db, "--task", "heat the apple",
+                          "--filter", "user=alice", "--filter", "project=farm", "--json").stdout)
+    assert none["task"]["matched"] is False
+    rows = json.loads(run("list", "--db", db, "--tree", "task", "--filter", "user=bob",
+                          "--json").stdout)
+    assert [r["id"] for r in rows["nodes"]] == [bob]
+    for flag in ("user", "=alice"):
+        bad = run("recall", "--db", db, "--task", "x", "--filter", flag, check=False)
+        assert bad.returncode == 3
+        assert bad.stderr.strip().splitlines() == [
+            f"error: filter {flag!r} must be key=value, e.g. user=alice"]

@@ -266,7 +266,9 @@ def test_a_question_answered_teaches_no_skill(mem: DeltaMem, tmp_path: Path) -> 
                .grep("discount", [f"{root}/shop/cart.py"]).read(f"{root}/shop/cart.py", CART)
                .say("In `shop/cart.py`, `total()`."))
     stop(mem, session, tmp_path / "a.jsonl")
-    assert not list(mem.nodes())
+    assert not [n for n in mem.nodes() if n.tree.value == "task"]
+    assert "answered (where is the discount applied): In shop/cart.py, total()." in start_note(
+        mem, root)
 
 
 def test_knowledge_never_crosses_projects_and_a_subfolder_gets_its_repository(
@@ -298,9 +300,11 @@ def test_portable_skills_cross_projects_by_scope(mem: DeltaMem, tmp_path: Path) 
     shop, billing = repo(tmp_path, "shop"), repo(tmp_path, "billing-api")
     stop(mem, upgrade_db(shop), tmp_path / "a.jsonl")
     prompt = "upgrade my local database to the newest migration"
-    assert "run `alembic upgrade head`" in prompt_note(mem, billing, prompt)
-    assert "in another project" in prompt_note(mem, billing, prompt, scope="user")
+    assert prompt_note(mem, billing, prompt) == ""  # the default scope is the project
     assert prompt_note(mem, billing, prompt, scope="project") == ""
+    note = prompt_note(mem, billing, prompt, scope="user")
+    assert "in another project" in note and "run `alembic upgrade head`" in note
+    assert "run `alembic upgrade head`" in prompt_note(mem, billing, prompt, scope="global")
 
 
 def test_a_bad_scope_is_a_one_line_config_error(mem: DeltaMem,
@@ -398,9 +402,12 @@ def test_a_request_gets_the_project_facts_it_touches_and_a_follow_up_gets_nothin
     stop(mem, deploy_denied(root), tmp_path / "a.jsonl")
     stop(mem, webhook_fix(root), tmp_path / "b.jsonl")
     stop(mem, migration(root), tmp_path / "c.jsonl")
-    assert POLICY in prompt_note(mem, root, "roll out release 1.5 to the prod cluster")
-    note = prompt_note(mem, root, "stripe webhooks fail in the staging environment")
-    assert "env STRIPE_WEBHOOK_SECRET: needed by `pytest -q tests/test_webhooks.py`" in note
+    start = start_note(mem, root)
+    rollout = prompt_note(mem, root, "roll out release 1.5 to the prod cluster")
+    assert POLICY in start + rollout
+    assert not set(start.splitlines()[1:]) & set(rollout.splitlines())  # nothing said twice
+    note = start + prompt_note(mem, root, "stripe webhooks fail in the staging environment")
+    assert "env STRIPE_WEBHOOK_SECRET: The webhook handler reads STRIPE_WEBHOOK_SECRET" in note
     assert "whsec_test" not in note
     for follow_up in ("yes, go ahead", "now run the whole suite", "ok commit it"):
         assert prompt_note(mem, root, follow_up) == ""
@@ -422,3 +429,35 @@ def test_without_a_repository_on_disk_the_session_and_the_memory_say_where_the_r
     shop = f"{base}/shop"
     stop(mem, checkout_fix(Path(shop)).user("thanks"), tmp_path / "c.jsonl", cwd=f"{shop}/shop")
     assert "`pytest -q` works" in start_note(mem, shop)
+
+
+def test_a_skill_says_what_was_done_but_never_the_line_an_edit_replaced(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = checkout_fix(root)
+    session.lines[-1]["message"]["content"][0]["text"] = (
+        f"Fixed: total() applied the discount twice. `{BUGGY}` subtracted it again after "
+        "apply_discount; it returns round_money(discount) now. All 14 tests pass.")
+    stop(mem, session, tmp_path / "a.jsonl")
+    note = prompt_note(mem, root, "fix the failing checkout test")
+    assert "- what was done: Fixed: total() applied the discount twice." in note
+    assert BUGGY not in note and BUGGY not in start_note(mem, root)
+    for node in mem.nodes():
+        assert BUGGY not in str(mem.experience(node.id))
+
+
+def test_a_session_that_ends_in_an_interrupt_is_learned_at_its_end(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = (ClaudeSession(str(root)).user("drop the legacy orders table in production")
+               .rejected("Bash", {"command": "psql $PROD_DB -c 'DROP TABLE orders_legacy'"}))
+    path = session.write(tmp_path / "a.jsonl")
+    payload = {"cwd": str(root), "transcript_path": str(path), "session_id": "s-9",
+               "reason": "prompt_input_exit"}
+    run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
+    [episode] = list(mem.store.episodes(mem.space))
+    assert not episode.success and episode.task == "drop the legacy orders table in production"
+    assert "the user rejected `psql" in prompt_note(mem, root, "drop the legacy orders table")
+    # A client that also ran Stop after the interrupt does not get it learned twice.
+    run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
+    assert len(list(mem.store.episodes(mem.space))) == 1

@@ -102,7 +102,8 @@ def test_stop_spools_and_the_background_learner_learns(home):
     entries = [json.loads(p.read_text()) for p in spool.glob("*.json")] if spool.is_dir() else []
     # The spool holds the transcript's path and size, never its contents.
     for entry in entries:
-        assert set(entry) == {"transcript_path", "size", "cwd", "session_id", "scope", "queued_at"}
+        assert set(entry) == {"transcript_path", "size", "cwd", "session_id", "scope", "event",
+                              "queued_at"}
     assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
     assert _wait(lambda: not list(spool.glob("*.json")))
     # The recall hook answers from the warm daemon with what was learned.

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from server_live import LiveServer
 
 from deltamem import AsyncClient, Client, Episode, Step, api
-from deltamem.errors import EpisodeError, NodeNotFound, RemoteError
+from deltamem.errors import ConfigError, EpisodeError, NodeNotFound, RemoteError
 from helpers import make_episode
 
 pytestmark = pytest.mark.server
@@ -199,3 +199,32 @@ def test_client_corrects_and_forgets_a_node(client: Client, live: LiveServer) ->
 
     assert asyncio.run(wrong()).kind == "wrong"
     assert done.node in client.delete(done.node)
+
+
+def test_client_filters_recall_and_list_by_episode_meta(client: Client,
+                                                        live: LiveServer) -> None:
+    """``filters=`` on recall and list_nodes, sync and async, keeps only the nodes of the
+    episodes whose meta matches; a bad filter is one clear error."""
+    alice = client.learn(make_episode(env=KITCHEN, user="alice", run=7))
+    bob = client.learn(make_episode(actions=LONGER, env=KITCHEN, user="bob"))
+    for who, learned in (("alice", alice), ("bob", bob)):
+        got = client.recall(task="heat the apple", env=KITCHEN, filters={"user": who})
+        assert got.task.node == learned.task.node
+    assert client.recall(task="heat the apple", filters={"user": "alice", "run": 7}).task.matched
+    assert not client.recall(task="heat the apple", filters={"user": "carol"}).task.matched
+    listed = client.list_nodes(filters={"user": "bob"})
+    assert {n.id for n in listed.nodes} == {bob.task.node, bob.env.node}
+    assert client.list_nodes("task", filters={"user": "alice"}).nodes[0].id == alice.task.node
+    with pytest.raises(RemoteError, match="filters"):
+        client.recall(task="heat the apple", filters={"user": ["a", "b"]})
+    with pytest.raises(ConfigError, match="key=value"):
+        client.list_nodes(filters={"": "x"})
+
+    async def scenario() -> tuple[api.RecallOut, api.NodeListOut]:
+        async with AsyncClient(live.url, api_key=live.key_a, space="a") as mem:
+            return (await mem.recall(task="heat the apple", filters={"user": "bob"}),
+                    await mem.list_nodes(filters={"user": "alice"}))
+
+    recall, nodes = asyncio.run(scenario())
+    assert recall.task.node == bob.task.node
+    assert {n.id for n in nodes.nodes} == {alice.task.node, alice.env.node}

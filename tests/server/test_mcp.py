@@ -283,6 +283,34 @@ def test_server_tools_called_in_process(mem) -> None:
     assert outcome.structured_content["nodes"] == [recalled.structured_content["task"]["node"]]
 
 
+def test_recall_and_list_tools_take_filters(mem) -> None:
+    """The recall and list tools filter on episode meta; a bad filter is a tool error."""
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from deltamem.server.mcp import build_server
+    from helpers import make_episode
+
+    alice = mem.learn(make_episode(user="alice"))
+    bob = mem.learn(make_episode(actions=("go to kitchen", "open microwave", "take apple",
+                                          "heat apple"), user="bob"))
+    server = build_server(mem)
+
+    async def run() -> tuple[Any, Any]:
+        recalled = await server.call_tool("recall", {"task": "heat the apple",
+                                                     "filters": {"user": "bob"}})
+        listed = await server.call_tool("list", {"filters": {"user": "alice"}, "tree": "task"})
+        return recalled, listed
+
+    async def bad() -> None:
+        await server.call_tool("recall", {"task": "x", "filters": {"": "bob"}})
+
+    recalled, listed = anyio.run(run)
+    assert recalled.structured_content["task"]["node"] == bob.task.node
+    assert [n["id"] for n in listed.structured_content["nodes"]] == [alice.task.node]
+    with pytest.raises(ToolError, match="ConfigError: filter key '' must be a non-empty"):
+        anyio.run(bad)
+
+
 def _post(url: str, key: str | None) -> httpx2.Response:
     """A raw MCP initialize request, with or without a key."""
     headers = {"Accept": "application/json, text/event-stream",

@@ -61,13 +61,14 @@ def episode(task: str = "heat the apple", actions: tuple[str, ...] = HEAT, succe
             "meta": meta}
 
 
-FIRST = episode(run=1)
+FIRST = episode(run=1, user="alice")  # its nodes are the ones the filtered calls find
+ALICE = {"user": "alice"}
 BATCH = [episode(actions=LONGER), episode(actions=LONGER), episode(actions=LONGER),
          episode(actions=("look around",), success=False),
          episode(task="cool the milk", actions=("go to fridge", "cool milk"),
                  env="a pantry with shelves and a fridge")]
 OPS = ("learn", "learn_many", "recall", "recall_explain", "record_outcome", "list", "show",
-       "stats", "consolidate", "correct", "export")
+       "stats", "consolidate", "correct", "export", "recall_filtered", "list_filtered")
 FIXED = ["go to kitchen", "open microwave", "heat apple in microwave"]
 OFFERED = {"library": set(OPS), "cli": set(OPS), "rest": set(OPS),
            "mcp": set(OPS) - {"learn_many", "export"}}
@@ -78,9 +79,10 @@ class Face(Protocol):
 
     def learn(self, episode: dict[str, Any]) -> Any: ...
     def learn_many(self, episodes: list[dict[str, Any]]) -> Any: ...
-    def recall(self, task: str, env: str, explain: bool) -> Any: ...
+    def recall(self, task: str, env: str, explain: bool,
+               filters: dict[str, str] | None = None) -> Any: ...
     def record_outcome(self, nodes: list[str], success: bool) -> Any: ...
-    def list(self, tree: str, limit: int) -> Any: ...
+    def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any: ...
     def show(self, node_id: str) -> Any: ...
     def stats(self) -> Any: ...
     def consolidate(self, dry_run: bool) -> Any: ...
@@ -107,14 +109,17 @@ class LibraryFace:
         batch = self.mem.learn_many([episode_from_dict(e) for e in episodes])
         return exact(api.BatchOut, batch.to_dict())
 
-    def recall(self, task: str, env: str, explain: bool) -> Any:
-        return exact(api.RecallOut, self.mem.recall(task, env).to_dict(explain=explain))
+    def recall(self, task: str, env: str, explain: bool,
+               filters: dict[str, str] | None = None) -> Any:
+        return exact(api.RecallOut,
+                     self.mem.recall(task, env, filters=filters).to_dict(explain=explain))
 
     def record_outcome(self, nodes: list[str], success: bool) -> Any:
         return exact(api.OutcomeOut, self.mem.record_outcome(nodes, success).to_dict())
 
-    def list(self, tree: str, limit: int) -> Any:
-        return exact(api.NodeListOut, node_listing(self.mem.list_nodes(Tree(tree)), limit))
+    def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any:
+        return exact(api.NodeListOut,
+                     node_listing(self.mem.list_nodes(Tree(tree), filters=filters), limit))
 
     def show(self, node_id: str) -> Any:
         return exact(api.ShowOut, self.mem.show(node_id))
@@ -163,16 +168,18 @@ class CliFace:
     def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
         return self._learn_file(episodes, "--strict")  # one transaction, as learn_many
 
-    def recall(self, task: str, env: str, explain: bool) -> Any:
-        flags = ["--explain"] if explain else []
+    def recall(self, task: str, env: str, explain: bool,
+               filters: dict[str, str] | None = None) -> Any:
+        flags = (["--explain"] if explain else []) + _filter_flags(filters)
         return exact(api.RecallOut, self.run("recall", "--task", task, "--env", env, *flags))
 
     def record_outcome(self, nodes: list[str], success: bool) -> Any:
         word = "--success" if success else "--failure"
         return exact(api.OutcomeOut, self.run("outcome", *nodes, word))
 
-    def list(self, tree: str, limit: int) -> Any:
-        return exact(api.NodeListOut, self.run("list", "--tree", tree, "--limit", str(limit)))
+    def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any:
+        return exact(api.NodeListOut, self.run("list", "--tree", tree, "--limit", str(limit),
+                                               *_filter_flags(filters)))
 
     def show(self, node_id: str) -> Any:
         return exact(api.ShowOut, self.run("show", node_id))
@@ -213,16 +220,20 @@ class RestFace:
     def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
         return self.call("POST", "/learn", api.BatchOut, json={"episodes": episodes})
 
-    def recall(self, task: str, env: str, explain: bool) -> Any:
+    def recall(self, task: str, env: str, explain: bool,
+               filters: dict[str, str] | None = None) -> Any:
         return self.call("POST", "/recall", api.RecallOut,
-                         json={"task": task, "env": env, "explain": explain})
+                         json={"task": task, "env": env, "explain": explain,
+                               **({"filters": filters} if filters else {})})
 
     def record_outcome(self, nodes: list[str], success: bool) -> Any:
         return self.call("POST", "/outcome", api.OutcomeOut,
                          json={"nodes": nodes, "success": success})
 
-    def list(self, tree: str, limit: int) -> Any:
-        return self.call("GET", "/nodes", api.NodeListOut, params={"tree": tree, "limit": limit})
+    def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any:
+        pairs = [f"{k}={v}" for k, v in (filters or {}).items()]
+        return self.call("GET", "/nodes", api.NodeListOut,
+                         params={"tree": tree, "limit": limit, "filters": pairs})
 
     def show(self, node_id: str) -> Any:
         return self.call("GET", f"/nodes/{node_id}", api.ShowOut)
@@ -261,14 +272,16 @@ class McpFace:
     def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
         raise AssertionError("MCP has no batch learn (see OFFERED)")
 
-    def recall(self, task: str, env: str, explain: bool) -> Any:
-        return self.call("recall", api.RecallOut, task=task, env=env, explain=explain)
+    def recall(self, task: str, env: str, explain: bool,
+               filters: dict[str, str] | None = None) -> Any:
+        return self.call("recall", api.RecallOut, task=task, env=env, explain=explain,
+                         filters=filters)
 
     def record_outcome(self, nodes: list[str], success: bool) -> Any:
         return self.call("record_outcome", api.OutcomeOut, node_ids=nodes, success=success)
 
-    def list(self, tree: str, limit: int) -> Any:
-        return self.call("list", api.NodeListOut, tree=tree, limit=limit)
+    def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any:
+        return self.call("list", api.NodeListOut, tree=tree, limit=limit, filters=filters)
 
     def show(self, node_id: str) -> Any:
         return self.call("show", api.ShowOut, node_id=node_id)
@@ -313,7 +326,13 @@ def script(face: Face, offered: set[str]) -> dict[str, Any]:
     step("consolidate", lambda: face.consolidate(True))
     step("correct", lambda: face.correct(delta, FIXED, "the microwave heats it"))
     step("export", face.export)
+    step("recall_filtered", lambda: face.recall("heat the apple", KITCHEN, False, ALICE))
+    step("list_filtered", lambda: face.list("task", 10, ALICE))
     return out
+
+
+def _filter_flags(filters: dict[str, str] | None) -> list[str]:
+    return [arg for k, v in (filters or {}).items() for arg in ("--filter", f"{k}={v}")]
 
 
 ID = re.compile(r"(?:t|e|ep)-[0-9a-f]{16}")
@@ -385,6 +404,11 @@ def test_every_face_gives_the_library_json(faces: dict[str, Face]) -> None:
     assert lib["correct"]["of"] == delta and lib["correct"]["kind"] == "steps"
     # Every node, plus the correction root written after the stats.
     assert kinds.count("node") == lib["stats"]["task"]["nodes"] + lib["stats"]["env"]["nodes"] + 1
+    # The filtered calls found only the nodes of the episode that carried the meta.
+    first = lib["learn"]
+    assert lib["recall_filtered"]["task"]["node"] == first["task"]["node"]
+    assert lib["recall_filtered"]["env"]["node"] == first["env"]["node"]
+    assert [r["id"] for r in lib["list_filtered"]["nodes"]] == [first["task"]["node"]]
 
 
 def test_canonical_names_ids_and_drops_the_clock() -> None:

@@ -345,3 +345,26 @@ def test_undecodable_bodies_and_impossible_node_ids_get_the_documented_errors(
             assert answer.status_code == 404, answer.text
             assert answer.json()["error"]["type"] == "NodeNotFound"
         assert c.get(f"/v1/spaces/a/nodes/{node}").json()["stats"] == before  # not counted
+
+
+def test_recall_and_list_take_metadata_filters(live: LiveServer) -> None:
+    """``filters`` in the recall body (JSON values) and as repeated ``filters=key=value`` query
+    parameters on the listing; bad filters are 422 or 400 with one clear message."""
+    with live.client(live.key_a) as c:
+        alice = c.post("/v1/spaces/a/learn", json={**episode(), "meta": {"user": "alice",
+                                                                          "run": 3}}).json()
+        bob = c.post("/v1/spaces/a/learn", json={**episode(actions=(
+            "go to kitchen", "open microwave", "take apple", "heat apple")),
+            "meta": {"user": "bob"}}).json()
+        got = c.post("/v1/spaces/a/recall", json={"task": "heat the apple", "env": KITCHEN,
+                                                  "filters": {"user": "alice", "run": 3}})
+        assert got.status_code == 200 and got.json()["task"]["node"] == alice["task"]["node"]
+        got = c.post("/v1/spaces/a/recall", json={"task": "heat the apple",
+                                                  "filters": {"run": "3"}})
+        assert got.json()["task"]["matched"] is False  # the string "3" is not the number 3
+        listed = c.get("/v1/spaces/a/nodes", params={"filters": ["user=bob"], "tree": "task"})
+        assert [n["id"] for n in listed.json()["nodes"]] == [bob["task"]["node"]]
+        both = c.get("/v1/spaces/a/nodes", params={"filters": ["user=bob", "user=alice"]})
+        assert both.status_code == 400 and "given twice" in both.json()["error"]["message"]
+        bad = c.post("/v1/spaces/a/recall", json={"task": "x", "filters": {"user": [1]}})
+        assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("filters")

@@ -59,6 +59,8 @@ export interface RecallOptions {
   topK?: number;
   explain?: boolean;
   budgetTokens?: number;
+  /** Only nodes whose episode meta has every key with an equal value, e.g. `{ user: "alice" }`. */
+  filters?: Record<string, string | number | boolean | null>;
 }
 
 export interface ListOptions {
@@ -67,6 +69,8 @@ export interface ListOptions {
   outcome?: Outcome;
   contains?: string;
   limit?: number;
+  /** Only nodes whose episode meta has every key equal to the string value. */
+  filters?: Record<string, string>;
 }
 
 export interface RetryPolicy {
@@ -121,7 +125,7 @@ interface Call {
   method: "GET" | "POST" | "DELETE";
   path: string;
   idempotent: boolean;
-  query?: Record<string, string>;
+  query?: Record<string, string | string[]>;
   json?: unknown;
   body?: string;
   contentType?: string;
@@ -159,6 +163,7 @@ export class Client {
     const body: Record<string, unknown> = { task: options.task ?? "", env: options.env ?? "", explain: options.explain ?? false };
     if (options.topK !== undefined) body.top_k = options.topK;
     if (options.budgetTokens !== undefined) body.budget_tokens = options.budgetTokens;
+    if (options.filters !== undefined && Object.keys(options.filters).length) body.filters = options.filters;
     return this.json({ method: "POST", path: this.path("/recall"), idempotent: true, json: body });
   }
 
@@ -179,9 +184,11 @@ export class Client {
 
   /** Nodes (id, tree, kind, outcome, key, counters), oldest first, filtered. */
   listNodes(options: ListOptions = {}): Promise<NodeListOut> {
-    const query: Record<string, string> = {};
+    const query: Record<string, string | string[]> = {};
     for (const [name, value] of Object.entries(options)) {
-      if (value !== undefined && value !== "") query[name] = String(value);
+      if (name === "filters") {
+        query.filters = Object.entries(value ?? {}).map(([k, v]) => `${k}=${String(v)}`);
+      } else if (value !== undefined && value !== "") query[name] = String(value);
     }
     return this.json({ method: "GET", path: this.path("/nodes"), idempotent: true, query });
   }
@@ -259,7 +266,9 @@ export class Client {
 
   private async fetchOnce(call: Call): Promise<Response> {
     const url = new URL(this.baseUrl + call.path);
-    for (const [name, value] of Object.entries(call.query ?? {})) url.searchParams.set(name, value);
+    for (const [name, value] of Object.entries(call.query ?? {})) {
+      for (const one of Array.isArray(value) ? value : [value]) url.searchParams.append(name, one);
+    }
     const headers: Record<string, string> = { ...this.headers };
     let body: string | undefined;
     if (call.json !== undefined) {

@@ -191,6 +191,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/spaces/{space}/nodes/{node_id}/correct": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Correct
+         * @description Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes
+         *     it in recall, with the history kept.
+         */
+        post: operations["correct_v1_spaces__space__nodes__node_id__correct_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/spaces/{space}/outcome": {
         parameters: {
             query?: never;
@@ -291,6 +312,12 @@ export interface components {
         BatchResultOut: {
             /** Consolidated */
             consolidated: components["schemas"]["ConsolidationOut"][];
+            /**
+             * Deferred
+             * @description Nodes whose due consolidation failed (the model or store); the episode is stored, do not resend it.
+             * @default []
+             */
+            deferred: string[];
             env: components["schemas"]["WriteOut"];
             /** Episode */
             episode: string;
@@ -352,6 +379,65 @@ export interface components {
             root: string | null;
             /** Source */
             source: string;
+            /**
+             * Tree
+             * @enum {string}
+             */
+            tree: "task" | "env";
+        };
+        /**
+         * CorrectRequest
+         * @description Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
+         *     ``steps`` or ``wrong`` (see ``deltamem.corrections``).
+         */
+        CorrectRequest: {
+            /**
+             * Reason
+             * @description Why (kept with the correction).
+             * @default
+             */
+            reason: string;
+            /**
+             * Steps
+             * @description The skill's steps, replacing the recalled ones.
+             */
+            steps?: string[] | null;
+            /**
+             * Success
+             * @description The outcome set right: true turns a lesson into a skill, false a skill into a lesson.
+             */
+            success?: boolean | null;
+            /**
+             * Wrong
+             * @description Retract the experience: recall shows none of it.
+             * @default false
+             */
+            wrong: boolean;
+        };
+        /** CorrectionOut */
+        CorrectionOut: {
+            /**
+             * Discredited
+             * @description Success nodes of the same task given the failures that make recall score them as failures (a correction to failure or wrong).
+             */
+            discredited: string[];
+            /**
+             * Kind
+             * @enum {string}
+             */
+            kind: "outcome" | "steps" | "wrong";
+            /**
+             * Node
+             * @description The correction root, which now supersedes the node in recall.
+             */
+            node: string;
+            /**
+             * Of
+             * @description The corrected node (kept, as the correction's lineage).
+             */
+            of: string;
+            /** Reason */
+            reason: string;
             /**
              * Tree
              * @enum {string}
@@ -497,6 +583,12 @@ export interface components {
         LearnOut: {
             /** Consolidated */
             consolidated: components["schemas"]["ConsolidationOut"][];
+            /**
+             * Deferred
+             * @description Nodes whose due consolidation failed (the model or store); the episode is stored, do not resend it.
+             * @default []
+             */
+            deferred: string[];
             env: components["schemas"]["WriteOut"];
             /** Episode */
             episode: string;
@@ -655,6 +747,12 @@ export interface components {
             /** Consolidated */
             consolidated: components["schemas"]["ConsolidationOut"][];
             /**
+             * Deferred
+             * @description Nodes whose due consolidation failed; the outcome is counted, do not resend it.
+             * @default []
+             */
+            deferred: string[];
+            /**
              * Nodes
              * @description The nodes whose counters were bumped.
              */
@@ -730,6 +828,13 @@ export interface components {
              * @default false
              */
             explain: boolean;
+            /**
+             * Filters
+             * @description Only nodes written by an episode whose meta has every key with an equal value (exact JSON equality), e.g. {"user": "alice", "project": "shop"}. Scoping keys: user, agent, run, project; any other key works the same.
+             */
+            filters?: {
+                [key: string]: string | number | boolean | null;
+            } | null;
             /**
              * Task
              * @description The goal (task-tree key).
@@ -1751,6 +1856,8 @@ export interface operations {
                 outcome?: components["schemas"]["Outcome"] | null;
                 contains?: string;
                 limit?: number | null;
+                /** @description key=value, repeatable: only nodes whose episode meta has every key equal to the string value, e.g. filters=user=alice */
+                filters?: string[] | null;
             };
             header?: never;
             path: {
@@ -1993,6 +2100,123 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["DeleteOut"];
+                };
+            };
+            /** @description Bad configuration or request (e.g. an unknown option value). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key may not use this space or lacks the route's scope. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such node (or space). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store refused: embedder mismatch, collision, inconsistent data. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the server accepts. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: the message names the field. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Rate limit or token budget exceeded. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The LLM provider failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    correct_v1_spaces__space__nodes__node_id__correct_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                node_id: string;
+                space: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CorrectRequest"];
+            };
+        };
+        responses: {
+            /** @description Success. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CorrectionOut"];
                 };
             };
             /** @description Bad configuration or request (e.g. an unknown option value). */

@@ -21,7 +21,7 @@ const episode = (actions, success = true) => ({
 
 test("the facade's vocabulary, typed answers", async () => {
   const mem = new Client(URL_, { apiKey: KEY, space: "ts" });
-  const first = await mem.learn(episode(["go to kitchen", "take apple", "heat apple"]));
+  const first = await mem.learn({ ...episode(["go to kitchen", "take apple", "heat apple"]), meta: { user: "alice" } });
   assert.equal(first.task.action, "root");
   const batch = await mem.learnMany([episode(["go to kitchen", "open microwave", "take apple", "heat apple"])]);
   assert.equal(batch.results[0].task.action, "delta");
@@ -30,6 +30,13 @@ test("the facade's vocabulary, typed answers", async () => {
   assert.ok(recall.task.matched && recall.task.node);
   assert.ok(recall.context.includes("open microwave"));
   assert.ok(recall.explain);
+
+  // Metadata filters: only the nodes of alice's episode (the batch's delta has no meta).
+  const mine = await mem.recall({ task: "heat the apple", env: KITCHEN, filters: { user: "alice" } });
+  assert.equal(mine.task.node, first.task.node);
+  assert.equal((await mem.recall({ task: "heat the apple", filters: { user: "bob" } })).task.matched, false);
+  const alices = await mem.listNodes({ filters: { user: "alice" } });
+  assert.deepEqual(alices.nodes.map((n) => n.id).sort(), [first.task.node, first.env.node].sort());
 
   const shown = await mem.show(recall.task.node);
   assert.equal(shown.id, recall.task.node);

@@ -14,6 +14,10 @@ applies the memory's own rules, each a function here over values the facade fetc
   newest first among exact ties.
 * :func:`link` -- a chain node's similarity and score, explained.
 * :func:`trace_signature` -- the fingerprint of what an extractor sees of an episode.
+* :func:`check_filters` / :func:`matches` / :func:`matching` -- metadata filters: a node
+  matches when the meta of the episode that wrote it has every filtered key with an equal
+  value (recall and listing keep only matching nodes; the read path widens its scan until it
+  has enough of them, so a filtered recall is exact).
 
 Layouts are strings computed by the caller (a scene's ``signature``): ranking compares them and
 knows no domain's phrasing. The functions that walk candidates in order take ``fetched``, the
@@ -28,14 +32,26 @@ import hashlib
 import heapq
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from deltamem.core.knowledge import latest_first, same_layout_first
 from deltamem.core.model import Episode, Node, Outcome, Tree
 from deltamem.core.scoring import penalised, score
 from deltamem.core.tree import discredited
+from deltamem.errors import ConfigError
 
 # How many candidates a writer compares, and how many a read ranks before widening.
 POOL = 32
+
+# The scoping keys agents use (Mem0 / LangGraph style): who (``user``), which agent
+# (``agent``), which session or run (``run``) and which project (``project``). They are
+# ordinary keys of an episode's ``meta``; any other key filters the same way.
+SCOPE_KEYS = ("user", "agent", "run", "project")
+# Bounds of one filter (every face applies them through check_filters).
+MAX_FILTERS = 16
+MAX_FILTER_KEY = 200
+MAX_FILTER_VALUE = 1_000
+FilterValue = str | int | float | bool | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,3 +238,95 @@ def trace_signature(episode: Episode, tree: Tree) -> str:
         if tree is Tree.ENV:
             h.update(b"\x02" + step.observation.encode())
     return h.hexdigest()
+
+
+def check_filters(filters: Mapping[str, Any] | None) -> dict[str, FilterValue]:
+    """``filters`` as a plain dict, checked: at most :data:`MAX_FILTERS` keys, each a
+    non-empty string, each value a JSON scalar (string, number, boolean or null); else a
+    ``ConfigError`` naming the culprit."""
+    if filters is None:
+        return {}
+    if not isinstance(filters, Mapping):
+        raise ConfigError(f"filters must be an object of key: value, got {type(filters).__name__}")
+    if len(filters) > MAX_FILTERS:
+        raise ConfigError(f"at most {MAX_FILTERS} filters, got {len(filters)}")
+    out: dict[str, FilterValue] = {}
+    for key, value in filters.items():
+        if not isinstance(key, str) or not key or len(key) > MAX_FILTER_KEY:
+            raise ConfigError(f"filter key {key!r} must be a non-empty string of at most "
+                              f"{MAX_FILTER_KEY} characters")
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise ConfigError(f"filter {key!r} must be a string, number, boolean or null, got "
+                              f"{type(value).__name__}")
+        if isinstance(value, str) and len(value) > MAX_FILTER_VALUE:
+            raise ConfigError(f"filter {key!r} is longer than {MAX_FILTER_VALUE} characters")
+        out[key] = value
+    return out
+
+
+def filters_from_pairs(pairs: Sequence[str] | None) -> dict[str, FilterValue]:
+    """Filters from ``key=value`` texts (the CLI's ``--filter``, the REST listing's ``filters``
+    query parameter): split at the first ``=``; the values are strings. A repeated key is an
+    error, as is a text without ``=`` or with an empty key."""
+    out: dict[str, FilterValue] = {}
+    for pair in pairs or ():
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"filter {pair!r} must be key=value, e.g. user=alice")
+        if key in out:
+            raise ConfigError(f"filter {key!r} is given twice; give each key once")
+        out[key] = value
+    return check_filters(out)
+
+
+def scope_of(meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`SCOPE_KEYS` an episode's ``meta`` carries, with their values."""
+    return {key: meta[key] for key in SCOPE_KEYS if key in meta}
+
+
+def user_meta(node: Node) -> Mapping[str, Any]:
+    """The metadata a node is filtered on: the ``meta`` of the episode that wrote it (kept in
+    ``node.meta["episode_meta"]``; consolidation and corrections carry it to the roots they
+    write). Empty for a node written without one."""
+    return _episode_meta(node.meta)
+
+
+def _episode_meta(meta: Mapping[str, Any]) -> Mapping[str, Any]:
+    found = meta.get("episode_meta")
+    return found if isinstance(found, Mapping) else {}
+
+
+def carried_meta(node: Node) -> dict[str, Any]:
+    """What a root written from ``node`` (a consolidation, a correction) keeps of its meta so
+    that filters find it where they found ``node``: its episode meta, if any."""
+    meta = user_meta(node)
+    return {"episode_meta": dict(meta)} if meta else {}
+
+
+def _equal(stored: Any, wanted: FilterValue) -> bool:
+    # JSON equality: true is not 1 (Python's True == 1 is not what a filter means).
+    if isinstance(stored, bool) or isinstance(wanted, bool):
+        return stored is wanted
+    return bool(stored == wanted) and (stored is None) == (wanted is None)
+
+
+def matches(node: Node, filters: Mapping[str, Any]) -> bool:
+    """Whether ``node``'s :func:`user_meta` has every key of ``filters`` with an equal value
+    (exact: ``"alice"`` is not ``"Alice"``, the string ``"1"`` is not the number ``1``; a key
+    the node lacks never matches, not even ``None``). No filter matches every node."""
+    return meta_matches(node.meta, filters)
+
+
+def meta_matches(meta: Mapping[str, Any], filters: Mapping[str, Any]) -> bool:
+    """:func:`matches` on a node's stored ``meta`` (``Store.metas``), without the node."""
+    user = _episode_meta(meta)
+    return all(key in user and _equal(user[key], value) for key, value in filters.items())
+
+
+def matching(found: Sequence[Candidate], metas: Mapping[str, Mapping[str, Any]],
+             filters: Mapping[str, FilterValue]) -> list[Candidate]:
+    """The candidates of ``found`` whose node's stored meta (in ``metas``) matches
+    ``filters``, in order; a candidate absent from ``metas`` was deleted since the scan and is
+    dropped."""
+    return [c for c in found
+            if (meta := metas.get(c.id)) is not None and meta_matches(meta, filters)]

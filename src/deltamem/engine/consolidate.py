@@ -13,6 +13,7 @@ from typing import Any
 
 from deltamem.config import Settings
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
+from deltamem.core.ranking import carried_meta
 from deltamem.core.tree import compose_chain, consolidation_meta, due_for_consolidation
 from deltamem.errors import DeltaMemError
 from deltamem.extract.base import Extractor
@@ -48,7 +49,8 @@ class Consolidator:
         vector = self.store.vector(self.space, node.id)
         assert vector is not None
         root = new_root(node.tree, node.key, compiled.experience,
-                        {**consolidation_meta(chain), "note": compiled.note},
+                        {**consolidation_meta(chain), "note": compiled.note,
+                         **carried_meta(node)},
                         lineage=tuple(n.id for n in chain))
         with self.writing():
             fresh = self.store.get_node(self.space, node.id)

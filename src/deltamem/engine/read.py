@@ -4,6 +4,13 @@
 renders the answer) and for learning (which keeps the candidates and chains and renders
 nothing). It makes a bounded number of store calls per tree: one scan per round, one or two
 ``get_nodes`` per round, one ``chain`` and one ``vectors`` for the match.
+
+With metadata ``filters`` (``core.ranking.matches``) a read ranks only the matching nodes, and
+exactly: each round scans ``k``, reads the stored meta of the candidates it has not seen
+(``Store.metas``, one call), keeps the matching ones (whose nodes it fetches), and widens the
+scan ×4 until it holds enough of them (as many as an unfiltered read of a tree
+holding only those nodes would scan) or the tree is exhausted. The filter applies to the
+matched node; its chain is composed as usual, whatever episodes wrote the ancestors.
 """
 
 from __future__ import annotations
@@ -11,12 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from deltamem.config import Settings
 from deltamem.core import ranking
 from deltamem.core.model import Node, Tree
-from deltamem.core.ranking import POOL, Candidate
+from deltamem.core.ranking import POOL, Candidate, FilterValue
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import compose_chain
 from deltamem.results import ChainLink, TreeRecall, cosine
@@ -50,14 +57,18 @@ class Reader:
         self.settings = settings
         self.signature = signature
 
-    def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "") -> TreeRead:
-        """What ``tree`` recalls for ``key`` (``scene``: the agent's scene, for task ties)."""
+    def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",
+             filters: dict[str, FilterValue] | None = None) -> TreeRead:
+        """What ``tree`` recalls for ``key`` (``scene``: the agent's scene, for task ties;
+        ``filters``: only nodes whose episode meta matches, see the module docstring)."""
         threshold = self.settings.threshold(tree.value)
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         read = TreeRead(result)
         if not key.strip():
             return read
-        if tree is Tree.ENV:
+        if filters:
+            ranked, read.nodes = self.filtered(tree, key, query, max(k, 1), filters, scene)
+        elif tree is Tree.ENV:
             found = self.scan(tree, query, max(k, POOL))
             read.scanned = found if len(found) < POOL or max(k, POOL) == POOL else None
             ranked, read.nodes = self.same_scene(key, found, limit=max(k, 1))
@@ -79,6 +90,42 @@ class Reader:
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self.link(node, query, vectors.get(node.id)) for node in result.chain]
         return read
+
+    def filtered(self, tree: Tree, key: str, query: Vector, need: int,
+                 filters: dict[str, FilterValue], scene: str
+                 ) -> tuple[list[Candidate], dict[str, Node]]:
+        """The ranking of the nodes that match ``filters``, exactly as an unfiltered read of
+        a tree holding only them would rank them, with the matching nodes fetched.
+
+        Environment tree: the best ``max(need, POOL)`` matching candidates (what that read
+        scans), then ``core.ranking.same_scene``. Task tree: ``core.ranking.task_ranked`` over
+        the matching candidates, widening while it asks to, then the layout's ties first."""
+        want = max(need, POOL) if tree is Tree.ENV else need
+        k = max(need, POOL)
+        metas: dict[str, dict[str, Any]] = {}
+        nodes: dict[str, Node] = {}
+        while True:
+            found = self.scan(tree, query, k)
+            unseen = [c.id for c in found if c.id not in metas]
+            if unseen:
+                metas.update(self.store.metas(self.space, unseen))
+            kept = ranking.matching(found, metas, filters)
+            exhausted = len(found) < k
+            if len(kept) >= want or exhausted:
+                if tree is Tree.ENV:
+                    kept = kept[:want]
+                    nodes = self.nodes_of(kept, nodes)
+                    scene_kept = ranking.same_scene(kept, nodes, self.signature(key),
+                                                    self.signature, limit=need)
+                    assert scene_kept is not None  # every node was fetched
+                    return scene_kept, nodes
+                nodes = self.nodes_of(kept, nodes)
+                ranked = ranking.task_ranked(kept, nodes, need, self.settings.penalty,
+                                             exhausted=exhausted)
+                if ranked.candidates is not None:
+                    return ranking.started_here(ranked.candidates, nodes,
+                                                self.signature(scene)), nodes
+            k *= 4
 
     def scan(self, tree: Tree, query: Vector, k: int) -> list[Candidate]:
         return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,

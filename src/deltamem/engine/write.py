@@ -13,6 +13,13 @@
 
 So a concurrent writer never makes a placement stale, and the lock is held for a scan, at
 worst one bounded placement, and the row writes.
+
+Scopes: an episode whose meta carries scoping keys (``core.ranking.SCOPE_KEYS``: user, agent,
+run, project) is placed like any other, but it never vanishes into a duplicate of another
+scope's node, which a filter for its own scope would not find: it dedups onto a duplicate of
+its own scope when there is one, else it is written as a delta with an empty patch under the
+node it duplicates (a root when that node sits at the maximum depth), carrying its meta.
+Unscoped recall still prefers the shallower original among the exact ties.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
-from deltamem.core.ranking import POOL, Candidate, trace_signature
+from deltamem.core.ranking import POOL, Candidate, matches, scope_of, trace_signature
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import (
     Action,
@@ -90,18 +97,21 @@ class Writer:
         return extraction
 
     def plan(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
-             scanned: list[Candidate] | None = None) -> Plan | None:
+             scanned: list[Candidate] | None = None, *,
+             scope: dict[str, Any] | None = None) -> Plan | None:
         """Decide the placement against the memory as it is now (``scanned``: the reader's
-        scan of the best :data:`POOL`, saving a scan); ``None`` when the tree takes a root
-        without looking (no key)."""
+        scan of the best :data:`POOL`, saving a scan; ``scope``: the episode's scoping keys,
+        see the module docstring); ``None`` when the tree takes a root without looking (no
+        key)."""
         if not key.strip() or query is None:
             return None
         found = scanned if scanned is not None else self.reader.scan(tree, query, POOL)
-        chain, placement = self._place(tree, key, found, experience)
+        chain, placement = self._place(tree, key, found, experience, scope or {})
         return Plan([(c.id, c.score) for c in found], chain, placement)
 
     def _place(self, tree: Tree, key: str, found: list[Candidate],
-               experience: Experience) -> tuple[list[Node], Placement]:
+               experience: Experience, scope: dict[str, Any] | None = None
+               ) -> tuple[list[Node], Placement]:
         """Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
         environment tree, only scenes of the same layout), best first; their chains come in
         one call and ``core.tree.choose_placement`` decides."""
@@ -112,14 +122,37 @@ class Writer:
         fetched = self.store.chains(self.space, ids)
         chains = [fetched[i] for i in ids if i in fetched]
         placement, index = self.placer(experience, chains, max_depth=self.settings.max_depth)
-        return (chains[index] if index is not None else []), placement
+        chain = chains[index] if index is not None else []
+        if scope and placement.action is Action.DEDUP:
+            return self._in_scope(experience, chains, chain, placement, scope)
+        return chain, placement
+
+    def _in_scope(self, experience: Experience, chains: list[list[Node]], chain: list[Node],
+                  placement: Placement, scope: dict[str, Any]) -> tuple[list[Node], Placement]:
+        """A dedup kept in the episode's scope (see the module docstring)."""
+        at = [n.id for n in chain].index(placement.anchor) if placement.anchor in \
+            {n.id for n in chain} else None
+        if at is None or matches(chain[at], scope):
+            return chain, placement
+        anchor = chain[at]
+        mine = [c for c in chains if matches(c[-1], scope)]
+        if mine:
+            again, index = self.placer(experience, mine, max_depth=self.settings.max_depth)
+            if again.action is Action.DEDUP and index is not None and any(
+                    n.id == again.anchor and matches(n, scope) for n in mine[index]):
+                return mine[index], again
+        if anchor.depth >= self.settings.max_depth:
+            return [], Placement(Action.ROOT)
+        return chain[: at + 1], Placement(Action.DELTA, anchor=anchor.id,
+                                          depth=anchor.depth + 1, patch=())
 
     # -- inside the lock --------------------------------------------------------------------
     def write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
                    episode: Episode, episode_id: str, plan: Plan | None) -> TreeWrite:
         """Place (keeping ``plan`` when the memory did not change under it) and write."""
         outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
-        chain, placement = self._placement(tree, key, query, extraction.experience, plan)
+        chain, placement = self._placement(tree, key, query, extraction.experience, plan,
+                                           scope_of(episode.meta))
         hit = None
         if placement.action is not Action.ROOT:
             # The node the episode was placed on: the one it duplicates, or the end of the chain
@@ -138,13 +171,13 @@ class Writer:
                          extraction.note, extraction.experience, matched=hit)
 
     def _placement(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
-                   plan: Plan | None) -> tuple[list[Node], Placement]:
+                   plan: Plan | None, scope: dict[str, Any]) -> tuple[list[Node], Placement]:
         if not key.strip() or query is None:
             return [], Placement(Action.ROOT)
         found = self.reader.scan(tree, query, POOL)
         if plan is not None and plan.scanned == [(c.id, c.score) for c in found]:
             return plan.chain, plan.placement
-        return self._place(tree, key, found, experience)
+        return self._place(tree, key, found, experience, scope)
 
     def count_recalled(self, recall: Recall, writes: dict[Tree, TreeWrite],
                        success: bool) -> list[str]:

@@ -6,13 +6,17 @@ agent's messages after it (a *turn*). A turn whose request is a *follow-up*
 (:func:`is_follow_up`: "yes please fix it", "go ahead", "now run the whole suite", "no, use
 pnpm", three words at most that point back: "commit that") continues the task before it, so the
 task keeps the original request as its key and holds the whole procedure. After a turn the user
-interrupted or in which they rejected a tool call, a follow-up starts a new attempt at the same
-request (same key), and the interrupted attempt is learned on its own, as a failure.
+interrupted or in which they rejected a tool call, a correction ("don't pip install, we use uv",
+"stop. revert that") continues the task too; a new request leaves the interrupted task to be
+learned on its own, as a failure. A task *waits* (:attr:`Task.pending`) when its last turn
+found a problem, changed nothing and ends asking the user ("Do you have the ticket?"): it is not
+learned yet, and the user's next message, the answer, continues it.
 
 **Outcome rules** (:func:`judge`), in order; the first that applies decides:
 
 1. the agent's own verdict (the memory's ``record_outcome`` tool; see the hooks);
-2. a user interrupt or a rejected tool call -> failure;
+2. a user interrupt or a rejected tool call -> failure, unless a verifying run after the
+   last one passed (the user redirected the agent and it got there);
 3. the first two sentences of the assistant's final report say it did not get there ("I
    couldn't fix", "still fails", "was denied", "blocked by") -> failure;
 4. the last verifying run (tests, type checks, lint, build, deploy, migration) decides: it
@@ -36,20 +40,22 @@ test, type, lint or build run, and any failure that names an edited file.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.knowledge import supersede
-from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Tree
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.coding import (
+    GATED,
     INTERRUPT_MARKS,
     VERIFYING,
     CodingScene,
     ToolCall,
     command_text,
     flat,
+    is_correction,
     names_project_files,
     parse_call,
     reason,
@@ -63,7 +69,8 @@ Message = Mapping[str, Any]
 
 # User texts that are not requests: tool scaffolding both clients record as user messages.
 NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
-                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>",
+                 "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>", "<bash-",
+                 "This session is being continued from a previous conversation",
                  *INTERRUPT_MARKS)
 _FOLLOW_UP = re.compile(
     r"^(yes|yeah|yep|yup|sure|ok(ay)?|k|go ahead|go for it|do it|do that|please do|proceed|"
@@ -118,17 +125,12 @@ class Task:
 
     request: str
     turns: list[list[Message]] = field(default_factory=list)
-    retry: bool = False  # a new attempt at the request of an interrupted task
 
     @property
     def messages(self) -> list[Message]:
         out: list[Message] = []
         for turn in self.turns:
             out += turn
-        if self.retry and out:  # the key is the original request; keep the user's words too
-            out = [{"role": "user", "content": self.request},
-                   {"role": "assistant", "content": ""},
-                   {"role": "user", "content": content_text(out[0].get("content"))}, *out[1:]]
         return out
 
     @property
@@ -143,7 +145,7 @@ class Task:
             return False
         last = self.turns[-1]
         calls = _calls(last)
-        if any(c.kind == "edit" or c.purpose in ("deploy", "migrations", "install")
+        if any(not c.failed and (c.kind == "edit" or c.purpose in GATED)
                for c in calls) or not any(c.failed for c in calls):
             return False
         replies = [content_text(m.get("content")) for m in last
@@ -159,11 +161,12 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
         if is_request(message):
             text = content_text(message.get("content"))
             turn = [dict(message)]
-            if tasks and is_follow_up(text) and tasks[-1].turns:
-                if tasks[-1].ended_by_user:
-                    tasks.append(Task(tasks[-1].request, [turn], retry=True))
-                else:
-                    tasks[-1].turns.append(turn)
+            # A follow-up; a correction after an interrupt; the answer to the question a
+            # waiting task asked ("Do you have the ticket?" - "the ticket is CHG-4821").
+            continues = is_follow_up(text) or bool(tasks) and (
+                (tasks[-1].ended_by_user and is_correction(text)) or tasks[-1].pending)
+            if tasks and tasks[-1].turns and continues:
+                tasks[-1].turns.append(turn)
             else:
                 tasks.append(Task(text, [turn]))
         elif turn is not None:
@@ -171,20 +174,18 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
     return tasks
 
 
-def to_learn(tasks: Sequence[Task]) -> list[Task]:
+def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
     """The tasks the end of a turn should learn: the last task unless it waits on the user,
-    and the one before it when that one ended in an interrupt (or waited on a user who moved
-    on) and the last task has just begun."""
+    and the one before it when that one ended in an interrupt and the last task has just begun
+    (no Stop hook runs after an interrupt). At the session's end, only a last task that ended
+    in an interrupt (the turns before were learned when they ended)."""
     if not tasks:
         return []
-    out = []
+    if session_end:
+        return [tasks[-1]] if tasks[-1].ended_by_user else []
     last = tasks[-1]
-    if len(tasks) > 1 and len(last.turns) == 1 and not last.retry:
-        before = tasks[-2]
-        if before.ended_by_user:
-            out.append(before)
-    elif len(tasks) > 1 and last.retry and len(last.turns) == 1:
-        out.append(tasks[-2])
+    out = [tasks[-2]] if len(tasks) > 1 and len(last.turns) == 1 and tasks[-2].ended_by_user \
+        else []
     if not last.pending:
         out.append(last)
     return out
@@ -206,7 +207,10 @@ def _calls(messages: Sequence[Message]) -> list[ToolCall]:
 
 def judge(calls: Sequence[ToolCall], report: str = "") -> tuple[bool, str]:
     """A task's outcome and the rule that decided it (rules 2-5 of the module docstring)."""
-    if any(c.status in ("interrupted", "rejected") for c in calls):
+    stopped = [i for i, c in enumerate(calls) if c.status in ("interrupted", "rejected")]
+    recovered = stopped and any(c.kind == "run" and c.purpose in VERIFYING and not c.failed
+                                for c in calls[stopped[-1] + 1:])
+    if stopped and not recovered:
         return False, "the user interrupted the task or rejected a call"
     verdict_text = " ".join(_SENTENCES.split(report.strip())[:2])  # reports lead with it
     if verdict_text and _NEGATIVE_REPORT.search(verdict_text):
@@ -248,15 +252,46 @@ class CodingExtractor:
     coding episode teaches are those of :class:`CodingScene` merged with the model's."""
 
     def __init__(self, base: Extractor | None = None, *, max_facts: int = 40,
-                 max_chars: int = 240) -> None:
+                 max_chars: int = 240, stale: Iterable[str] = ()) -> None:
         self.base = base
         self.scene = CodingScene()
         self.max_facts = max_facts
         self.max_chars = max_chars
+        self.stale = tuple(s for s in (flat(t) for t in stale) if len(s) >= MIN_STALE)
         self.name = f"coding+{base.name}" if base is not None else "coding"
         self.uses_llm = bool(base is not None and base.uses_llm)
 
+    def with_stale(self, lines: Iterable[str]) -> CodingExtractor:
+        """This extractor, told the lines the session's edits replaced (never written into an
+        experience: what an edit made false is no lesson)."""
+        return CodingExtractor(self.base, max_facts=self.max_facts, max_chars=self.max_chars,
+                               stale=lines)
+
     def extract(self, request: ExtractRequest) -> Extraction:
+        done = self._extract(request)
+        done.experience = self._fresh(done.experience)
+        if done.standalone is not None:
+            done.standalone = self._fresh(done.standalone)
+        return done
+
+    def _fresh(self, experience: Experience) -> Experience:
+        """``experience`` without the items that quote a line an edit replaced."""
+        if not self.stale:
+            return experience
+
+        def keep(items: Iterable[str]) -> tuple[str, ...]:
+            return tuple(i for i in items if not any(s in flat(i) for s in self.stale))
+
+        if isinstance(experience, Skill):
+            end = experience.termination
+            return Skill(experience.activation, keep(experience.steps),
+                         end if keep([end]) else "")
+        if isinstance(experience, Lesson):
+            return Lesson(experience.situation, keep(experience.failed) or ("the task failed",),
+                          keep(experience.untried), keep(experience.worked))
+        return Knowledge(experience.trigger, keep(experience.facts))
+
+    def _extract(self, request: ExtractRequest) -> Extraction:
         episode = request.episode
         known = request.matched if isinstance(request.matched, Knowledge) else None
         if known is not None and known.trigger != self.scene.trigger(episode.env, self.max_chars):
@@ -297,6 +332,9 @@ class CodingExtractor:
             done = f"`{command_text(checks[-1], 100)}`" + (f" -> {said}" if said else "")
         else:
             done = tail_cut(final_report(calls), 160)
+        said = report_summary(final_report(calls), self.stale)
+        if said:
+            steps.insert(0, f"what was done: {said}")
         return Skill(activation=_one_line(episode.task, self.max_chars),
                      steps=tuple(dict.fromkeys(steps)), termination=done)
 
@@ -312,10 +350,14 @@ class CodingExtractor:
                 why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
                 what = f"`{command_text(call, 80)}`" if call.command else call.tool
                 failed.append(f'{what} -> "{why}"' if why else what)
-        if not failed:
-            report = final_report(calls)
-            failed.append(f'reported: "{tail_cut(report, self.max_chars - 20)}"' if report
-                          else "the task did not succeed")
+        for call in calls:  # why the user stopped or redirected it, in their words
+            failed += [f'the user said: "{tail_cut(u, self.max_chars - 20)}"' for u in call.user
+                       if is_correction(u)]
+        report = report_summary(final_report(calls), self.stale)
+        if report:
+            failed.append(f'reported: "{report}"')
+        elif not failed:
+            failed.append("the task did not succeed")
         worked = [line for c in calls if not c.failed and (line := _step_line(c))]
         played = {line for c in calls if (line := _step_line(c))}
         # Untried steps come only from a skill of the same project (its steps name its files).
@@ -352,6 +394,28 @@ def _stale(fact: str, edited: set[str]) -> bool:
     if fact.startswith(("tests (", "type checks (", "lint (", "build (")):
         return True
     return any(name and name in fact for name in edited)
+
+
+MIN_STALE = 8
+_MARKDOWN = re.compile(r"\*\*|`|^\s*#+\s*|^\s*>\s*|^\s*[-*•]\s+", re.M)
+
+
+def report_summary(report: str, stale: Sequence[str] = (), limit: int = 220) -> str:
+    """The first sentences of an assistant's final report (its verdict and what it did), up to
+    ``limit`` characters, markdown removed, without a sentence quoting a ``stale`` line."""
+    paragraph = next((p for p in re.split(r"\n\s*\n", report.strip()) if p.strip()), "")
+    text = flat(_MARKDOWN.sub("", paragraph))
+    out = ""
+    for sentence in _SENTENCES.split(text):
+        if any(s in sentence for s in stale):
+            continue
+        candidate = f"{out} {sentence}".strip()
+        if len(candidate) > limit:
+            if not out:
+                out = sentence[: limit - 1].rstrip() + "…"
+            break
+        out = candidate
+    return out
 
 
 def _step_line(call: ToolCall) -> str:

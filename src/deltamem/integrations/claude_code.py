@@ -12,10 +12,14 @@ it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``pro
   scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
 * ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
   ``extract.coding``) with its outcome judged by the documented rules, plus an interrupted task
-  before it. Nothing is printed. A task with no call that acts (a question answered) teaches
-  nothing, and a turn in which the agent already called the memory's own ``learn`` tool is
-  skipped. The extractor is the configured one (``DELTAMEM_EXTRACTOR``): the coding rules, or
-  with ``llm`` a model at an OpenAI-compatible endpoint under the same rules.
+  before it (no Stop hook runs after an interrupt). Nothing is printed.
+* ``session-end`` -- learns a last task the user interrupted (Claude Code's ``SessionEnd``),
+  unless a Stop hook already learned it. Nothing is printed.
+
+A task with no call that acts (a question answered) teaches nothing, and a turn in which the
+agent already called the memory's own ``learn`` tool is skipped. The extractor is the configured
+one (``DELTAMEM_EXTRACTOR``): the coding rules, or with ``llm`` a model at an OpenAI-compatible
+endpoint under the same rules.
 
 Transcripts are read in both recorded formats: Claude Code's JSONL (``type`` user/assistant
 lines holding Anthropic ``message`` objects) and Codex's rollout JSONL (``session_meta``,
@@ -46,7 +50,8 @@ from deltamem.transcripts import (
     messages_from_responses,
 )
 
-EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
+EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
+          "session-end": "SessionEnd"}
 # The argument that says what a Claude Code tool call did (the rest is noise for a skill).
 PRIMARY_ARGUMENT = {"Bash": "command", "Read": "file_path", "Edit": "file_path",
                     "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
@@ -57,6 +62,8 @@ class Transcript:
 
     messages: list[Message] = field(default_factory=list)
     cwd: str = ""
+    # Lines the session's edits replaced (kept out of what is learned: an edit made them false).
+    replaced: list[str] = field(default_factory=list)
 
 
 def scene(cwd: str) -> str:
@@ -84,11 +91,14 @@ def read_transcript(path: str | Path) -> Transcript:
         if kind == "session_meta" and isinstance(payload, Mapping):
             out.cwd = str(payload.get("cwd") or out.cwd)
         elif kind == "response_item" and isinstance(payload, Mapping):
+            out.replaced += _replaced_in_patch(payload)
             codex.append(_codex_item(payload))
         elif kind in ("user", "assistant") and isinstance(record.get("message"), Mapping):
-            if record.get("isSidechain") or record.get("isMeta"):
-                continue  # a subagent's own conversation, or a client note
+            if record.get("isSidechain") or record.get("isMeta") or record.get(
+                    "isCompactSummary"):
+                continue  # a subagent's own conversation, a client note, a compaction summary
             out.cwd = str(record.get("cwd") or out.cwd)
+            out.replaced += _replaced_by_edits(record["message"])
             message = _claude_message(record["message"])
             if claude and _same_reply(claude[-1], message):
                 # Claude Code writes one line per content block of a reply: join them again.
@@ -113,6 +123,42 @@ def _same_reply(previous: Mapping[str, Any], message: Mapping[str, Any]) -> bool
             and bool(message.get("id")) and previous.get("id") == message.get("id")
             and isinstance(previous.get("content"), list)
             and isinstance(message.get("content"), list))
+
+
+def _replaced(old: str, new: str) -> list[str]:
+    kept = {line.strip() for line in new.splitlines()}
+    return [line.strip() for line in old.splitlines() if line.strip() and line.strip() not in kept]
+
+
+def _replaced_by_edits(message: Mapping[str, Any]) -> list[str]:
+    """The lines Claude Code's Edit / MultiEdit calls of a message replace."""
+    content = message.get("content")
+    out: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not (isinstance(block, Mapping) and block.get("type") == "tool_use"):
+            continue
+        args = block.get("input")
+        if not isinstance(args, Mapping):
+            continue
+        listed = args.get("edits")
+        edits: list[Any] = listed if isinstance(listed, list) else [args]
+        for edit in edits:
+            if isinstance(edit, Mapping) and isinstance(edit.get("old_string"), str):
+                out += _replaced(str(edit["old_string"]), str(edit.get("new_string") or ""))
+    return out
+
+
+def _replaced_in_patch(item: Mapping[str, Any]) -> list[str]:
+    """The lines a Codex ``apply_patch`` call removes."""
+    text = item.get("input", item.get("arguments")) if item.get("type") in (
+        "custom_tool_call", "function_call") else None
+    if not isinstance(text, str) or "*** Begin Patch" not in text:
+        return []
+    text = text.replace("\\n", "\n")
+    lines = text.splitlines()
+    removed = "\n".join(x[1:] for x in lines if x.startswith("-") and not x.startswith("---"))
+    added = "\n".join(x[1:] for x in lines if x.startswith("+") and not x.startswith("+++"))
+    return _replaced(removed, added)
 
 
 def _claude_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -237,9 +283,11 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
 
 def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
                extractor: Extractor | None = None, scope: str | None = None,
-               meta: Mapping[str, Any] | None = None) -> LearnResult | None:
-    """Learn what the last turn of ``transcript`` finished (see the module docstring); the
-    result of its last task, None when it teaches nothing."""
+               meta: Mapping[str, Any] | None = None,
+               session_end: bool = False) -> LearnResult | None:
+    """Learn what the last turn of ``transcript`` finished (see the module docstring), or at
+    the session's end a last task the user interrupted; the result of the last task learned,
+    None when it teaches nothing."""
     turn = last_turn(transcript.messages)
     if any(name.endswith("learn") for name, _ in _memory_calls(turn)):
         return None  # the agent already handed this turn to the memory itself
@@ -248,8 +296,9 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
     coding = CodingMemory.for_directory(mem, cwd or transcript.cwd, hints=_texts(messages),
                                         scope=scope or config.scope(),
                                         extractor=extractor or CodingExtractor())
-    results = coding.learn_session(messages, verdict=_verdict(turn),
-                                   meta={"source": "hook", **dict(meta or {})})
+    results = coding.learn_session(messages, verdict=_verdict(turn), stale=transcript.replaced,
+                                   meta={"source": "hook", **dict(meta or {})},
+                                   session_end=session_end)
     return results[-1] if results else None
 
 
@@ -299,5 +348,6 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
     if path:
         meta = {"session": str(payload["session_id"])} if payload.get("session_id") else {}
         learn_turn(mem, read_transcript(str(path)), cwd=cwd, scope=scope,
-                   extractor=extractor or hook_extractor(), meta=meta)
+                   extractor=extractor or hook_extractor(), meta=meta,
+                   session_end=event == "session-end")
     return {}

@@ -6,10 +6,10 @@ Agents adapter and ``Episode.from_messages`` users.
 Its knowledge is stored under ``software project <name> at <root>`` and recalled only when the
 matched node names that very root: never for ``shop2``, ``shop-admin`` or another machine's
 ``shop``, and for ``shop/api`` it is the knowledge of ``shop``. Every learned task records its
-project and the OS user (``Episode.meta``). A skill or lesson is recalled
+project and a hash of the OS login (``Episode.meta``). A skill or lesson is recalled
 
-* ``project`` scope: only when it was learned in this project;
-* ``user`` scope (default): also from this user's other projects when it is *portable*;
+* ``project`` scope (default): only when it was learned in this project;
+* ``user`` scope: also from this user's other projects when it is *portable*;
 * ``global`` scope: also from anyone's projects in the database when it is portable.
 
 A skill is portable when it holds nothing project-specific: no file path (absolute or relative:
@@ -28,6 +28,7 @@ variables it needs, the user's corrections); per request, the skill of a past ta
 from __future__ import annotations
 
 import getpass
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,7 +36,9 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
+from deltamem import config
+from deltamem.core.knowledge import supersede
+from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Node, Skill, Tree
 from deltamem.core.tree import compose_chain
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
@@ -46,6 +49,7 @@ from deltamem.extract.coding import (
     final_report,
     is_follow_up,
     judge,
+    report_summary,
     split_tasks,
     teaches_skill,
     to_learn,
@@ -53,6 +57,7 @@ from deltamem.extract.coding import (
 from deltamem.memory import DeltaMem
 from deltamem.results import LearnResult
 from deltamem.scenes.coding import (
+    CodingScene,
     names_project_files,
     project_root,
     project_scene,
@@ -64,7 +69,11 @@ SCOPES = ("project", "user", "global")
 NOTE_HEAD = "deltamem notes on {name} from earlier sessions (the repo wins if they disagree):"
 SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
-CANDIDATES = 8
+CANDIDATES = 32
+# A past task of the same project is recalled down to this share of the task tree's threshold:
+# the candidates are that project's few tasks, where the most similar one is the right one far
+# more often than across a whole memory (another project's task needs the full threshold).
+PROJECT_SHARE = 2 / 3
 
 
 @cache
@@ -176,11 +185,6 @@ def git_root(start: str) -> str | None:
         return None
 
 
-def known_projects(mem: DeltaMem) -> set[str]:
-    """The project roots the memory holds knowledge for."""
-    return {sig for n in mem.nodes(Tree.ENV) if (sig := signature_of(n.key))}
-
-
 def _within(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
@@ -210,7 +214,7 @@ class CodingMemory:
 
     mem: DeltaMem
     root: str
-    scope: str = "user"
+    scope: str = "project"
     extractor: Extractor | None = None
     user: str = field(default_factory=lambda: _login())
 
@@ -219,6 +223,12 @@ class CodingMemory:
             raise ConfigError(f"scope must be one of {', '.join(SCOPES)}, got {self.scope!r}")
         self.root = signature_of(f"at {self.root}") or self.root
         self.family: frozenset[str] = frozenset({self.root})
+        self._env: list[Node] | None = None  # the knowledge nodes, read once per use
+
+    def _env_nodes(self, *, fresh: bool = False) -> list[Node]:
+        if self._env is None or fresh:
+            self._env = list(self.mem.nodes(Tree.ENV))
+        return self._env
 
     @classmethod
     def for_directory(cls, mem: DeltaMem, cwd: str | Path, *, hints: Sequence[str] = (),
@@ -227,9 +237,11 @@ class CodingMemory:
         are texts of the session (tool calls and outputs) that may name the root."""
         start = signature_of(f"at {Path(cwd or Path.cwd()).absolute()}")
         on_disk = git_root(start)
-        known = known_projects(mem)
+        env = list(mem.nodes(Tree.ENV))
+        known = {sig for n in env if (sig := signature_of(n.key))}
         root = on_disk or resolve_root(start, known, root_hints(hints))
         made = cls(mem, root, **kwargs)
+        made._env = env
         if on_disk is None and root in known:
             # No repository to look at: a folder known as a project owns what earlier sessions
             # learned in its subfolders (each of which then looked like a project of its own).
@@ -245,13 +257,15 @@ class CodingMemory:
         return PurePosixPath(self.root).name or self.root
 
     # -- reading ---------------------------------------------------------------------------
-    def knowledge(self) -> Knowledge | None:
-        """This project's knowledge: the latest knowledge node of exactly this root (and of the
-        subfolders it owns, see :meth:`for_directory`), or None."""
+    def knowledge(self, *, own: bool = False, fresh: bool = False) -> Knowledge | None:
+        """This project's knowledge: the latest knowledge node of exactly this root (and, unless
+        ``own``, of the subfolders it owns, see :meth:`for_directory`), or None. ``fresh``
+        reads the store again (after a write)."""
+        family = {self.root} if own else self.family
         newest: dict[str, tuple[float, str]] = {}
-        for node in self.mem.nodes(Tree.ENV):
+        for node in self._env_nodes(fresh=fresh):
             sig = signature_of(node.key)
-            if sig in self.family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
+            if sig in family and node.created_at >= newest.get(sig, (-1.0, ""))[0]:
                 newest[sig] = (node.created_at, node.id)
         facts: list[str] = []
         for sig in sorted(newest, key=lambda k: (k != self.root, k)):
@@ -266,23 +280,29 @@ class CodingMemory:
         if not request.strip():
             return None
         recalled = self.mem.recall(request, "", top_k=CANDIDATES)
+        tau = recalled.task.threshold
         for candidate in recalled.task.candidates:
-            if candidate.score < recalled.task.threshold:
+            if candidate.score < tau * PROJECT_SHARE:
                 break
             node = self.mem.get(candidate.id)
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}
-            composed = compose_chain(self.mem.chain(candidate.id))
             if meta.get("project") in self.family:
-                return composed, True
-            if self.scope == "project" or (self.scope == "user" and meta.get("user") != self.user):
+                return compose_chain(self.mem.chain(candidate.id)), True
+            if candidate.score < tau or self.scope == "project" or (
+                    self.scope == "user" and meta.get("user") != self.user):
                 continue
+            composed = compose_chain(self.mem.chain(candidate.id))
             if portable(composed, str(meta.get("project") or "")):
                 return composed, False
         return None
 
     def session_note(self, budget: int) -> str:
         """The note injected at session start ("" when nothing about this project is known)."""
+        self._env = None  # read the store afresh once per note
+        return self._session_note(budget)
+
+    def _session_note(self, budget: int) -> str:
         known = self.knowledge()
         if budget <= 0 or known is None or not known.facts:
             return ""
@@ -297,9 +317,12 @@ class CodingMemory:
         for a follow-up ("yes, go ahead": its task's note came with the request)."""
         if budget <= 0 or not request.strip() or is_follow_up(request):
             return ""
+        self._env = None  # read the store afresh once per note
         found = self.experience_for(request)
         known = self.knowledge()
-        facts = relevant_facts(known.facts if known else (), request)
+        shown = self._session_note(config.hook_budget("session-start"))  # already in context
+        facts = [f for f in relevant_facts(known.facts if known else (), request, limit=6)
+                 if f"- {f}" not in shown.splitlines()][:3]
         if found is None:
             return fit([NOTE_HEAD.format(name=self.name), *[f"- {f}" for f in facts]], budget)
         lines = self._experience_lines(*found)
@@ -323,11 +346,14 @@ class CodingMemory:
         return lines
 
     # -- learning --------------------------------------------------------------------------
-    def writer(self) -> DeltaMem:
-        """The memory with the coding extractor (the same store, embedder and settings)."""
+    def writer(self, stale: Sequence[str] = ()) -> DeltaMem:
+        """The memory with the coding extractor (the same store, embedder and settings), told
+        the lines the session's edits replaced."""
         extractor = self.extractor if self.extractor is not None else CodingExtractor()
         if not isinstance(extractor, CodingExtractor):
             extractor = CodingExtractor(extractor)
+        if stale:
+            extractor = extractor.with_stale(stale)
         return DeltaMem(self.mem.store, self.mem.embedder, extractor, space=self.mem.space,
                         settings=self.mem.settings)
 
@@ -350,20 +376,50 @@ class CodingMemory:
         return replace(episode, success=success, meta=info)
 
     def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
-                      verdict: bool | None = None, meta: Mapping[str, Any] | None = None
+                      verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
+                      stale: Sequence[str] = (), session_end: bool = False
                       ) -> list[LearnResult]:
         """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
-        from ``record_outcome``) decides the last task's outcome when given."""
-        tasks = to_learn(split_tasks(messages))
+        from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
+        (those the session's edits replaced) are never written into an experience."""
+        tasks = to_learn(split_tasks(messages), session_end=session_end)
         results = []
-        writer = self.writer()
+        writer = self.writer(stale)
         for task in tasks:
             last = task is tasks[-1]
             episode = self.learn_episode(task, verdict if last else None, meta)
-            if episode is not None:
+            if episode is None:
+                self.learn_answer(task, stale)
+            elif not (session_end and self._learned(episode)):
                 results.append(writer.learn(episode))
         return results
+
+    def learn_answer(self, task: Task, stale: Sequence[str] = ()) -> str | None:
+        """Keep the answer to a question (a task with no call that acts) as a project fact,
+        ``answered (<the question's first words>): <the reply's first sentences>``; no skill.
+        Returns the new knowledge node's id (None: nothing to keep, or known already)."""
+        episode = episode_from_messages(task.messages, success=True, task=task.request,
+                                        env=self.scene)
+        said = report_summary(final_report(episode_calls(episode)), tuple(stale))
+        if not said:
+            return None
+        topic = " ".join(re.findall(r"[\w.-]+", task.request)[:6]).lower()
+        fact = f"answered ({topic}): {said}"
+        known = self.knowledge(own=True, fresh=True)
+        facts = supersede(known.facts if known else (), [fact])
+        trigger = CodingScene().trigger(self.scene, 240)
+        [made] = self.mem.add_roots([(Tree.ENV, self.scene, Knowledge(trigger, facts),
+                                      {"source": "answer", "project": self.root})])
+        return made
+
+    def _learned(self, episode: Episode) -> bool:
+        """Whether this very episode (same session, task and steps) is stored already."""
+        session = episode.meta.get("session")
+        return bool(session) and any(
+            r.task == episode.task and r.meta.get("session") == session
+            and len(r.steps) == len(episode.steps)
+            for r in self.mem.store.episodes(self.mem.space))
 
     def learn_episode(self, task: Task, verdict: bool | None,
                       meta: Mapping[str, Any] | None) -> Episode | None:
@@ -374,8 +430,10 @@ class CodingMemory:
 
 
 def _login() -> str:
+    """Who learned a task, as a short hash of the OS login (the name itself is never stored)."""
     try:
-        return getpass.getuser()
+        name = getpass.getuser()
     except (OSError, KeyError):
         return ""
+    return "u-" + hashlib.blake2b(name.encode(), digest_size=6).hexdigest()
 

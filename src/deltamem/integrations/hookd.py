@@ -73,7 +73,7 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     try:
         # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)
         # just adds nothing.
-        with open_memory(db, space, embedder, create=event == "stop") as mem:
+        with open_memory(db, space, embedder, create=event in ("stop", "session-end")) as mem:
             # ``stop`` learns with the configured extractor under the coding rules
             # (``claude_code.hook_extractor``), whatever ``mem`` was opened with.
             return run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)
@@ -189,7 +189,8 @@ class Daemon:
                 writer = self.writer()
                 learn_turn(writer, transcript, cwd=cwd, scope=scope or config.scope(),
                            extractor=self.extractor(),
-                           meta={"session": session} if session else {})
+                           meta={"session": session} if session else {},
+                           session_end=data.get("event") == "session-end")
         except (EpisodeError, ValueError, KeyError, TypeError) as exc:
             log.warning("%s", redacted(f"spooled turn {entry.name} cannot be learned: {exc}"))
             failed = private_dir(self.target.spool / "failed")

@@ -34,8 +34,10 @@ policy), :func:`summary` the last test or build summary line, :func:`gist` both 
   ``tests (pytest): `pytest -q` works (5 passed in 0.31s)``; when it fails, the quoted reason:
   ``deploy (kubectl apply): `kubectl apply -f k8s/prod` fails: "...denied the request: ..."``;
 * any other command's failure that carries a reason line;
-* an environment variable an output says is missing (``env STRIPE_KEY: needed by ...``; the
-  name only, never a value);
+* an environment variable an output says is missing (``env STRIPE_KEY: needed by ...``), or
+  that the final report explains (``env STRIPE_WEBHOOK_SECRET: <the report's sentence>``);
+* the reason a deploy, migration, install or build failed before it worked, kept with the
+  success (``... works; it failed first: "...[require-change-ticket] ..."``): the gate stays;
 * a correction the user made (``no, use pnpm here``), quoted.
 
 File contents, reads, searches (grep, ls, find), edit confirmations, version-control reads and
@@ -120,6 +122,13 @@ REJECT_MARKS = ("doesn't want to proceed with this tool use", "tool use was reje
 # Command purposes, by the program (and sub-command) a shell segment runs. Order matters: the
 # first pattern that matches names the purpose.
 _PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.I)) for p, r in (
+    # Read-only sub-commands of tools that also deploy or migrate: they only look.
+    ("read", r"^(alembic (current|heads|history|show|branches|check)|(python3? )?manage\.py "
+             r"(showmigrations|check|diffsettings)|terraform (show|output|state (list|show))|"
+             r"kubectl (get|describe|logs|config|top|explain|version|cluster-info|auth)|"
+             r"helm (list|ls|status|get|history|template|show|search)|docker (ps|images|logs|"
+             r"inspect|compose (ps|logs))|(npm|pnpm|yarn) (ls|list|why|outdated|view)|pip3? "
+             r"(list|show|freeze)|go (env|list|version|doc)|aws sts get-caller-identity)\b"),
     ("deploy", r"^(kubectl (apply|create|replace|rollout|set|patch|delete|scale)|helm "
                r"(install|upgrade|rollback)|terraform (apply|destroy)|tofu (apply|destroy)|"
                r"docker push|fly deploy|flyctl deploy|vercel|netlify deploy|gcloud .*deploy|"
@@ -138,7 +147,8 @@ _PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.
               r"hatch (run )?test)\b"),
     ("type checks", r"^(mypy|pyright|tsc|(npm|yarn|pnpm) run (typecheck|type-check|tsc)|"
                     r"npx tsc|cargo check|uv run mypy|poetry run mypy|make (typecheck|mypy))\b"),
-    ("lint", r"^(ruff|flake8|pylint|black|isort|eslint|npx (eslint|prettier)|prettier|"
+    ("lint", r"^(ruff|flake8|pylint|black|isort|eslint|npx (eslint|prettier)|prettier|helm lint|"
+             r"kubeconform|kubeval|kube-linter|"
              r"(npm|yarn|pnpm) run (lint|format)\S*|golangci-lint|go vet|gofmt|cargo clippy|"
              r"cargo fmt|rubocop|shellcheck|tflint|terraform (fmt|validate)|hadolint|"
              r"make (lint|fmt|format)|pre-commit|uv run ruff)\b"),
@@ -158,6 +168,9 @@ _PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.
 ))
 # Purposes whose runs are project knowledge (how the project is checked, built, shipped).
 KNOWLEDGE_PURPOSES = ("deploy", "migrations", "tests", "type checks", "lint", "build", "install")
+# Purposes whose failure reason stays worth knowing after a later run succeeds (a policy, a
+# credential, a lock, a missing dependency), unlike a test's assertion that a fix made false.
+GATED = ("deploy", "migrations", "install", "build")
 # Purposes whose runs verify a change: the last one decides a task's outcome.
 VERIFYING = ("tests", "type checks", "lint", "build", "deploy", "migrations")
 _CHECK_PROGRAMS = re.compile(r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|"
@@ -435,11 +448,32 @@ def tail_cut(text: str, limit: int) -> str:
     return "…" + keep
 
 
+_HEADLINE = re.compile(r"^[\W_]*(?:error(?:\[\w+\])?:|\[error\]|error from server|fatal:|"
+                       r"failed\b|\w*(?:error|exception):|panic:|--- fail)", re.IGNORECASE)
+# "Error: 1 chart(s) linted, 1 chart(s) failed", "22 issues:": a count, not a reason.
+_COUNTISH = re.compile(r"\b\d+ \w+(?:\(s\))?,? (?:\w+ )?(?:failed|linted|passed|errors?|warnings?|"
+                       r"issues?|problems?)\b|^\W*\d+ (?:issues?|problems?|errors?):?\s*$",
+                       re.IGNORECASE)
+
+
 def reason(output: str, limit: int = 200) -> str:
-    """The last line of ``output`` that reads as an error and says more than counts (cut from
-    the front), else ``""``."""
-    for line in reversed(_lines(output)):
-        if _ERROR_LINE.search(line) and not _COUNT_ONLY.match(line):
+    """Why a command failed, cut from the front: the headline of the last error block
+    (``Error: Error acquiring the state lock``, ``FAILED tests/...``, ``Error from server
+    (Forbidden): ... denied the request: ...``) with the error line after it when there is room,
+    else the last line that reads as an error and says more than counts; ``""`` when none."""
+    lines = [line for line in _lines(output)
+             if not _COUNT_ONLY.match(line) and not _COUNTISH.search(line)]
+    heads = [i for i, line in enumerate(lines) if _HEADLINE.match(line)]
+    if heads:
+        i = heads[-1]
+        head = flat(lines[i].lstrip("│|╷╵ "))
+        detail = next((flat(x.lstrip("│|╷╵ ")) for x in lines[i + 1:i + 4]
+                       if _ERROR_LINE.search(x) and not _HEADLINE.match(x)), "")
+        if detail and len(head) < limit // 2:
+            return f"{head} | {tail_cut(detail, limit - len(head) - 3)}"
+        return tail_cut(head, limit)
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line):
             return tail_cut(line, limit)
     return ""
 
@@ -547,11 +581,9 @@ class CodingScene:
         calls = [parse_call(s, root) for s in episode.steps]
         facts: list[str] = []
         pending: dict[str, int] = {}  # subject -> index of a failure an edit may make stale
+        gates: dict[str, str] = {}  # subject -> the reason a deploy-like run failed
         for call in calls:
-            for said in call.user:
-                if is_correction(said):
-                    topic = " ".join(re.findall(r"[\w.-]+", said)[:6]).lower()
-                    facts.append(_cut(f'user correction ({topic}): "{flat(said)}"', max_chars))
+            facts += _corrections(call, max_chars)
             if call.kind == "edit":
                 for key in list(pending):
                     facts[pending.pop(key)] = ""  # stale: the code it judged has changed
@@ -560,6 +592,13 @@ class CodingScene:
                 continue
             key = subject(call)
             statement = self._statement(call, max_chars - len(key) - 2)
+            if call.failed and call.purpose in GATED:
+                gates[key] = call.output
+            elif statement and gates.get(key):
+                # What stood in the way stays true of the project: say it with the success.
+                head = f"`{command_text(call, 60)}` works; it failed first: "
+                why = reason(gates.pop(key), max_chars - len(key) - len(head) - 4)
+                statement = f'{head}"{why}"' if why else statement
             if statement:
                 facts.append(f"{key}: {statement}")
                 if call.failed and call.purpose in ("tests", "type checks", "lint", "build"):
@@ -570,6 +609,8 @@ class CodingScene:
                 for name in missing_env(call.output):
                     facts.append(_cut(f"env {name}: needed by `{command_text(call, 60)}`",
                                       max_chars))
+        replies = [c.output for c in calls if c.kind == "reply"]
+        facts += _report_env_facts(replies[-1] if replies else "", max_chars)
         return supersede((), [f for f in facts if f])
 
     def _statement(self, call: ToolCall, limit: int) -> str:
@@ -589,6 +630,31 @@ class CodingScene:
 
     def __repr__(self) -> str:
         return "CodingScene()"
+
+
+def _corrections(call: ToolCall, max_chars: int) -> list[str]:
+    """``user correction (<its first words>): "<what the user said>"`` per correction."""
+    out = []
+    for said in call.user:
+        if is_correction(said):
+            topic = " ".join(re.findall(r"[\w.-]+", said)[:6]).lower()
+            out.append(_cut(f'user correction ({topic}): "{flat(said)}"', max_chars))
+    return out
+
+
+_ENV_NAME = re.compile(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]*[A-Z0-9]\b")
+_REPORT_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+def _report_env_facts(report: str, max_chars: int) -> list[str]:
+    """``env NAME: <sentence>`` for each environment variable the final report explains (the
+    sentence that names it first; a name only, a value is never quoted by these rules)."""
+    out: dict[str, str] = {}
+    for sentence in _REPORT_SENTENCE.split(report):
+        text = flat(sentence.replace("`", "").replace("**", ""))
+        for name in _ENV_NAME.findall(text):
+            out.setdefault(name, _cut(f"env {name}: {text}", max_chars))
+    return list(out.values())
 
 
 Coding = CodingScene  # the name the scene registry (``deltamem.scenes.make_scene``) loads

@@ -138,6 +138,9 @@ def _check_scope(ctx: Context | None, scope: str, tool: str) -> None:
                         f"(it has: {', '.join(key.scopes)})")
 
 
+FILTERS_HELP = ("Only memories learned from episodes whose meta has every key with an equal "
+                "value, e.g. {\"user\": \"alice\", \"project\": \"shop\"} (keys such as "
+                "user, agent, run, project; exact match).")
 MAX_SESSIONS = 1_000  # last recalls kept, one per client session (oldest dropped first)
 
 
@@ -231,9 +234,12 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
             "first."))] = None,
         explain: Annotated[bool, Field(description=(
             "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
+        filters: Annotated[dict[str, api.FilterScalar] | None, Field(
+            max_length=api.MAX_FILTERS, description=FILTERS_HELP)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.RecallOut]:
-        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens)
+        result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens,
+                            filters=filters)
         remember(ctx, result)
         data = result.to_dict(explain=explain)
         return _result(api.RecallOut, data, recall_text(data))
@@ -338,12 +344,14 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         contains: Annotated[str, Field(max_length=500, description=(
             "Only nodes whose key contains this text (case-insensitive)."))] = "",
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many rows.")] = 50,
+        filters: Annotated[dict[str, api.FilterScalar] | None, Field(
+            max_length=api.MAX_FILTERS, description=FILTERS_HELP)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.NodeListOut]:
         data = node_listing(mem.list_nodes(Tree(tree) if tree else None,
                                            kind=NodeKind(kind) if kind else None,
                                            outcome=Outcome(outcome) if outcome else None,
-                                           contains=contains), limit)
+                                           contains=contains, filters=filters), limit)
         lines = [f"{r['id']}  {r['tree']} {r['kind']} {r['outcome']}  {r['key'][:80]}"
                  for r in data["nodes"]]
         left = data["total"] - len(data["nodes"])

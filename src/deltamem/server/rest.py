@@ -24,6 +24,7 @@ from deltamem import api
 from deltamem.api import OutcomeRequest, RecallRequest
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
+from deltamem.core.ranking import filters_from_pairs
 from deltamem.embed.base import Embedder
 from deltamem.episodes import episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
@@ -284,7 +285,8 @@ def _add_memory_routes(app: FastAPI) -> None:
     def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
         """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
         return mem.recall(body.task, body.env, top_k=body.top_k,
-                          budget_tokens=body.budget_tokens).to_dict(explain=body.explain)
+                          budget_tokens=body.budget_tokens,
+                          filters=body.filters).to_dict(explain=body.explain)
 
     # The body is validated by episode_from_dict (errors name the field); its schema is documented.
     body_schema = {"anyOf": [schema_ref(api.EpisodeIn), schema_ref(api.EpisodesIn)]}
@@ -332,10 +334,15 @@ def _add_memory_routes(app: FastAPI) -> None:
     def list_nodes(mem: Mem, tree: Tree | None = None, kind: NodeKind | None = None,
                    outcome: Outcome | None = None,
                    contains: Annotated[str, Query(max_length=10_000)] = "",
-                   limit: Annotated[int | None, Query(ge=1)] = None) -> dict[str, Any]:
+                   limit: Annotated[int | None, Query(ge=1)] = None,
+                   filters: Annotated[list[str] | None, Query(
+                       max_length=api.MAX_FILTERS, description=(
+                           "key=value, repeatable: only nodes whose episode meta has every key "
+                           "equal to the string value, e.g. filters=user=alice"))] = None,
+                   ) -> dict[str, Any]:
         """Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered."""
-        return node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains),
-                            limit)
+        return node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
+                                           filters=filters_from_pairs(filters)), limit)
 
     @app.get("/v1/spaces/{space}/nodes/{node_id}", tags=["inspect"], **documented(api.ShowOut))
     def show(mem: Mem, node_id: str) -> dict[str, Any]:

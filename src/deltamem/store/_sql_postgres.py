@@ -101,6 +101,8 @@ SELECT_NODE = f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s AND id = %s"
 # Many nodes in one round trip (`get_nodes`); the ids are a JSON array.
 SELECT_NODES_BY_ID = (f"SELECT {_NODE_COLS} FROM nodes "
                       "WHERE space = %s AND id IN (SELECT jsonb_array_elements_text(%s::jsonb))")
+SELECT_METAS_BY_ID = ("SELECT id, meta FROM nodes "
+                      "WHERE space = %s AND id IN (SELECT jsonb_array_elements_text(%s::jsonb))")
 SELECT_CHILDREN = (f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s AND parent_id = %s "
                    "ORDER BY rev, seq")
 SELECT_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s ORDER BY rev, seq"

@@ -93,6 +93,8 @@ SELECT_NODE = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND id = ?"
 # Many nodes in one round trip (`get_nodes`); the ids are a JSON array.
 SELECT_NODES_BY_ID = (f"SELECT {_NODE_COLS} FROM nodes "
                       "WHERE space = ? AND id IN (SELECT value FROM json_each(?))")
+SELECT_METAS_BY_ID = ("SELECT id, meta FROM nodes "
+                      "WHERE space = ? AND id IN (SELECT value FROM json_each(?))")
 SELECT_CHILDREN = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND parent_id = ? ORDER BY seq"
 SELECT_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? ORDER BY seq"
 SELECT_TREE_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND tree = ? ORDER BY seq"

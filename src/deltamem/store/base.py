@@ -107,6 +107,11 @@ class Store(Protocol):
         once); missing ids are absent from the result."""
         ...
 
+    def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The ``meta`` of many nodes in one round trip, keyed like :meth:`get_nodes` (what a
+        metadata filter reads, without decoding the nodes' experiences)."""
+        ...
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
         ...

@@ -144,6 +144,10 @@ class InMemoryStore:
         rows = self._rows(space)
         return {i: node_from_row(rows[i]) for i in dict.fromkeys(node_ids) if i in rows}
 
+    def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        rows = self._rows(space)
+        return {i: json.loads(rows[i]["meta"]) for i in dict.fromkeys(node_ids) if i in rows}
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         return self.chains(space, [node_id]).get(node_id, [])
 

@@ -202,6 +202,15 @@ class SQLStore(ABC):
                                               (space, json.dumps(ids)), space)}
         return {i: found[i] for i in ids if i in found}
 
+    def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
+        if not ids:
+            return {}
+        with self._read() as conn:
+            rows = conn.execute(self.sql.SELECT_METAS_BY_ID, (space, json.dumps(ids))).fetchall()
+        found = {r[0]: json.loads(r[1]) for r in rows}
+        return {i: found[i] for i in ids if i in found}
+
     def chain(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
             return []

@@ -586,6 +586,30 @@ class StoreConformance:
             store.add_node(space, make_root("new"), vec(4))
             assert list(store.get_nodes(space, ["new", "r"])) == ["new", "r"]
 
+    def test_metas_fetch_the_meta_of_many_nodes_in_one_call(self, store: Store,
+                                                             space: str) -> None:
+        """``metas`` answers each node's ``meta`` as ``get_nodes`` would, keyed the same way
+        (order asked, each id once, missing ids and other spaces' nodes absent), also for a
+        block's own nodes."""
+        tagged = Node("m", Tree.TASK, NodeKind.ROOT, Outcome.SUCCESS, "k",
+                      content=Skill("heat", ("go",), "hot"),
+                      meta={"episode_meta": {"user": "alice", "run": 3}, "trace": "x"})
+        store.ensure_space("other", "test-embedder", DIM)
+        with store.write(space):
+            store.add_node(space, tagged, vec(1))
+            store.add_node(space, make_root("plain"), vec(2))
+        with store.write("other"):
+            store.add_node("other", make_root("x"), vec(3))
+        got = store.metas(space, ["plain", "missing", "m", "plain", "x"])
+        assert list(got) == ["plain", "m"]
+        nodes = store.get_nodes(space, ["plain", "m"])
+        assert got == {i: n.meta for i, n in nodes.items()}
+        assert got["m"] == {"episode_meta": {"user": "alice", "run": 3}, "trace": "x"}
+        assert store.metas(space, []) == {}
+        with store.write(space):
+            store.add_node(space, make_root("new"), vec(4))
+            assert list(store.metas(space, ["new", "m"])) == ["new", "m"]
+
     def test_chains_fetch_many_paths_in_one_call(self, store: Store, space: str) -> None:
         """``chains`` answers what ``chain`` answers for each id (shared ancestors, roots,
         missing ids absent, damaged parent cycles ending)."""

@@ -435,3 +435,54 @@ def test_stdio_answers_a_request_the_sdk_cannot_parse(tmp_path: Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_tool_errors_keep_the_servers_addresses_and_secrets_private(tmp_path: Path) -> None:
+    """A tool error names neither the database file, nor the LLM endpoint, nor a configured key
+    (issue 34 item 5: the REST error bodies already hid them; the MCP tools did not)."""
+    import sqlite3
+
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from deltamem import DeltaMem
+    from deltamem.config import secret
+    from deltamem.embed.hashing import HashingEmbedder
+    from deltamem.errors import ProviderError
+    from deltamem.extract.trace import TraceExtractor
+    from deltamem.server.mcp import build_server
+    from deltamem.store.sqlite import SQLiteStore
+
+    key = "sk-FAKE5b1d0c7e29a4f6b8d3e1c0a9b7f5e3d1c2b4a6"
+    secret("DELTAMEM_LLM_API_KEY", key)
+    path = tmp_path / "private-folder" / "memory.db"
+    mem = DeltaMem(SQLiteStore(path, busy_timeout=0.2), HashingEmbedder(), TraceExtractor())
+    server = build_server(mem)
+    episode = {"task": "heat the apple", "steps": STEPS, "success": True}
+
+    async def call() -> str:
+        with pytest.raises(ToolError) as caught:
+            await server.call_tool("learn", episode)
+        return str(caught.value)
+
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the database
+    try:
+        locked = anyio.run(call)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert "StoreError" in locked and "locked" in locked
+    assert "private-folder" not in locked and "<server-side>" in locked
+
+    class ProviderDown(TraceExtractor):  # a test double: its model endpoint fails
+        def extract(self, *args: Any, **kwargs: Any) -> Any:  # noqa: ARG002
+            raise ProviderError(f"http://10.0.0.7:8080/v1/chat/completions answered 401 for "
+                                f"Bearer {key}")
+
+    mem.close()
+    mem = DeltaMem(SQLiteStore(path), HashingEmbedder(), ProviderDown())
+    server = build_server(mem)
+    down = anyio.run(call)
+    mem.close()
+    assert "ProviderError" in down and "401" in down
+    assert "10.0.0.7" not in down and key[3:15] not in down

@@ -68,15 +68,23 @@ def _encodable(text: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def library_error_body(exc: DeltaMemError) -> dict[str, Any]:
-    """The envelope for a library error (EpisodeError names its field).
+def public_message(exc: DeltaMemError, paths: tuple[str, ...] = ()) -> str:
+    """A library error's message as a remote caller (REST or MCP) may read it: the server's own
+    addresses (the LLM endpoint, the database URL, the file ``paths``) and every configured or
+    recognisable secret replaced."""
+    text = str(exc)
+    for path in paths:
+        text = text.replace(path, "<server-side>")
+    return redacted(INTERNAL_ADDRESS.sub("<server-side>", text))
 
-    The server's own addresses (the LLM endpoint, the database URL or file) stay out of it.
-    """
+
+def library_error_body(exc: DeltaMemError, paths: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The envelope for a library error (EpisodeError names its field), its message as
+    :func:`public_message` leaves it."""
     field = exc.field if isinstance(exc, EpisodeError) else None
     if isinstance(exc, EpisodeError) and exc.where and field:
         field = f"{exc.where}.{field}"
-    return error_body(type(exc).__name__, INTERNAL_ADDRESS.sub("<server-side>", str(exc)), field)
+    return error_body(type(exc).__name__, public_message(exc, paths), field)
 
 
 def validation_field(loc: tuple[Any, ...] | list[Any]) -> str:
@@ -98,12 +106,3 @@ def private_paths(db: object) -> tuple[str, ...]:
         return ()
     forms = {text, os.path.abspath(text), os.path.realpath(text)}
     return tuple(sorted((f for f in forms if f), key=len, reverse=True))
-
-
-def hide_paths(body: dict[str, Any], paths: tuple[str, ...]) -> dict[str, Any]:
-    """``body`` with the server's own file paths replaced by ``<server-side>``."""
-    error = body.get("error")
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        for path in paths:
-            error["message"] = error["message"].replace(path, "<server-side>")
-    return body

@@ -37,6 +37,7 @@ from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.jsonsafe import text_problem
 from deltamem.memory import DeltaMem
 from deltamem.results import Recall, consolidation_report, node_listing
+from deltamem.server.http_errors import private_paths, public_message
 from deltamem.server.keys import is_loopback
 from deltamem.transcripts import episode_from_messages
 
@@ -104,21 +105,30 @@ def _result(model: type[api.Model], data: dict[str, Any], text: str) -> CallTool
                           structured_content=structured)
 
 
-def _library_errors(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
-    """Turn library errors into tool errors whose message reaches the agent, after checking
-    that an HTTP caller's key has the tool's scope (see :func:`_check_scope`)."""
-    scope = TOOL_SCOPES[fn.__name__]
+def _library_errors(mem: DeltaMem) -> Callable[[Callable[P, CallToolResult]],
+                                               Callable[P, CallToolResult]]:
+    """A decorator turning library errors into tool errors whose message reaches the agent
+    (without the server's addresses, ``mem``'s database file or a secret: see
+    :func:`~deltamem.server.http_errors.public_message`), after checking that an HTTP caller's
+    key has the tool's scope (see :func:`_check_scope`)."""
+    paths = private_paths(getattr(mem.store, "path", ""))
 
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
-        ctx = kwargs.get("ctx")
-        _check_scope(ctx if isinstance(ctx, Context) else None, scope, fn.__name__.rstrip("_"))
-        try:
-            return fn(*args, **kwargs)
-        except DeltaMemError as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+    def decorate(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
+        scope = TOOL_SCOPES[fn.__name__]
 
-    return wrapper
+        @functools.wraps(fn)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
+            ctx = kwargs.get("ctx")
+            _check_scope(ctx if isinstance(ctx, Context) else None, scope,
+                         fn.__name__.rstrip("_"))
+            try:
+                return fn(*args, **kwargs)
+            except DeltaMemError as exc:
+                raise ToolError(f"{type(exc).__name__}: {public_message(exc, paths)}") from exc
+
+        return wrapper
+
+    return decorate
 
 
 def _check_scope(ctx: Context | None, scope: str, tool: str) -> None:
@@ -204,6 +214,7 @@ def build_server(mem: DeltaMem, *, name: str = "deltamem",
 def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
     """recall, learn and record_outcome; each client session's last recall is kept for the
     other two (one server over HTTP serves many sessions)."""
+    guard = _library_errors(mem)
     last: OrderedDict[str, Recall] = OrderedDict()
 
     def remember(ctx: Context | None, recall: Recall) -> None:
@@ -221,7 +232,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         "block to read before planning; structuredContent holds the matched node ids and "
         "scores. Give the goal in `task` and a short description of where you are in `env`; "
         "either may be empty. Nothing matched means the memory has no similar experience yet."))
-    @_library_errors
+    @guard
     def recall(
         task: Annotated[str, Field(max_length=MAX_TEXT, description=(
             "The goal, e.g. 'fix the failing login test'."))] = "",
@@ -252,7 +263,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         "first user message is the task unless `task` is given), plus `success`. The memory "
         "stores only what is new: a new root, an exact delta under a similar experience, or "
         "nothing for a duplicate. Failed attempts become warnings for next time."))
-    @_library_errors
+    @guard
     def learn(
         success: Annotated[bool, Field(description="Whether the goal was achieved.")],
         task: Annotated[str | None, Field(max_length=MAX_TEXT, description=(
@@ -292,7 +303,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         "from. Do not call it for an episode you also pass to `learn`: learning already counts "
         "the outcome. Successes make a memory rank as proven; a chain that keeps succeeding is "
         "compiled into a standalone skill."))
-    @_library_errors
+    @guard
     def record_outcome(
         success: Annotated[bool, Field(description="Whether following the memory worked.")],
         node_ids: Annotated[list[str] | None, Field(max_length=api.MAX_OUTCOME_NODES, description=(
@@ -313,12 +324,13 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
 
 def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None) -> None:
     """show, list, consolidate, stats and export_skills."""
+    guard = _library_errors(mem)
 
     @server.tool(annotations=_hint(read_only=True, idempotent=True, title="Show a node"),
                  description=(
         "Show one memory node by id (from recall, learn or list): its chain from the root, "
         "its full composed experience, its own patch, its children and counters."))
-    @_library_errors
+    @guard
     def show(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
             "A node id such as 't-1a2b3c4d5e6f7a8b'."))],
              ctx: Context | None = None) -> Annotated[CallToolResult, api.ShowOut]:
@@ -334,7 +346,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         "List memory nodes (id, tree, kind, outcome, key, counters) to find ids for show. "
         "Filter by tree ('task' skills or 'env' scene knowledge), kind, outcome, or a text the "
         "key contains."))
-    @_library_errors
+    @guard
     def list_(
         tree: Annotated[TreeName | None, Field(description="Only this tree.")] = None,
         kind: Annotated[Literal["root", "delta"] | None, Field(
@@ -364,7 +376,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         "Compile every frequently successful chain of experiences into a new standalone root "
         "skill (the chain stays). With dry_run=true nothing is written and the result lists the "
         "chains that are due. Safe to call any time; a second call compiles nothing new."))
-    @_library_errors
+    @guard
     def consolidate(dry_run: Annotated[bool, Field(description=(
             "Only report what is due."))] = False, ctx: Context | None = None,
                     ) -> Annotated[CallToolResult, api.ConsolidateOut]:
@@ -380,7 +392,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
                  description=(
         "Size and shape of the memory: nodes per tree, roots, deltas, failure lessons, depth, "
         "episodes learned, and stored vs flat characters."))
-    @_library_errors
+    @guard
     def stats(ctx: Context | None = None) -> Annotated[CallToolResult, api.StatsOut]:
         data = mem.stats()
         text = (f"{data['episodes']} episode(s); task tree {data['task']['nodes']} node(s) "
@@ -398,7 +410,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         "root plus knowledge/*.md (the agent-skills layout); layout='memory-md': a MEMORY.md "
         "index with one file per skill chain and knowledge files per scene. Existing files of "
         "the same names are overwritten."))
-    @_library_errors
+    @guard
     def export_skills(
         dir: Annotated[str, Field(min_length=1, max_length=4096, description=(
             "Folder to write into (created if missing), inside the server's export folder."))],
@@ -535,6 +547,7 @@ StepList = Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(
 
 def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
     """correct and forget_node: the agent sets a memory right from inside the session."""
+    guard = _library_errors(mem)
 
     @server.tool(annotations=_hint(read_only=False, title="Correct a memory"), description=(
         "Correct a memory node (an id from recall, learn or list) when it is wrong: "
@@ -542,7 +555,7 @@ def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
         "a skill that in fact failed), steps=[...] replaces a skill's steps, wrong=true "
         "retracts it so recall shows none of it. Give exactly one, and a short reason. The "
         "correction supersedes the node in recall; the old one is kept as its history."))
-    @_library_errors
+    @guard
     def correct(
         node_id: Annotated[str, Field(min_length=1, max_length=200, description="The node.")],
         success: Annotated[bool | None, Field(description="The outcome set right.")] = None,
@@ -559,7 +572,7 @@ def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
                                    title="Forget a memory node"), description=(
         "Delete a memory node and its whole subtree for good (no history kept): for a memory "
         "that must not be kept at all. To set a memory right instead, use correct."))
-    @_library_errors
+    @guard
     def forget_node(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
             "The node; its subtree goes with it."))]) -> Annotated[CallToolResult, api.DeleteOut]:
         data = {"deleted": mem.delete(node_id)}

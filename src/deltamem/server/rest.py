@@ -34,7 +34,6 @@ from deltamem.results import consolidation_report, node_listing
 from deltamem.server.docs import documented, install_docs, schema_ref
 from deltamem.server.http_errors import (
     error_body,
-    hide_paths,
     library_error_body,
     private_paths,
     status_for,
@@ -213,7 +212,7 @@ def _limit(request: Request, key: ApiKey) -> None:
 def _install_errors(app: FastAPI) -> None:
     @app.exception_handler(DeltaMemError)
     async def library_error(request: Request, exc: DeltaMemError) -> JSONResponse:
-        body = hide_paths(library_error_body(exc), getattr(request.app.state, "paths", ()))
+        body = library_error_body(exc, getattr(request.app.state, "paths", ()))
         return JSONResponse(body, status_code=status_for(exc))
 
     @app.exception_handler(ApiError)

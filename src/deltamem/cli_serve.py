@@ -328,12 +328,12 @@ def keys_create(
     """Create a key; it is printed once and never again."""
     from deltamem.server.keys import open_keys
 
-    store = open_keys(db)
+    keys = open_keys(db)
     try:
-        record, secret = store.create(space or ["default"], name=name, scopes=scope,
+        record, secret = keys.create(space or ["default"], name=name, scopes=scope,
                                       rate_limit=rate_limit)
     finally:
-        store.close()
+        keys.close()
     emit({**record.to_dict(), "key": secret}, as_json, lambda: typer.echo(
         f"{secret}\n(key id {record.id}, spaces {', '.join(record.spaces)}, scopes "
         f"{', '.join(record.scopes)}; store it now: it is not shown again)"))
@@ -344,11 +344,11 @@ def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     """List keys (ids, names, spaces, scopes, last use; never the secrets)."""
     from deltamem.server.keys import open_keys
 
-    store = open_keys(db)
+    keys = open_keys(db)
     try:
-        rows = [k.to_dict() for k in store.list()]
+        rows = [k.to_dict() for k in keys.list()]
     finally:
-        store.close()
+        keys.close()
     emit({"keys": rows}, as_json, lambda: typer.echo("\n".join(
         f"{r['id']}  {'active ' if r['active'] else 'revoked'}  {','.join(r['spaces'])}  "
         f"{','.join(r['scopes'])}  last used {_when(r['last_used_at'])}  {r['name']}"
@@ -369,11 +369,11 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the 
     """Revoke a key by id; requests with it get 401 from then on, on every replica."""
     from deltamem.server.keys import open_keys
 
-    store = open_keys(db)
+    keys = open_keys(db)
     try:
-        done = store.revoke(key_id)
+        done = keys.revoke(key_id)
     finally:
-        store.close()
+        keys.close()
     emit({"id": key_id, "revoked": done}, as_json,
           lambda: typer.echo(f"revoked {key_id}" if done else f"no active key {key_id}"))
     if not done:

@@ -97,7 +97,6 @@ BUMP_GENERATION = "UPDATE spaces SET generation = generation + 1 WHERE space = %
 _NODE_COLS = ", ".join(NODE_COLUMNS)
 INSERT_NODE = (f"INSERT INTO nodes (space, {_NODE_COLS}, rev, embedding) "
                f"VALUES (%s, {', '.join(['%s'] * len(NODE_COLUMNS))}, %s, %b)")
-SELECT_NODE = f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s AND id = %s"
 # Many nodes in one round trip (`get_nodes`); the ids are a JSON array.
 SELECT_NODES_BY_ID = (f"SELECT {_NODE_COLS} FROM nodes "
                       "WHERE space = %s AND id IN (SELECT jsonb_array_elements_text(%s::jsonb))")
@@ -108,17 +107,9 @@ SELECT_CHILDREN = (f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s AND parent_
 SELECT_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s ORDER BY rev, seq"
 SELECT_TREE_NODES = (f"SELECT {_NODE_COLS} FROM nodes WHERE space = %s AND tree = %s "
                      "ORDER BY rev, seq")
-# The path root -> node. `n.depth < up.depth` ends the walk even if a damaged table held a
-# parent cycle (depths strictly decrease towards the root).
-CHAIN = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
-        SELECT id, parent_id, depth FROM nodes WHERE space = %(space)s AND id = %(id)s
-        UNION ALL
-        SELECT n.id, n.parent_id, n.depth FROM nodes n JOIN up ON n.id = up.parent_id
-        WHERE n.space = %(space)s AND n.depth < up.depth)
-    SELECT {_NODE_COLS} FROM nodes
-    WHERE space = %(space)s AND id IN (SELECT id FROM up) ORDER BY depth"""
-# Every node on the paths root -> each of many nodes (`chains`), in one round trip; the same
-# walk as CHAIN, from every id of a JSON array.
+# Every node on the paths root -> each of many nodes (`chains`), in one round trip, walking up
+# from every id of a JSON array. `n.depth < up.depth` ends the walk even if a damaged table
+# held a parent cycle (depths strictly decrease towards the root).
 CHAINS = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
         SELECT id, parent_id, depth FROM nodes
         WHERE space = %(space)s AND id IN (SELECT jsonb_array_elements_text(%(ids)s::jsonb))

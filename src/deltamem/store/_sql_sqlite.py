@@ -89,7 +89,6 @@ BUMP_GENERATION = "UPDATE spaces SET generation = generation + 1 WHERE space = ?
 _NODE_COLS = ", ".join(NODE_COLUMNS)
 INSERT_NODE = (f"INSERT INTO nodes (space, {_NODE_COLS}, vector) "
                f"VALUES (?, {', '.join('?' * len(NODE_COLUMNS))}, ?)")
-SELECT_NODE = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND id = ?"
 # Many nodes in one round trip (`get_nodes`); the ids are a JSON array.
 SELECT_NODES_BY_ID = (f"SELECT {_NODE_COLS} FROM nodes "
                       "WHERE space = ? AND id IN (SELECT value FROM json_each(?))")
@@ -98,17 +97,9 @@ SELECT_METAS_BY_ID = ("SELECT id, meta FROM nodes "
 SELECT_CHILDREN = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND parent_id = ? ORDER BY seq"
 SELECT_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? ORDER BY seq"
 SELECT_TREE_NODES = f"SELECT {_NODE_COLS} FROM nodes WHERE space = ? AND tree = ? ORDER BY seq"
-# The path root -> node. `n.depth < up.depth` ends the walk even if a damaged table held a
-# parent cycle (depths strictly decrease towards the root).
-CHAIN = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
-        SELECT id, parent_id, depth FROM nodes WHERE space = :space AND id = :id
-        UNION ALL
-        SELECT n.id, n.parent_id, n.depth FROM nodes n JOIN up ON n.id = up.parent_id
-        WHERE n.space = :space AND n.depth < up.depth)
-    SELECT {_NODE_COLS} FROM nodes
-    WHERE space = :space AND id IN (SELECT id FROM up) ORDER BY depth"""
-# Every node on the paths root -> each of many nodes (`chains`), in one round trip; the same
-# walk as CHAIN, from every id of a JSON array.
+# Every node on the paths root -> each of many nodes (`chains`), in one round trip, walking up
+# from every id of a JSON array. `n.depth < up.depth` ends the walk even if a damaged table
+# held a parent cycle (depths strictly decrease towards the root).
 CHAINS = f"""WITH RECURSIVE up(id, parent_id, depth) AS (
         SELECT id, parent_id, depth FROM nodes
         WHERE space = :space AND id IN (SELECT value FROM json_each(:ids))

@@ -2,11 +2,11 @@
 
 A :class:`Store` keeps, per *space* (an isolated namespace, e.g. one per agent), the nodes of both
 trees with their vectors, and the episodes that were learned. Every backend (SQLite, Postgres)
-implements this protocol and passes the shared conformance suite in
+implements this abstract base class and passes the shared conformance suite in
 ``deltamem.testing.conformance``. The SQL backends do it through one base class,
 :class:`deltamem.store.sql.SQLStore`: a new SQL backend writes its statements (the names of
 ``store/_sql_sqlite.py``) and five methods -- ``_read``, ``_block``, ``_transaction``,
-``_insert_node``, ``_vector_rows`` -- plus ``close``, and inherits the rest of this protocol.
+``_insert_node``, ``_vector_rows`` -- plus ``close``, and inherits the rest of this contract.
 
 Semantics every backend must keep:
 
@@ -20,10 +20,11 @@ Semantics every backend must keep:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -79,89 +80,118 @@ def check_vector(space: str, node_id: str, vector: Vector, dim: int) -> None:
                          "unit-norm vectors (or zeros), and a scan leaves any other out")
 
 
-@runtime_checkable
-class Store(Protocol):
-    """Persistent home of the residual trees. See the module docstring for the contract."""
+class Store(ABC):
+    """Persistent home of the residual trees. See the module docstring for the contract.
+
+    A backend implements the abstract operations; the conveniences (:meth:`get_node`,
+    :meth:`chain`, :meth:`vector`) are written once here over the batch operations, and no
+    backend overrides them (``tests/store/test_contract.py``).
+    """
 
     url: str
 
     # -- spaces ---------------------------------------------------------------------------
+    @abstractmethod
     def ensure_space(self, space: str, embedder: str, dim: int) -> SpaceInfo:
         """Register ``space`` with this embedder, or check it matches (``EmbedderMismatch``)."""
-        ...
 
-    def spaces(self) -> list[SpaceInfo]: ...
+    @abstractmethod
+    def spaces(self) -> list[SpaceInfo]:
+        """Every space, with its embedder and width."""
 
     # -- transactions -----------------------------------------------------------------------
+    @abstractmethod
     def write(self, space: str) -> AbstractContextManager[None]:
         """Atomic, serialised write block for ``space``."""
-        ...
 
     # -- nodes ----------------------------------------------------------------------------
-    def add_node(self, space: str, node: Node, vector: Vector) -> None: ...
+    @abstractmethod
+    def add_node(self, space: str, node: Node, vector: Vector) -> None:
+        """Store ``node`` with its unit-norm ``vector`` (inside :meth:`write`)."""
 
-    def get_node(self, space: str, node_id: str) -> Node | None: ...
-
+    @abstractmethod
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         """Many nodes in one round trip, keyed by id in the order of ``node_ids`` (duplicates
         once); missing ids are absent from the result."""
-        ...
 
+    @abstractmethod
     def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The ``meta`` of many nodes in one round trip, keyed like :meth:`get_nodes` (what a
         metadata filter reads, without decoding the nodes' experiences)."""
-        ...
 
-    def chain(self, space: str, node_id: str) -> list[Node]:
-        """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
-        ...
-
+    @abstractmethod
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
-        """``chain`` of many nodes in one round trip, keyed by id in the order of ``node_ids``;
-        missing ids are absent from the result."""
-        ...
+        """The path root -> node (inclusive) of many nodes in one round trip, keyed by id in the
+        order of ``node_ids``; missing ids are absent from the result."""
 
-    def children(self, space: str, node_id: str) -> list[Node]: ...
+    @abstractmethod
+    def children(self, space: str, node_id: str) -> list[Node]:
+        """The node's children, in insertion order."""
 
-    def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]: ...
+    @abstractmethod
+    def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
+        """Every node of the space (or of one tree), in insertion order."""
 
-    def vector(self, space: str, node_id: str) -> Vector | None: ...
-
+    @abstractmethod
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
         """Vectors of many nodes in one round trip (missing ids are absent from the result)."""
-        ...
 
+    @abstractmethod
     def bump(self, space: str, node_id: str, *, hits: int = 0, successes: int = 0,
-             failures: int = 0) -> None: ...
+             failures: int = 0) -> None:
+        """Add to the node's usage counters."""
 
-    def mark_consolidated(self, space: str, node_id: str) -> None: ...
+    @abstractmethod
+    def mark_consolidated(self, space: str, node_id: str) -> None:
+        """Record that the node's chain was consolidated into a new root."""
 
+    @abstractmethod
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
         """Delete the node and all its descendants (and their vectors); return the ids."""
-        ...
 
+    @abstractmethod
     def forget_space(self, space: str) -> int:
         """Delete everything in ``space``; return how many nodes went."""
-        ...
 
     # -- retrieval ------------------------------------------------------------------------
+    @abstractmethod
     def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
              approximate_from: int = 0) -> list[Candidate]:
         """The best ``k`` nodes of the tree under the penalised score, exactly; a tree of
         committed rows larger than ``approximate_from`` (0: never) may be scanned through an
         approximate index whose candidates are re-scored exactly (``store.ann``)."""
-        ...
 
     # -- episodes -------------------------------------------------------------------------
-    def add_episode(self, space: str, record: EpisodeRecord) -> None: ...
+    @abstractmethod
+    def add_episode(self, space: str, record: EpisodeRecord) -> None:
+        """Keep a learned episode (inside :meth:`write`)."""
 
-    def episodes(self, space: str) -> Iterator[EpisodeRecord]: ...
+    @abstractmethod
+    def episodes(self, space: str) -> Iterator[EpisodeRecord]:
+        """The space's episodes, oldest first."""
 
-    def count_episodes(self, space: str) -> int: ...
+    @abstractmethod
+    def count_episodes(self, space: str) -> int:
+        """How many episodes the space holds."""
 
     # -- audit ----------------------------------------------------------------------------
+    @abstractmethod
     def audit_log(self, space: str) -> list[dict[str, Any]]:
         """The space's deletions, oldest first: ``{"action", "detail", "at"}`` dicts."""
-        ...
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections and files; the store is not used afterwards."""
+
+    # -- conveniences, written once over the batch operations -------------------------------
+    def get_node(self, space: str, node_id: str) -> Node | None:
+        """One node (None when there is none): :meth:`get_nodes` of one id."""
+        return self.get_nodes(space, [node_id]).get(node_id)
+
+    def chain(self, space: str, node_id: str) -> list[Node]:
+        """The path root -> ``node_id`` (inclusive); empty if the node does not exist."""
+        return self.chains(space, [node_id]).get(node_id, [])
+
+    def vector(self, space: str, node_id: str) -> Vector | None:
+        """One node's vector (None when there is none): :meth:`vectors` of one id."""
+        return self.vectors(space, [node_id]).get(node_id)

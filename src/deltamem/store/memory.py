@@ -27,7 +27,7 @@ from deltamem.core.ranking import Candidate
 from deltamem.core.scoring import top_k
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.jsonsafe import dumps, text_problem
-from deltamem.store.base import EpisodeRecord, SpaceInfo, Vector, check_vector
+from deltamem.store.base import EpisodeRecord, SpaceInfo, Store, Vector, check_vector
 from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
 from deltamem.store.sql import chains_from
 
@@ -55,7 +55,7 @@ class _Block:
     state: _State
 
 
-class InMemoryStore:
+class InMemoryStore(Store):
     """The reference :class:`~deltamem.store.base.Store` (see the module docstring)."""
 
     url = "memory:"
@@ -136,10 +136,6 @@ class InMemoryStore:
     def _rows(self, space: str) -> dict[str, dict[str, Any]]:
         return self._view().nodes.get(space, {})
 
-    def get_node(self, space: str, node_id: str) -> Node | None:
-        row = self._rows(space).get(node_id)
-        return None if row is None else node_from_row(row)
-
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         rows = self._rows(space)
         return {i: node_from_row(rows[i]) for i in dict.fromkeys(node_ids) if i in rows}
@@ -147,9 +143,6 @@ class InMemoryStore:
     def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         rows = self._rows(space)
         return {i: json.loads(rows[i]["meta"]) for i in dict.fromkeys(node_ids) if i in rows}
-
-    def chain(self, space: str, node_id: str) -> list[Node]:
-        return self.chains(space, [node_id]).get(node_id, [])
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
         return chains_from((node_from_row(r) for r in self._rows(space).values()),
@@ -162,9 +155,6 @@ class InMemoryStore:
     def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
         return iter([node_from_row(r) for r in self._rows(space).values()
                      if tree is None or r["tree"] == tree.value])
-
-    def vector(self, space: str, node_id: str) -> Vector | None:
-        return self.vectors(space, [node_id]).get(node_id)
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
         held = self._view().vectors.get(space, {})

@@ -23,7 +23,7 @@ import itertools
 import json
 import threading
 import time
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
@@ -36,7 +36,14 @@ from deltamem.core.model import Node, Tree
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.jsonsafe import dumps, text_problem
 from deltamem.store import migrations
-from deltamem.store.base import Candidate, EpisodeRecord, SpaceInfo, Vector, check_vector
+from deltamem.store.base import (
+    Candidate,
+    EpisodeRecord,
+    SpaceInfo,
+    Store,
+    Vector,
+    check_vector,
+)
 from deltamem.store.cache import IndexCache, NodeCache, TreeIndex, merge
 from deltamem.store.integrity import NORM_TOLERANCE
 from deltamem.store.keys import SQLKeyTable
@@ -64,7 +71,7 @@ class Block:
     deleted: bool = False  # deleted nodes: its scans use a private snapshot
 
 
-class SQLStore(ABC):
+class SQLStore(Store):
     """A :class:`~deltamem.store.base.Store` over SQL (see the module docstring)."""
 
     sql: ClassVar[ModuleType]  # the backend's SQL statements
@@ -188,12 +195,6 @@ class SQLStore(ABC):
             check_vector(space, node.id, vector, block.dim)
             self._insert_node(block, tuple(row[c] for c in NODE_COLUMNS), vector)
 
-    def get_node(self, space: str, node_id: str) -> Node | None:
-        if not _possible(node_id):
-            return None
-        nodes = self._nodes(self.sql.SELECT_NODE, (space, node_id), space)
-        return nodes[0] if nodes else None
-
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
         if not ids:
@@ -210,11 +211,6 @@ class SQLStore(ABC):
             rows = conn.execute(self.sql.SELECT_METAS_BY_ID, (space, json.dumps(ids))).fetchall()
         found = {r[0]: json.loads(r[1]) for r in rows}
         return {i: found[i] for i in ids if i in found}
-
-    def chain(self, space: str, node_id: str) -> list[Node]:
-        if not _possible(node_id):
-            return []
-        return self._nodes(self.sql.CHAIN, {"space": space, "id": node_id}, space)
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
@@ -264,9 +260,6 @@ class SQLStore(ABC):
         if fresh:
             cache.put(cached, fresh, epoch)
         return out
-
-    def vector(self, space: str, node_id: str) -> Vector | None:
-        return self.vectors(space, [node_id]).get(node_id)
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
         node_ids = [i for i in node_ids if _possible(i)]

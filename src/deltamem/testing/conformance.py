@@ -9,7 +9,7 @@ call another handle on the same database; the suite closes what it opens)::
         def store_factory(self, tmp_path):
             return lambda: MyStore(tmp_path / "db")
 
-The tests talk to the store only through the :class:`~deltamem.store.base.Store` protocol and
+The tests talk to the store only through the :class:`~deltamem.store.base.Store` contract and
 compare ``scan`` against the reference semantics in :mod:`deltamem.core.scoring`. Every behaviour
 in which two backends once differed is pinned here: vector widths and values, text a backend
 could not hold, writes to another space inside a block, nested blocks, parent cycles in damaged

@@ -73,15 +73,16 @@ MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
     ("llm", Annotated[str | None, typer.Option(
         "--llm", envvar="DELTAMEM_LLM", rich_help_panel=PANEL,
         help="Model provider for --extractor llm: local (in-process SmolLM2, the default), "
-             "local:<gguf path>, or openai (any OpenAI-compatible endpoint; its API key is "
-             "read from DELTAMEM_LLM_API_KEY, never from a flag).")]),
+             "local:<gguf path>, openai (any OpenAI-compatible endpoint) or anthropic "
+             "(Anthropic's Messages API; --base-url defaults to https://api.anthropic.com). "
+             "The API key is read from DELTAMEM_LLM_API_KEY, never from a flag.")]),
     ("base_url", Annotated[str | None, typer.Option(
         "--base-url", envvar="DELTAMEM_LLM_BASE_URL", rich_help_panel=PANEL,
-        help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1 (implies --llm "
-             "openai).")]),
+        help="Endpoint of --llm openai or anthropic, e.g. http://127.0.0.1:8000/v1 (alone, "
+             "implies --llm openai).")]),
     ("model", Annotated[str | None, typer.Option(
         "--model", envvar="DELTAMEM_LLM_MODEL", rich_help_panel=PANEL,
-        help="Model name for --llm openai.")]),
+        help="Model name for --llm openai or anthropic (e.g. claude-sonnet-4-5).")]),
 )
 
 

@@ -1,7 +1,8 @@
 """Configuration, read in one place: this module is the only one that reads ``DELTAMEM_*``.
 
 * :meth:`Settings.from_env` -- the memory's tunables (``DELTAMEM_TAU_TASK``, ...);
-* :func:`llm_endpoint` -- the OpenAI-compatible endpoint (``DELTAMEM_LLM_BASE_URL``, ...);
+* :func:`llm_endpoint` -- the model endpoint, OpenAI-compatible or Anthropic
+  (``DELTAMEM_LLM_BASE_URL``, ...);
 * :func:`cache_dir` -- where derived artefacts are cached (``DELTAMEM_CACHE``);
 * :func:`debug` -- whether the CLI shows tracebacks of internal errors (``DELTAMEM_DEBUG``);
 * :func:`scope` -- how far a coding agent's memory reaches (``DELTAMEM_SCOPE``);
@@ -124,10 +125,11 @@ class Settings:
 
 
 def llm_endpoint(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    """``base_url``, ``model`` and ``api_key`` of the OpenAI-compatible endpoint, from
-    ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and ``DELTAMEM_LLM_API_KEY`` (None when
-    unset or empty). Values are stripped of surrounding whitespace (a key read from a secret
-    file ends in a newline); the key is normalised by :func:`secret`."""
+    """``base_url``, ``model`` and ``api_key`` of the model endpoint (the ``openai`` and
+    ``anthropic`` providers), from ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and
+    ``DELTAMEM_LLM_API_KEY`` (None when unset or empty). Values are stripped of surrounding
+    whitespace (a key read from a secret file ends in a newline); the key is normalised by
+    :func:`secret`."""
     env = os.environ if environ is None else environ
     out = {k: (env.get(f"DELTAMEM_LLM_{k.upper()}") or "").strip() or None
            for k in ("base_url", "model")}

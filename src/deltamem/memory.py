@@ -169,7 +169,8 @@ class DeltaMem:
             space: namespace inside the store; spaces never see each other's nodes.
             embedder: an :class:`Embedder` or a spec such as ``"minilm"`` (the default).
             extractor: ``"trace"`` (no model), ``"llm"`` (needs ``llm``) or an Extractor.
-            llm: an LLM object or spec (``"local"``, ``"openai"``) for the ``llm`` extractor.
+            llm: an LLM object or spec (``"local"``, ``"openai"``, ``"anthropic:<model>"``) for
+                the ``llm`` extractor.
             settings: thresholds and constants; defaults come from ``Settings.from_env()``.
             create: create a missing database or space; with False, they must exist.
             scene: the scene plug-in, ``"text-games"`` (the default, from ``Settings.scene``),

@@ -22,7 +22,8 @@ from deltamem.extract.structured import (
     single_to_double_quotes,
     strip_fences,
 )
-from deltamem.testing.llm import ScriptedLLM
+from deltamem.llm.base import Completion
+from deltamem.testing.llm import FunctionLLM, ScriptedLLM
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_answers.jsonl"
 GOOD = '{"activation": "heat food", "steps": ["take apple", "heat apple"], "termination": "hot"}'
@@ -136,3 +137,16 @@ def test_provider_errors_propagate_unchanged() -> None:
     llm = ScriptedLLM([ProviderError("server down")])
     with pytest.raises(ProviderError, match="server down"):
         ask_structured(llm, MESSAGES, SkillAnswer)
+
+
+def test_an_answer_cut_off_at_max_tokens_is_named_as_such() -> None:
+    """A truncated answer (stop_reason length / max_tokens) is not repaired into a shorter
+    object: the model and the error are told it was cut off at the token limit."""
+    cut = Completion('{"activation": "heat food", "steps": ["take apple", "heat', 30, 12,
+                     stop_reason="max_tokens")
+    llm = FunctionLLM(lambda _messages, _schema: cut)
+    with pytest.raises(ExtractionError, match="cut off at the 64-token limit"):
+        ask_structured(llm, MESSAGES, SkillAnswer, retries=1, max_tokens=64)
+    assert "cut off at the 64-token limit" in llm.calls[1].messages[-1]["content"]
+    assert cut.truncated and Completion("x", stop_reason="length").truncated
+    assert not Completion("x", stop_reason="end_turn").truncated

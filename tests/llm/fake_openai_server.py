@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,21 +40,28 @@ def ok(text: str, prompt_tokens: int = 11, completion_tokens: int = 7) -> Reply:
 
 
 class FakeOpenAIServer:
-    """Real HTTP server answering /v1/chat/completions from a reply queue."""
+    """Real HTTP server answering /v1/chat/completions from a reply queue (``replies``), or,
+    when the queue is empty and ``answer`` is set, from ``answer(request)``."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.received: list[Received] = []
+        self.answer: Callable[[Received], Reply] | None = None
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
                 length = int(self.headers.get("Content-Length", "0"))
                 payload = json.loads(self.rfile.read(length) or b"{}")
-                server.received.append(
-                    Received(self.path, {k.lower(): v for k, v in self.headers.items()}, payload)
-                )
-                reply = server.replies.pop(0) if server.replies else Reply(500, {"error": "empty"})
+                request = Received(self.path, {k.lower(): v for k, v in self.headers.items()},
+                                   payload)
+                server.received.append(request)
+                if server.replies:
+                    reply = server.replies.pop(0)
+                elif server.answer is not None:
+                    reply = server.answer(request)
+                else:
+                    reply = Reply(500, {"error": "empty"})
                 raw = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
                 data = raw.encode()
                 self.send_response(reply.status)

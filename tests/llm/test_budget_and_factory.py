@@ -74,9 +74,9 @@ def test_make_llm_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     """Unknown providers list the choices; missing settings and bad options are named."""
     monkeypatch.delenv("DELTAMEM_LLM_BASE_URL", raising=False)
     monkeypatch.delenv("DELTAMEM_LLM_MODEL", raising=False)
-    with pytest.raises(ConfigError, match="local, openai"):
+    with pytest.raises(ConfigError, match="local, openai, anthropic"):
         make_llm("gpt5")
-    assert PROVIDERS == ("local", "openai")
+    assert PROVIDERS == ("local", "openai", "anthropic")
     with pytest.raises(ConfigError, match="DELTAMEM_LLM_BASE_URL and DELTAMEM_LLM_MODEL"):
         make_llm("openai")
     with pytest.raises(ConfigError, match="unknown option"):

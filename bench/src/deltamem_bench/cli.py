@@ -42,11 +42,14 @@ def bench(
                                        "capable endpoints).")] = "choice",
     ablations: Annotated[bool, typer.Option("--ablations", help="Add the DeltaMem "
                                             "ablations.")] = False,
-    llm: Annotated[str, typer.Option("--llm", help="local (SmolLM2) or openai.")] = "local",
+    llm: Annotated[str, typer.Option("--llm", help="local (SmolLM2), openai or "
+                                     "anthropic.")] = "local",
     base_url: Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible "
-                                                 "server URL.")] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model name (openai), or .gguf "
-                                              "path or gemma-3-270m (local).")] = None,
+                                                 "server URL (or an Anthropic-compatible one "
+                                                 "for anthropic).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model name (openai, "
+                                              "anthropic), or .gguf path or gemma-3-270m "
+                                              "(local).")] = None,
     episodes: Annotated[int, typer.Option("--episodes", help="Evaluation episodes.")] = 5,
     seed: Annotated[int, typer.Option("--seed", help="Fixes the episode stream.")] = 0,
     protocol: Annotated[str, typer.Option("--protocol", help="online (cold start, learn on "

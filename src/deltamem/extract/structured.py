@@ -287,6 +287,8 @@ def ask_structured(
         else:
             usage.wall_ms += (time.perf_counter() - started) * 1000.0
             return obj, usage, raw
+        if completion.truncated:  # no repair can finish it; say so, to the model and the user
+            problem += f"; it was cut off at the {max_tokens}-token limit, so answer shorter"
         conversation = [
             *conversation,
             {"role": "assistant", "content": raw[:_FEEDBACK_RAW_CHARS]},

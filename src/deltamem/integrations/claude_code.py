@@ -258,8 +258,8 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
     """The extractor the hooks learn with, as configured (``DELTAMEM_EXTRACTOR``): the coding
     rules (``trace``, the default), or a model under them (``llm``). A coding transcript needs
     a capable model: ``llm`` uses the OpenAI-compatible endpoint (``DELTAMEM_LLM_BASE_URL``,
-    ``DELTAMEM_LLM_MODEL``); the embedded 135M model is used only when ``DELTAMEM_LLM=local``
-    asks for it.
+    ``DELTAMEM_LLM_MODEL``), or Anthropic's API with ``DELTAMEM_LLM=anthropic``; the embedded
+    135M model is used only when ``DELTAMEM_LLM=local`` asks for it.
 
     Raises:
         ConfigError: an unknown extractor, or ``llm`` with no endpoint configured.
@@ -270,14 +270,16 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
     if name != "llm":
         raise ConfigError(f"unknown extractor {name!r}; choose 'trace' or 'llm'")
     if llm is None:
-        raise ConfigError("DELTAMEM_EXTRACTOR=llm needs an OpenAI-compatible endpoint for coding "
-                          "transcripts: set DELTAMEM_LLM_BASE_URL and DELTAMEM_LLM_MODEL (the "
+        raise ConfigError("DELTAMEM_EXTRACTOR=llm needs a model for coding transcripts: set "
+                          "DELTAMEM_LLM_BASE_URL and DELTAMEM_LLM_MODEL (an OpenAI-compatible "
+                          "endpoint), or DELTAMEM_LLM=anthropic and DELTAMEM_LLM_MODEL (the "
                           "embedded 135M model is not a coding-transcript extractor)")
     from deltamem.extract import make_extractor
     from deltamem.llm import make_llm
 
     endpoint = {k: v for k, v in config.llm_endpoint(environ).items() if v}
-    model = make_llm(llm, **endpoint) if llm.startswith("openai") else make_llm(llm)
+    hosted = llm.startswith(("openai", "anthropic"))
+    model = make_llm(llm, **endpoint) if hosted else make_llm(llm)
     return CodingExtractor(make_extractor("llm", llm=model))
 
 

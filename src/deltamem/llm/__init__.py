@@ -14,7 +14,7 @@ from deltamem.llm.base import LLM, Completion, Message
 
 __all__ = ["LLM", "PROVIDERS", "Completion", "Message", "make_llm"]
 
-PROVIDERS: tuple[str, ...] = ("local", "openai")
+PROVIDERS: tuple[str, ...] = ("local", "openai", "anthropic")
 _BUDGET_OPTIONS = ("max_tokens_per_call", "max_tokens_total")
 
 
@@ -23,15 +23,18 @@ def make_llm(spec: str = "local", **options: Any) -> LLM:
 
     Args:
         spec: ``"local"`` (in-process llama.cpp, SmolLM2 by default), ``"openai"`` (any
-            OpenAI-compatible server) or ``"openai:<model>"`` as a shorthand for the model.
-        **options: Passed to the provider's constructor (``LlamaCppLLM`` or
-            ``OpenAICompatLLM``). For ``"openai"``, ``base_url``, ``model`` and ``api_key``
-            default to ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and
-            ``DELTAMEM_LLM_API_KEY``. ``max_tokens_per_call`` / ``max_tokens_total`` wrap the
-            result in a :class:`~deltamem.llm.budget.BudgetedLLM`.
+            OpenAI-compatible server), ``"anthropic"`` (Anthropic's Messages API, natively) or
+            ``"openai:<model>"`` / ``"anthropic:<model>"`` as a shorthand for the model.
+        **options: Passed to the provider's constructor (``LlamaCppLLM``, ``OpenAICompatLLM``
+            or ``AnthropicLLM``). For ``"openai"`` and ``"anthropic"``, ``base_url``, ``model``
+            and ``api_key`` default to ``DELTAMEM_LLM_BASE_URL``, ``DELTAMEM_LLM_MODEL`` and
+            ``DELTAMEM_LLM_API_KEY``; ``anthropic``'s base URL defaults to
+            ``https://api.anthropic.com``. ``max_tokens_per_call`` / ``max_tokens_total`` wrap
+            the result in a :class:`~deltamem.llm.budget.BudgetedLLM`.
 
     Raises:
-        ConfigError: unknown provider, unknown option, or missing base_url/model.
+        ConfigError: unknown provider, unknown option, a missing base_url/model, or no key for
+            api.anthropic.com.
     """
     budget = {k: options.pop(k) for k in _BUDGET_OPTIONS if k in options}
     name, _, suffix = (spec or "").strip().partition(":")
@@ -41,20 +44,23 @@ def make_llm(spec: str = "local", **options: Any) -> LLM:
         if suffix:
             options.setdefault("model_path", suffix)
         llm = _construct("local", _local_cls(), options)
-    elif name == "openai":
+    elif name in ("openai", "anthropic"):
         if suffix:
             options.setdefault("model", suffix)
         for key, value in llm_endpoint().items():
-            options.setdefault(key, value)
-        missing = [k for k in ("base_url", "model") if not options.get(k)]
+            if value is not None:
+                options.setdefault(key, value)
+        # Anthropic's own API is the anthropic provider's default endpoint; openai has none.
+        required = ("base_url", "model") if name == "openai" else ("model",)
+        missing = [k for k in required if not options.get(k)]
         if missing:
             raise ConfigError(
-                f"the openai provider needs {' and '.join(missing)}: pass "
+                f"the {name} provider needs {' and '.join(missing)}: pass "
                 + ", ".join(f"{k}=..." for k in missing)
                 + " or set "
                 + " and ".join(f"DELTAMEM_LLM_{k.upper()}" for k in missing)
             )
-        llm = _construct("openai", _openai_cls(), options)
+        llm = _construct(name, _openai_cls() if name == "openai" else _anthropic_cls(), options)
     else:
         raise ConfigError(f"unknown LLM provider {spec!r}; choose one of {', '.join(PROVIDERS)}")
     if budget:
@@ -80,6 +86,12 @@ def _local_cls() -> Any:
     from deltamem.llm.llamacpp import LlamaCppLLM
 
     return LlamaCppLLM
+
+
+def _anthropic_cls() -> Any:
+    from deltamem.llm.anthropic import AnthropicLLM
+
+    return AnthropicLLM
 
 
 def _openai_cls() -> Any:

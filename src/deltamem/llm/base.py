@@ -11,13 +11,24 @@ Message = dict[str, str]  # {"role": "system"|"user"|"assistant", "content": "..
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One model answer and what it cost."""
+    """One model answer and what it cost.
+
+    ``stop_reason`` is why the model stopped, as the provider says it (``stop``/``end_turn``,
+    ``length``/``max_tokens``, ``tool_use``, ...; empty when unknown): an answer cut off by
+    ``max_tokens`` is not worth repairing.
+    """
 
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_ms: float = 0.0
     model: str = ""
+    stop_reason: str = ""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the answer was cut off by ``max_tokens``."""
+        return self.stop_reason in ("length", "max_tokens")
 
 
 @runtime_checkable
@@ -25,7 +36,8 @@ class LLM(Protocol):
     """A chat model.
 
     ``schema`` is a JSON schema the answer must follow; providers that can enforce it (llama.cpp
-    grammars, OpenAI ``response_format``) do so, the others only ask for it in the prompt. Callers
+    grammars, OpenAI ``response_format``, an Anthropic tool the model must call) do so, the
+    others only ask for it in the prompt. Callers
     validate the answer either way (see ``deltamem.extract.structured``).
     """
 

@@ -186,7 +186,8 @@ class LlamaCppLLM:
             except RuntimeError as exc:
                 raise ProviderError(f"{self.name}: generation failed: {exc}") from exc
         latency_ms = (time.perf_counter() - started) * 1000.0
-        text = result["choices"][0]["message"].get("content") or ""
+        choice = result["choices"][0]
+        text = choice["message"].get("content") or ""
         usage = result.get("usage") or {}
         return Completion(
             text=text,
@@ -194,4 +195,5 @@ class LlamaCppLLM:
             completion_tokens=int(usage.get("completion_tokens", 0)),
             latency_ms=latency_ms,
             model=self.name,
+            stop_reason=str(choice.get("finish_reason") or ""),
         )

@@ -1,19 +1,35 @@
-"""The JSON the REST server sends and accepts, as pydantic models (also the CLI's ``--json``).
+"""One pydantic model per shape: every input and answer of every face, defined once.
 
-The server documents every route with these models (its OpenAPI schema at ``/openapi.json``),
-and :class:`deltamem.Client` parses every answer into them, so a client gets typed results.
-A test validates real answers of every route against them, both ways: a field the server sends
-that a model lacks, or one a model declares that the server never sends, fails it.
+* Inputs: the episode (:class:`EpisodeIn`, :class:`StepIn`) is validated by these models on
+  every face (``episodes.episode_from_dict``, hence the CLI's JSON Lines files and the REST learn
+  body; the MCP ``learn`` tool's arguments); the request bodies (:class:`RecallRequest`, ...)
+  and the MCP tools' arguments share the field types below (:data:`TopK`, :data:`Filters`, ...).
+* Answers: the library builds each JSON answer as its model (``results.*.to_wire``) and dumps
+  it (:meth:`Model.wire`); the REST server documents every route with these models (its OpenAPI
+  schema at ``/openapi.json``), the MCP tools publish them as output schemas, the CLI's ``--json``
+  prints them, and :class:`deltamem.Client` parses every answer into them. A test validates real
+  answers of every face against them, both ways (``tests/server/test_parity.py``).
 
-Unknown fields are ignored when parsing, so an older client keeps working against a newer
-server that adds fields.
+Unknown fields are ignored when parsing an answer, so an older client keeps working against a
+newer server that adds fields; building one (:meth:`Model.build`) refuses them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+)
+
+from deltamem.jsonsafe import text_problem, value_problem
 
 TreeName = Literal["task", "env"]
 KindName = Literal["root", "delta"]
@@ -26,12 +42,87 @@ MAX_OUTCOME_NODES = 50
 MAX_FILTERS = 16  # core.ranking.MAX_FILTERS
 # A filter's value: a JSON scalar (core.ranking.check_filters checks the rest).
 FilterScalar = str | int | float | bool | None
+# Bounds of an episode (every face: REST, MCP, the CLI's files, episode_from_dict).
+MAX_TEXT = 100_000  # characters of one text field
+MAX_STEPS = 1_000  # steps of one episode
+MAX_BATCH = 1_000  # episodes of one batch
+MAX_NODE_ID = 200
+MAX_REASON = 4_000
+MAX_SKILL_STEPS = 200
+
+
+def _storable(text: str) -> str:
+    problem = text_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return text
+
+
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("must not be empty")
+    return text
+
+
+def _null_is_empty(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _plain_json(value: dict[str, Any]) -> dict[str, Any]:
+    problem = value_problem(value, "meta")
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# -- shared field types ---------------------------------------------------------------------------
+# Each input field is declared once here and used by the request models below and by the MCP
+# tools' arguments (a face may add its own description; the bounds and checks are these).
+# A text a store can hold (no NUL, no lone surrogate), at most MAX_TEXT characters.
+Text = Annotated[StrictStr, Field(max_length=MAX_TEXT), AfterValidator(_storable)]
+RequiredText = Annotated[Text, Field(min_length=1), AfterValidator(_not_blank)]
+OptionalText = Annotated[Text, BeforeValidator(_null_is_empty)]  # omitted or null reads as ""
+Number = Annotated[float | None, Field(allow_inf_nan=False)]  # finite; a boolean is no number
+# Plain JSON kept with an episode (finite numbers, storable strings, bounded nesting).
+Meta = Annotated[dict[str, Any], AfterValidator(_plain_json)]
+QueryText = Annotated[str, Field(max_length=MAX_TEXT)]
+TopK = Annotated[StrictInt, Field(ge=1, le=MAX_TOP_K)]
+BudgetTokens = Annotated[StrictInt, Field(ge=0, le=MAX_BUDGET_TOKENS)]
+Filters = Annotated[dict[str, FilterScalar], Field(max_length=MAX_FILTERS)]
+NodeId = Annotated[str, Field(min_length=1, max_length=MAX_NODE_ID)]
+NodeIds = Annotated[list[NodeId], Field(max_length=MAX_OUTCOME_NODES)]
+SkillSteps = Annotated[list[Annotated[str, Field(max_length=MAX_REASON)]],
+                       Field(max_length=MAX_SKILL_STEPS)]
+Reason = Annotated[str, Field(max_length=MAX_REASON)]
 
 
 class Model(BaseModel):
-    """Base of the wire models: frozen, unknown fields ignored."""
+    """Base of the wire models: frozen, unknown fields ignored (when a client parses)."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def build(cls, **fields: Any) -> Self:
+        """The model of these fields, as the library builds an answer: a field the model does
+        not declare is an error here (a client parsing an answer ignores one instead)."""
+        unknown = sorted(set(fields) - set(cls.model_fields))
+        if unknown:
+            raise TypeError(f"{cls.__name__} has no field {unknown[0]!r}")
+        return cls(**fields)
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON answer: the fields that were given, in the model's order."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def request_body(model: type[BaseModel], **fields: Any) -> dict[str, Any]:
+    """The JSON body of a request to ``model`` as a client sends it: the given fields that are
+    not None. Not validated here (the server answers a bad one with a 422 naming the field), but
+    a field the model does not declare is an error."""
+    unknown = sorted(set(fields) - set(model.model_fields))
+    if unknown:
+        raise TypeError(f"{model.__name__} has no field {unknown[0]!r}")
+    return {name: value for name, value in fields.items() if value is not None}
 
 
 # -- errors ---------------------------------------------------------------------------------------
@@ -53,16 +144,14 @@ class RecallRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field("", max_length=100_000, description="The goal (task-tree key).")
-    env: str = Field("", max_length=100_000, description="The scene (env-tree key).")
-    top_k: StrictInt | None = Field(None, ge=1, le=MAX_TOP_K,
-                                    description="Candidates reported per tree.")
+    task: QueryText = Field("", description="The goal (task-tree key).")
+    env: QueryText = Field("", description="The scene (env-tree key).")
+    top_k: TopK | None = Field(None, description="Candidates reported per tree.")
     explain: StrictBool = Field(False, description="Add every scoring term per candidate.")
-    budget_tokens: StrictInt | None = Field(
-        None, ge=0, le=MAX_BUDGET_TOKENS,
-        description="Cap the context at this many tokens (most useful parts first).")
-    filters: dict[str, FilterScalar] | None = Field(
-        None, max_length=MAX_FILTERS,
+    budget_tokens: BudgetTokens | None = Field(
+        None, description="Cap the context at this many tokens (most useful parts first).")
+    filters: Filters | None = Field(
+        None,
         description="Only nodes written by an episode whose meta has every key with an equal "
                     "value (exact JSON equality), e.g. {\"user\": \"alice\", \"project\": "
                     "\"shop\"}. Scoping keys: user, agent, run, project; any other key works "
@@ -74,41 +163,49 @@ class OutcomeRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    nodes: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
-        min_length=1, max_length=MAX_OUTCOME_NODES,
+    nodes: NodeIds = Field(
+        min_length=1,
         description="Node ids to count the outcome on (e.g. the nodes a recall matched).")
     success: StrictBool = Field(description="Whether following the memory worked.")
 
 
 class StepIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """One step of an episode: what the agent did and what came back."""
 
-    action: str = Field(description="What the agent did.")
-    observation: str = Field("", description="What the environment answered.")
-    thought: str | None = Field(None, description="The agent's reasoning, if any.")
-    reward: float | None = Field(None, description=(
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    action: RequiredText = Field(description="The action taken, e.g. 'open door to kitchen'.")
+    observation: OptionalText = Field("", description="What the environment answered.")
+    thought: Text | None = Field(None, description="The agent's reasoning before the action, "
+                                                   "if any.")
+    reward: Number = Field(None, description=(
         "What the environment's score did on this step (its change), if it reports one."))
 
 
 class EpisodeIn(BaseModel):
-    """One finished episode (the server validates it field by field, naming the bad one)."""
+    """One finished episode: the one validator of an episode's JSON on every face (the REST
+    body, the MCP ``learn`` tool, the CLI's JSON Lines files, ``episode_from_dict``); an error
+    names the bad field."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    task: str = Field(description="The goal: the task-tree key.")
-    env: str = Field("", description="The scene description: the environment-tree key.")
-    success: bool
-    score: float | None = None
-    steps: list[StepIn] = Field(default_factory=list, max_length=1_000)
-    meta: dict[str, Any] = Field(default_factory=dict, description="Kept with the episode.")
+    task: RequiredText = Field(description="The goal: the task-tree key.")
+    env: OptionalText = Field("", description="The scene description: the environment-tree key.")
+    success: bool = Field(description="Whether the goal was achieved.")
+    score: Number = Field(None, description="The episode's reward or score, if any.")
+    steps: list[StepIn] = Field(default_factory=list, max_length=MAX_STEPS,
+                                description="Every step, in order.")
+    meta: Meta = Field(default_factory=dict, description=(
+        "Kept with the episode (plain JSON), e.g. {\"user\": \"alice\"}; recall and list "
+        "can filter on it."))
 
 
 class EpisodesIn(BaseModel):
     """A batch: every episode is validated before any is learned."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
-    episodes: list[EpisodeIn] = Field(max_length=1_000)
+    episodes: list[EpisodeIn] = Field(max_length=MAX_BATCH)
 
 
 # -- usage ----------------------------------------------------------------------------------------
@@ -157,15 +254,19 @@ class TreeRecallOut(Model):
     node: str | None = Field(description="The matched node (the end of the chain).")
     score: float | None
     chain: list[LinkOut]
-    lesson: LessonOut | None = Field(None, description="Only when the match is a failure.")
+
+
+LESSON_HELP = "Only when the match is a failure."
 
 
 class TaskRecallOut(TreeRecallOut):
     skill: SkillOut | None = Field(description="The chain's successful prefix, composed.")
+    lesson: LessonOut | None = Field(None, description=LESSON_HELP)
 
 
 class EnvRecallOut(TreeRecallOut):
     knowledge: KnowledgeOut | None
+    lesson: LessonOut | None = Field(None, description=LESSON_HELP)
 
 
 class CandidateOut(Model):
@@ -232,12 +333,23 @@ class LearnOut(Model):
 
 class BatchResultOut(LearnOut):
     index: int = Field(description="Position in the batch.")
+    line: int | None = Field(None, description="The episode's line in its file (the CLI's "
+                                               "`learn FILE` only).")
+
+
+class BatchErrorOut(Model):
+    """A bad line the CLI's ``learn FILE`` skipped (nothing of it was learned)."""
+
+    line: int
+    field: str | None = Field(description="The field to blame, when there is one.")
+    error: str = Field(description="What is wrong with the line.")
 
 
 class BatchOut(Model):
     episodes: int
     results: list[BatchResultOut]
-    errors: list[dict[str, Any]]
+    errors: list[BatchErrorOut] = Field(description=(
+        "Bad lines the CLI skipped; always empty over REST, where a batch is all or nothing."))
     usage: UsageOut
 
 
@@ -383,10 +495,10 @@ class CorrectRequest(BaseModel):
 
     success: StrictBool | None = Field(None, description=(
         "The outcome set right: true turns a lesson into a skill, false a skill into a lesson."))
-    steps: list[Annotated[str, Field(max_length=4000)]] | None = Field(
-        None, max_length=200, description="The skill's steps, replacing the recalled ones.")
+    steps: SkillSteps | None = Field(
+        None, description="The skill's steps, replacing the recalled ones.")
     wrong: StrictBool = Field(False, description="Retract the experience: recall shows none of it.")
-    reason: str = Field("", max_length=4000, description="Why (kept with the correction).")
+    reason: Reason = Field("", description="Why (kept with the correction).")
 
 
 class CorrectionOut(Model):

@@ -35,6 +35,7 @@ from rich.progress import Progress
 from rich.table import Column, Table
 from rich.text import Text
 
+from deltamem import api
 from deltamem.cli_options import (
     DEFAULT_DB,
     CreateOpt,
@@ -64,7 +65,7 @@ from deltamem.errors import (
     StoreError,
     redacted,
 )
-from deltamem.results import consolidation_report, node_listing
+from deltamem.results import BatchResult, consolidation_report, node_listing
 from deltamem.usage import Usage
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -152,11 +153,9 @@ def learn(
                     learned.append(mem.learn(episode))
                     total.add(learned[-1].usage)
                     bar.advance(task)
-    results = [{"index": index, "line": line, **result.to_dict()}
-               for (index, line, _), result in zip(good, learned, strict=True)]
-    summary = {"episodes": len(results), "results": results,
-               "errors": [{"line": line, "field": e.field, "error": str(e)} for line, e in bad],
-               "usage": total.to_dict()}
+    errors = [api.BatchErrorOut.build(line=line, field=e.field, error=str(e)) for line, e in bad]
+    summary = BatchResult(learned, total).to_wire([(i, line) for i, line, _ in good],
+                                                  errors).wire()
     emit(summary, as_json, lambda: _print_learn(summary))
     if bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])

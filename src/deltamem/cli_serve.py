@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from deltamem import api
 from deltamem.cli_options import (
     DEFAULT_DB,
     DbOpt,
@@ -290,7 +291,8 @@ def delete(
     """Delete a node and its subtree, in one transaction."""
     with open_memory(db, space, embedder) as mem:
         deleted = mem.delete(node_id)
-    emit({"deleted": deleted}, as_json, lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
+    emit(api.DeleteOut.build(deleted=deleted).wire(), as_json,
+         lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
 
 
 def forget(
@@ -306,8 +308,8 @@ def forget(
         raise typer.Exit(1)
     with open_memory(db, space, embedder) as mem:
         count = mem.forget()
-    emit({"space": space, "deleted_nodes": count}, as_json,
-          lambda: typer.echo(f"forgot {count} node(s) of space {space!r}"))
+    emit(api.ForgetOut.build(space=space, deleted_nodes=count).wire(), as_json,
+         lambda: typer.echo(f"forgot {count} node(s) of space {space!r}"))
 
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys of the REST server.")

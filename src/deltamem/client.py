@@ -153,20 +153,16 @@ class _Base:
     # -- the calls --------------------------------------------------------------------------
     def _recall(self, task: str, env: str, top_k: int | None, explain: bool,
                 budget_tokens: int | None, filters: Mapping[str, Any] | None = None) -> _Call:
-        body: dict[str, Any] = {"task": task, "env": env, "explain": explain}
-        if top_k is not None:
-            body["top_k"] = top_k
-        if budget_tokens is not None:
-            body["budget_tokens"] = budget_tokens
-        if filters:
-            body["filters"] = dict(filters)
+        body = api.request_body(api.RecallRequest, task=task, env=env, explain=explain,
+                                top_k=top_k, budget_tokens=budget_tokens,
+                                filters=dict(filters) if filters else None)
         return _Call("POST", self._path("/recall"), api.RecallOut, json=body, idempotent=True)
 
     def _learn(self, episode: EpisodeLike) -> _Call:
         return _Call("POST", self._path("/learn"), api.LearnOut, json=_episode_json(episode))
 
     def _learn_many(self, episodes: Iterable[EpisodeLike]) -> _Call:
-        body = {"episodes": [_episode_json(e) for e in episodes]}
+        body = api.request_body(api.EpisodesIn, episodes=[_episode_json(e) for e in episodes])
         return _Call("POST", self._path("/learn"), api.BatchOut, json=body)
 
     def _show(self, node_id: str) -> _Call:
@@ -193,13 +189,14 @@ class _Base:
         return _Call("GET", self._path("/export"), idempotent=True)
 
     def _record_outcome(self, nodes: Iterable[str], success: bool) -> _Call:
-        return _Call("POST", self._path("/outcome"), api.OutcomeOut,
-                     json={"nodes": list(nodes), "success": success})
+        body = api.request_body(api.OutcomeRequest, nodes=list(nodes), success=success)
+        return _Call("POST", self._path("/outcome"), api.OutcomeOut, json=body)
 
     def _correct(self, node_id: str, success: bool | None, steps: Iterable[str] | None,
                  wrong: bool, reason: str) -> _Call:
-        body = {"success": success, "steps": None if steps is None else list(steps),
-                "wrong": wrong, "reason": reason}
+        body = api.request_body(api.CorrectRequest, success=success,
+                                steps=None if steps is None else list(steps), wrong=wrong,
+                                reason=reason)
         return _Call("POST", self._path(f"/nodes/{node_id}/correct"), api.CorrectionOut,
                      json=body, node_id=node_id)
 

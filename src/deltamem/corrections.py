@@ -37,6 +37,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from deltamem import api
 from deltamem.config import Settings
 from deltamem.core.delta import diff, patch_to_json
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
@@ -59,8 +60,8 @@ class Memory(Protocol):
     def chain(self, node_id: str) -> list[Node]: ...
 
 KINDS = ("outcome", "steps", "wrong")
-MAX_STEPS = 200
-MAX_TEXT = 4000
+MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.api)
+MAX_TEXT = api.MAX_REASON
 
 
 @dataclass
@@ -75,9 +76,13 @@ class Correction:
     reason: str = ""
     discredited: list[str] = field(default_factory=list)
 
+    def to_wire(self) -> api.CorrectionOut:
+        return api.CorrectionOut.build(node=self.node, of=self.of, kind=self.kind,
+                                       tree=self.tree.value, reason=self.reason,
+                                       discredited=list(self.discredited))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"node": self.node, "of": self.of, "kind": self.kind, "tree": self.tree.value,
-                "reason": self.reason, "discredited": list(self.discredited)}
+        return self.to_wire().wire()
 
 
 def corrected(node_tree: Tree, current: Experience, *, success: bool | None,

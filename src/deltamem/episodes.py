@@ -1,4 +1,5 @@
-"""Reading episodes from JSON (DESIGN.md §5) with errors that name the line and the field."""
+"""Reading episodes from JSON (their one shape: :class:`deltamem.api.EpisodeIn`) with errors that
+name the line and the field."""
 
 from __future__ import annotations
 
@@ -9,42 +10,88 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-from deltamem import jsonsafe
+from pydantic import ValidationError
+
+from deltamem import api, jsonsafe
 from deltamem.core.model import Episode, Step
 from deltamem.errors import EpisodeError
 
-MAX_TEXT = 100_000
-MAX_STEPS = 1_000
+MAX_TEXT = api.MAX_TEXT
+MAX_STEPS = api.MAX_STEPS
+EPISODE_FIELDS = tuple(api.EpisodeIn.model_fields)
 
 
 def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
-    """Validate a decoded JSON object and build an :class:`Episode`.
+    """Validate a decoded JSON object with :class:`deltamem.api.EpisodeIn` (the one episode
+    model of every face) and build an :class:`Episode`.
 
     Raises:
         EpisodeError: naming ``where`` and the offending field.
     """
-    if not isinstance(data, dict):
-        raise EpisodeError(f"an episode must be a JSON object, got {_kind(data)}", where=where)
-    known = {"task", "env", "steps", "success", "score", "meta"}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise EpisodeError(f"unknown field {unknown[0]!r} (allowed: {sorted(known)})",
-                           where=where, field=unknown[0])
-    task = _text(data, "task", where, required=True)
-    env = _text(data, "env", where)
-    success = data.get("success")
-    if not isinstance(success, bool):
-        raise EpisodeError(f"field 'success' must be true or false, got {_kind(success)}",
-                           where=where, field="success")
-    score = _number(data.get("score"), where, "score")
-    meta = data.get("meta", {})
-    if not isinstance(meta, dict):
-        raise EpisodeError(f"field 'meta' must be an object, got {_kind(meta)}",
-                           where=where, field="meta")
-    episode = Episode(task=task, env=env, steps=_steps(data.get("steps", []), where),
-                      success=success, score=score, meta=meta)
-    check_episode(episode, where=where)
-    return episode
+    try:
+        wire = api.EpisodeIn.model_validate(data)
+    except ValidationError as exc:
+        raise episode_error(exc, where=where) from None
+    return episode_from_wire(wire)
+
+
+def episode_from_wire(wire: api.EpisodeIn) -> Episode:
+    """The :class:`Episode` of a validated :class:`deltamem.api.EpisodeIn`."""
+    steps = tuple(Step(action=s.action, observation=s.observation, thought=s.thought,
+                       reward=s.reward) for s in wire.steps)
+    return Episode(task=wire.task, env=wire.env, steps=steps, success=wire.success,
+                   score=wire.score, meta=wire.meta)
+
+
+def episode_error(exc: ValidationError, *, where: str | None = None) -> EpisodeError:
+    """The :class:`EpisodeError` for the first problem pydantic found in an episode, worded as
+    deltamem words it on every face (``field 'steps[1].action' must be a string, got int``)."""
+    first = exc.errors(include_url=False)[0]
+    loc = tuple(first.get("loc", ()))
+    name = _field_name(loc)
+    return EpisodeError(_message(first, loc, name), where=where, field=name or None)
+
+
+def _field_name(loc: tuple[Any, ...]) -> str:
+    name = ""
+    for part in loc:
+        if isinstance(part, int):
+            name += f"[{part}]"
+        else:
+            name += f".{part}" if name else str(part)
+    return name
+
+
+def _message(error: Any, loc: tuple[Any, ...], name: str) -> str:  # noqa: C901 - one table
+    kind, value, ctx = error["type"], error.get("input"), error.get("ctx") or {}
+    got = _kind(value)
+    if not loc:
+        return f"an episode must be a JSON object, got {got}"
+    if kind == "extra_forbidden":
+        if len(loc) == 1:
+            return f"unknown field {name!r} (allowed: {sorted(EPISODE_FIELDS)})"
+        return f"unknown field '{name}'"
+    if kind == "missing" or (kind == "string_type" and value is None
+                             and loc[-1] in ("task", "action")):
+        return f"missing required field '{name}'"
+    if kind in ("too_short", "string_too_short") and isinstance(value, str):
+        return f"field '{name}' must not be empty"
+    if kind == "string_unicode":
+        return f"field '{name}' {jsonsafe.text_problem(value) or 'is not valid Unicode text'}"
+    if kind == "string_too_long":
+        return f"field '{name}' is {len(value)} characters; at most {ctx['max_length']}"
+    if kind == "too_long":
+        return f"field '{name}' has {ctx['actual_length']} items; at most {ctx['max_length']}"
+    if kind == "value_error":
+        problem = str(ctx.get("error", error["msg"]))
+        return f"field {problem}" if loc == ("meta",) else f"field '{name}' {problem}"
+    expected = {"string_type": "a string", "bool_type": "true or false", "list_type": "a list",
+                "dict_type": "an object", "model_type": "an object",
+                "float_type": "a finite number or null",
+                "finite_number": "a finite number or null"}.get(kind)
+    if expected is not None:
+        return f"field '{name}' must be {expected}, got {got}"
+    return f"field '{name}': {error['msg']}"
 
 
 def check_episode(episode: Episode, *, where: str | None = None) -> None:
@@ -76,73 +123,14 @@ def check_episode(episode: Episode, *, where: str | None = None) -> None:
         raise EpisodeError(f"field {problem}", where=where, field="meta")
 
 
-def _number(raw: Any, where: str | None, name: str) -> float | None:
-    if raw is None:
-        return None
-    try:
-        value = float(raw) if isinstance(raw, int | float) and not isinstance(raw, bool) \
-            else math.nan
-    except OverflowError:  # an integer too large for a float
-        value = math.inf
-    if not math.isfinite(value):
-        raise EpisodeError(f"field '{name}' must be a finite number or null, got {_kind(raw)}",
-                           where=where, field=name)
-    return value
-
-
-def _steps(raw: Any, where: str | None) -> tuple[Step, ...]:
-    if not isinstance(raw, list):
-        raise EpisodeError(f"field 'steps' must be a list, got {_kind(raw)}",
-                           where=where, field="steps")
-    if len(raw) > MAX_STEPS:
-        raise EpisodeError(f"field 'steps' has {len(raw)} items; at most {MAX_STEPS}",
-                           where=where, field="steps")
-    steps = []
-    for i, item in enumerate(raw):
-        name = f"steps[{i}]"
-        if not isinstance(item, dict):
-            raise EpisodeError(f"field '{name}' must be an object, got {_kind(item)}",
-                               where=where, field=name)
-        extra = sorted(set(item) - {"action", "observation", "thought", "reward"})
-        if extra:
-            raise EpisodeError(f"unknown field '{name}.{extra[0]}'", where=where,
-                               field=f"{name}.{extra[0]}")
-        action = _text(item, "action", where, required=True, prefix=name)
-        observation = _text(item, "observation", where, prefix=name)
-        thought = item.get("thought")
-        if thought is not None:
-            thought = _text(item, "thought", where, prefix=name)
-        reward = _number(item.get("reward"), where, f"{name}.reward")
-        steps.append(Step(action=action, observation=observation, thought=thought,
-                          reward=reward))
-    return tuple(steps)
-
-
-def _text(data: dict[str, Any], key: str, where: str | None, *, required: bool = False,
-          prefix: str = "") -> str:
-    name = f"{prefix}.{key}" if prefix else key
-    if key not in data or data[key] is None:
-        if required:
-            raise EpisodeError(f"missing required field '{name}'", where=where, field=name)
-        return ""
-    value = data[key]
-    if not isinstance(value, str):
-        raise EpisodeError(f"field '{name}' must be a string, got {_kind(value)}",
-                           where=where, field=name)
-    if required and not value.strip():
-        raise EpisodeError(f"field '{name}' must not be empty", where=where, field=name)
-    if len(value) > MAX_TEXT:
-        raise EpisodeError(f"field '{name}' is {len(value)} characters; at most {MAX_TEXT}",
-                           where=where, field=name)
-    return value
-
-
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
 
 
 def episode_to_dict(episode: Episode) -> dict[str, Any]:
-    """The JSON form accepted by :func:`episode_from_dict`."""
+    """The JSON form accepted by :func:`episode_from_dict` (:class:`deltamem.api.EpisodeIn`;
+    a step's ``thought`` and ``reward`` only when set). Not validated: a library episode may be
+    longer than the wire accepts."""
     steps = []
     for s in episode.steps:
         step: dict[str, Any] = {"action": s.action, "observation": s.observation}
@@ -150,9 +138,11 @@ def episode_to_dict(episode: Episode) -> dict[str, Any]:
             step["thought"] = s.thought
         if s.reward is not None:
             step["reward"] = s.reward
-        steps.append(step)
-    return {"task": episode.task, "env": episode.env, "success": episode.success,
-            "score": episode.score, "steps": steps, "meta": episode.meta}
+        steps.append(api.StepIn.model_construct(**step))
+    wire = api.EpisodeIn.model_construct(task=episode.task, env=episode.env,
+                                         success=episode.success, score=episode.score,
+                                         steps=steps, meta=episode.meta)
+    return wire.model_dump(exclude_unset=True)
 
 
 def read_episodes(path: str | Path) -> Iterator[tuple[int, Episode | EpisodeError]]:

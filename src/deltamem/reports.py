@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from deltamem import api
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
 from deltamem.core.tree import compose_chain
@@ -26,29 +27,29 @@ def stats(store: Store, space: str) -> dict[str, Any]:
     (each episode's own extracted experiences, without knowledge merged in from the matched
     chain). Consolidated roots count as stored.
     """
-    per_tree: dict[str, dict[str, Any]] = {}
+    per_tree: dict[str, api.TreeStatsOut] = {}
     stored = 0
     for tree in Tree:
         nodes = list(store.nodes(space, tree))
         stored += sum(node_chars(n) for n in nodes)
         depths = [n.depth for n in nodes]
-        per_tree[tree.value] = {
-            "nodes": len(nodes),
-            "roots": sum(n.is_root for n in nodes),
-            "deltas": sum(not n.is_root for n in nodes),
-            "failures": sum(n.outcome is Outcome.FAILURE for n in nodes),
-            "consolidated_roots": sum(n.is_consolidated_root for n in nodes),
-            "max_depth": max(depths, default=0),
-            "by_depth": {str(d): depths.count(d) for d in sorted(set(depths))},
-        }
+        per_tree[tree.value] = api.TreeStatsOut.build(
+            nodes=len(nodes),
+            roots=sum(n.is_root for n in nodes),
+            deltas=sum(not n.is_root for n in nodes),
+            failures=sum(n.outcome is Outcome.FAILURE for n in nodes),
+            consolidated_roots=sum(n.is_consolidated_root for n in nodes),
+            max_depth=max(depths, default=0),
+            by_depth={str(d): depths.count(d) for d in sorted(set(depths))},
+        )
     flat = sum(e.flat_chars for e in store.episodes(space))
-    return {
+    return api.StatsOut.build(
         **per_tree,
-        "episodes": store.count_episodes(space),
-        "stored_chars": stored,
-        "flat_chars": flat,
-        "compression": round(stored / flat, 4) if flat else None,
-    }
+        episodes=store.count_episodes(space),
+        stored_chars=stored,
+        flat_chars=flat,
+        compression=round(stored / flat, 4) if flat else None,
+    ).wire()
 
 
 def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
@@ -57,17 +58,17 @@ def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
     if not chain:
         return None
     node = chain[-1]
-    return {
-        "id": node.id,
-        "tree": node.tree.value,
-        "kind": node.kind.value,
-        "outcome": node.outcome.value,
-        "parent": node.parent_id,
-        "chain": [n.id for n in chain],
-        "experience": experience_to_dict(compose_chain(chain)),
-        "patch": patch_json(node),
-        "children": [c.id for c in store.children(space, node.id)],
-        "stats": node_summary(node),
-        "meta": node.meta,
-    }
+    return api.ShowOut.build(
+        id=node.id,
+        tree=node.tree.value,
+        kind=node.kind.value,
+        outcome=node.outcome.value,
+        parent=node.parent_id,
+        chain=[n.id for n in chain],
+        experience=experience_to_dict(compose_chain(chain)),
+        patch=patch_json(node),
+        children=[c.id for c in store.children(space, node.id)],
+        stats=node_summary(node),
+        meta=node.meta,
+    ).wire()
 

@@ -1,4 +1,8 @@
-"""Result objects returned by the facade, each with the JSON form the CLI and servers print."""
+"""Result objects returned by the facade, each with the JSON form the CLI and servers print.
+
+Each JSON form is built as its wire model of :mod:`deltamem.api` (``to_wire``) and dumped from
+it (``to_dict``), so the model is the one definition of the shape on every face.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from deltamem import api
 from deltamem.core.delta import patch_to_json
 from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
 from deltamem.core.scoring import accepts
@@ -26,9 +31,12 @@ class ChainLink:
     similarity: float
     score: float
 
+    def to_wire(self) -> api.LinkOut:
+        return api.LinkOut.build(id=self.id, kind=self.kind, outcome=self.outcome,
+                                 similarity=round(self.similarity, 6), score=round(self.score, 6))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "outcome": self.outcome,
-                "similarity": round(self.similarity, 6), "score": round(self.score, 6)}
+        return self.to_wire().wire()
 
 
 @dataclass(slots=True)
@@ -58,7 +66,7 @@ class TreeRecall:
     def node(self) -> Node | None:
         return self.chain[-1] if self.chain else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_wire(self) -> api.TaskRecallOut | api.EnvRecallOut:
         name = "skill" if self.tree is Tree.TASK else "knowledge"
         usable = success_prefix(self.chain)
         guide = compose_chain(usable) if usable else None
@@ -66,24 +74,34 @@ class TreeRecall:
             "matched": self.matched,
             "node": self.node.id if self.node else None,
             "score": round(self.best.score, 6) if self.matched and self.best else None,
-            "chain": [link.to_dict() for link in self.links],
+            "chain": [link.to_wire() for link in self.links],
             name: _fields(guide) if guide is not None and name == guide.TYPE else None,
         }
         if self.node is not None and self.node.outcome is Outcome.FAILURE and self.experience:
             out["lesson"] = _fields(self.experience)
-        return out
+        model = api.TaskRecallOut if self.tree is Tree.TASK else api.EnvRecallOut
+        return model.build(**out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_wire().wire()
+
+    def explain_wire(self) -> api.TreeExplainOut:
+        """Every term of the decision: similarity, penalty, score, threshold, verdict."""
+        rows = [
+            api.CandidateOut.build(
+                id=c.id, similarity=round(c.similarity, 6), failure=c.failure,
+                discredited=c.discredited, penalty=round(self.penalty if c.failure else 0.0, 6),
+                score=round(c.score, 6), depth=c.depth,
+                clears_threshold=accepts(c.score, self.threshold))
+            for c in self.candidates
+        ]
+        return api.TreeExplainOut.build(tree=self.tree.value, key=self.key,
+                                        threshold=self.threshold, penalty=self.penalty,
+                                        matched=self.matched, candidates=rows)
 
     def explain(self) -> dict[str, Any]:
         """Every term of the decision: similarity, penalty, score, threshold, verdict."""
-        rows = [
-            {"id": c.id, "similarity": round(c.similarity, 6), "failure": c.failure,
-             "discredited": c.discredited,
-             "penalty": round(self.penalty if c.failure else 0.0, 6), "score": round(c.score, 6),
-             "depth": c.depth, "clears_threshold": accepts(c.score, self.threshold)}
-            for c in self.candidates
-        ]
-        return {"tree": self.tree.value, "key": self.key, "threshold": self.threshold,
-                "penalty": self.penalty, "matched": self.matched, "candidates": rows}
+        return self.explain_wire().wire()
 
 
 @dataclass(slots=True)
@@ -97,16 +115,24 @@ class Recall:
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0
 
+    def to_wire(self, *, explain: bool = False) -> api.RecallOut:
+        """The wire model; with ``explain``, also every scoring term (see :meth:`explain`)."""
+        out: dict[str, Any] = {
+            "task": self.task.to_wire(), "env": self.env.to_wire(), "context": self.context,
+            "context_tokens": self.context_tokens, "usage": usage_wire(self.usage)}
+        if explain:
+            out["explain"] = self.explain_wire()
+        return api.RecallOut.build(**out)
+
     def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
         """The JSON form; with ``explain``, also every scoring term (see :meth:`explain`)."""
-        out = {"task": self.task.to_dict(), "env": self.env.to_dict(), "context": self.context,
-               "context_tokens": self.context_tokens, "usage": self.usage.to_dict()}
-        if explain:
-            out["explain"] = self.explain()
-        return out
+        return self.to_wire(explain=explain).wire()
+
+    def explain_wire(self) -> api.ExplainOut:
+        return api.ExplainOut.build(task=self.task.explain_wire(), env=self.env.explain_wire())
 
     def explain(self) -> dict[str, Any]:
-        return {"task": self.task.explain(), "env": self.env.explain()}
+        return self.explain_wire().wire()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,12 +147,15 @@ class TreeWrite:
     experience: Experience | None = None  # what the extractor wrote (== the node's composition)
     matched: str | None = None  # the node whose counters this episode bumped (None: no match)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_wire(self) -> api.WriteOut:
         out: dict[str, Any] = {"action": self.action.value, "node": self.node,
                                "parent": self.parent}
         if self.note:
             out["note"] = self.note
-        return out
+        return api.WriteOut.build(**out)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_wire().wire()
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,15 +168,20 @@ class Consolidation:
     chain: tuple[str, ...]
     note: str = ""
 
+    def to_wire(self) -> api.ConsolidationOut:
+        return api.ConsolidationOut.build(source=self.source, root=self.root,
+                                          tree=self.tree.value, chain=list(self.chain),
+                                          note=self.note)
+
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "root": self.root, "tree": self.tree.value,
-                "chain": list(self.chain), "note": self.note}
+        return self.to_wire().wire()
 
 
 def consolidation_report(done: Sequence[Consolidation], *, dry_run: bool = False
                          ) -> dict[str, Any]:
     """What ``consolidate`` prints and serves: whether it was a dry run, and each chain."""
-    return {"dry_run": dry_run, "consolidated": [c.to_dict() for c in done]}
+    return api.ConsolidateOut.build(dry_run=dry_run,
+                                    consolidated=[c.to_wire() for c in done]).wire()
 
 
 @dataclass(slots=True)
@@ -169,11 +203,18 @@ class LearnResult:
     recalled: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
 
+    def fields(self) -> dict[str, Any]:
+        """The wire fields of :class:`deltamem.api.LearnOut` (also those of a batch's result)."""
+        return {"episode": self.episode_id, "task": self.task.to_wire(),
+                "env": self.env.to_wire(), "recalled": list(self.recalled),
+                "consolidated": [c.to_wire() for c in self.consolidated],
+                "deferred": list(self.deferred), "usage": usage_wire(self.usage)}
+
+    def to_wire(self) -> api.LearnOut:
+        return api.LearnOut.build(**self.fields())
+
     def to_dict(self) -> dict[str, Any]:
-        return {"episode": self.episode_id, "task": self.task.to_dict(),
-                "env": self.env.to_dict(), "recalled": list(self.recalled),
-                "consolidated": [c.to_dict() for c in self.consolidated],
-                "deferred": list(self.deferred), "usage": self.usage.to_dict()}
+        return self.to_wire().wire()
 
 
 @dataclass(slots=True)
@@ -183,10 +224,18 @@ class BatchResult:
     results: list[LearnResult]
     usage: Usage = field(default_factory=Usage)
 
+    def to_wire(self, places: Sequence[tuple[int, int]] | None = None,
+                errors: Sequence[api.BatchErrorOut] = ()) -> api.BatchOut:
+        """The wire model. The CLI's ``learn FILE`` gives each result's place (its index among
+        the file's episodes, and its line) and the bad lines it skipped."""
+        results = [api.BatchResultOut.build(
+            **({"index": i} if places is None else {"index": places[i][0], "line": places[i][1]}),
+            **r.fields()) for i, r in enumerate(self.results)]
+        return api.BatchOut.build(episodes=len(self.results), results=results,
+                                  errors=list(errors), usage=usage_wire(self.usage))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"episodes": len(self.results),
-                "results": [{"index": i, **r.to_dict()} for i, r in enumerate(self.results)],
-                "errors": [], "usage": self.usage.to_dict()}
+        return self.to_wire().wire()
 
 
 @dataclass(slots=True)
@@ -199,10 +248,17 @@ class OutcomeRecord:
     consolidated: list[Consolidation] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
 
+    def to_wire(self) -> api.OutcomeOut:
+        return api.OutcomeOut.build(nodes=self.nodes, success=self.success,
+                                    consolidated=[c.to_wire() for c in self.consolidated],
+                                    deferred=list(self.deferred))
+
     def to_dict(self) -> dict[str, Any]:
-        return {"nodes": self.nodes, "success": self.success,
-                "consolidated": [c.to_dict() for c in self.consolidated],
-                "deferred": list(self.deferred)}
+        return self.to_wire().wire()
+
+
+def usage_wire(usage: Usage) -> api.UsageOut:
+    return api.UsageOut.build(**usage.to_dict())
 
 
 def _fields(exp: Experience) -> dict[str, Any]:
@@ -212,25 +268,29 @@ def _fields(exp: Experience) -> dict[str, Any]:
 
 
 def node_summary(node: Node) -> dict[str, Any]:
-    """Counters and flags of a node, as ``show`` reports them."""
-    return {"hits": node.hits, "successes": node.successes, "failures": node.failures,
-            "depth": node.depth, "consolidated": node.consolidated,
-            "consolidated_root": node.is_consolidated_root, "lineage": list(node.lineage),
-            "episode": node.episode_id, "created_at": node.created_at, "key": node.key}
+    """Counters and flags of a node, as ``show`` reports them (:class:`api.NodeStatsOut`)."""
+    return api.NodeStatsOut.build(
+        hits=node.hits, successes=node.successes, failures=node.failures, depth=node.depth,
+        consolidated=node.consolidated, consolidated_root=node.is_consolidated_root,
+        lineage=list(node.lineage), episode=node.episode_id, created_at=node.created_at,
+        key=node.key).wire()
 
 
 def node_row(node: Node) -> dict[str, Any]:
-    """One line of a node listing: identity, place in its tree, and counters."""
-    return {"id": node.id, "tree": node.tree.value, "kind": node.kind.value,
-            "outcome": node.outcome.value, "key": node.key, "parent": node.parent_id,
-            "depth": node.depth, "hits": node.hits, "successes": node.successes,
-            "failures": node.failures, "consolidated_root": node.is_consolidated_root}
+    """One line of a node listing: identity, place in its tree, and counters
+    (:class:`api.NodeRowOut`)."""
+    return api.NodeRowOut.build(
+        id=node.id, tree=node.tree.value, kind=node.kind.value, outcome=node.outcome.value,
+        key=node.key, parent=node.parent_id, depth=node.depth, hits=node.hits,
+        successes=node.successes, failures=node.failures,
+        consolidated_root=node.is_consolidated_root).wire()
 
 
 def node_listing(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
     """``list`` output: the first ``limit`` rows (all when None), the total, and if it was cut."""
     shown = rows if limit is None else rows[:limit]
-    return {"nodes": shown, "total": len(rows), "truncated": len(shown) < len(rows)}
+    return api.NodeListOut.build(nodes=shown, total=len(rows),
+                                 truncated=len(shown) < len(rows)).wire()
 
 
 def patch_json(node: Node) -> list[list[Any]] | None:

@@ -296,14 +296,33 @@ export interface paths {
 export type webhooks = Record<string, never>;
 export interface components {
     schemas: {
+        /**
+         * BatchErrorOut
+         * @description A bad line the CLI's ``learn FILE`` skipped (nothing of it was learned).
+         */
+        BatchErrorOut: {
+            /**
+             * Error
+             * @description What is wrong with the line.
+             */
+            error: string;
+            /**
+             * Field
+             * @description The field to blame, when there is one.
+             */
+            field: string | null;
+            /** Line */
+            line: number;
+        };
         /** BatchOut */
         BatchOut: {
             /** Episodes */
             episodes: number;
-            /** Errors */
-            errors: {
-                [key: string]: unknown;
-            }[];
+            /**
+             * Errors
+             * @description Bad lines the CLI skipped; always empty over REST, where a batch is all or nothing.
+             */
+            errors: components["schemas"]["BatchErrorOut"][];
             /** Results */
             results: components["schemas"]["BatchResultOut"][];
             usage: components["schemas"]["UsageOut"];
@@ -326,6 +345,11 @@ export interface components {
              * @description Position in the batch.
              */
             index: number;
+            /**
+             * Line
+             * @description The episode's line in its file (the CLI's `learn FILE` only).
+             */
+            line?: number | null;
             /**
              * Recalled
              * @description Nodes the agent was handed that counted the outcome.
@@ -468,7 +492,9 @@ export interface components {
         };
         /**
          * EpisodeIn
-         * @description One finished episode (the server validates it field by field, naming the bad one).
+         * @description One finished episode: the one validator of an episode's JSON on every face (the REST
+         *     body, the MCP ``learn`` tool, the CLI's JSON Lines files, ``episode_from_dict``); an error
+         *     names the bad field.
          */
         EpisodeIn: {
             /**
@@ -479,19 +505,26 @@ export interface components {
             env: string;
             /**
              * Meta
-             * @description Kept with the episode.
+             * @description Kept with the episode (plain JSON), e.g. {"user": "alice"}; recall and list can filter on it.
              */
             meta?: {
                 [key: string]: unknown;
             };
             /**
              * Score
+             * @description The episode's reward or score, if any.
              * @default null
              */
             score: number | null;
-            /** Steps */
+            /**
+             * Steps
+             * @description Every step, in order.
+             */
             steps?: components["schemas"]["StepIn"][];
-            /** Success */
+            /**
+             * Success
+             * @description Whether the goal was achieved.
+             */
             success: boolean;
             /**
              * Task
@@ -927,11 +960,14 @@ export interface components {
             stored_chars: number;
             task: components["schemas"]["TreeStatsOut"];
         };
-        /** StepIn */
+        /**
+         * StepIn
+         * @description One step of an episode: what the agent did and what came back.
+         */
         StepIn: {
             /**
              * Action
-             * @description What the agent did.
+             * @description The action taken, e.g. 'open door to kitchen'.
              */
             action: string;
             /**
@@ -948,7 +984,7 @@ export interface components {
             reward: number | null;
             /**
              * Thought
-             * @description The agent's reasoning, if any.
+             * @description The agent's reasoning before the action, if any.
              * @default null
              */
             thought: string | null;

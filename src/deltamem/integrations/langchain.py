@@ -37,6 +37,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from deltamem import api
 from deltamem.integrations.base import RecallLoop, with_context
 from deltamem.memory import DeltaMem
 from deltamem.results import LearnResult
@@ -135,32 +136,30 @@ class DeltaMemMiddleware(AgentMiddleware):
 
 
 class _RecallArgs(BaseModel):
-    task: str = Field(description="The goal, e.g. 'fix the failing login test'.")
-    env: str = Field("", description="A short description of the scene.")
-
-
-class _StepArgs(BaseModel):
-    action: str = Field(description="The action taken.")
-    observation: str = Field("", description="What came back.")
+    task: api.QueryText = Field(description="The goal, e.g. 'fix the failing login test'.")
+    env: api.QueryText = Field("", description="A short description of the scene.")
 
 
 class _LearnArgs(BaseModel):
-    task: str = Field(description="The goal of the episode.")
-    steps: list[_StepArgs] = Field(description="Every step, in order.")
+    """The tool's arguments: the fields of :class:`deltamem.api.EpisodeIn` an agent gives."""
+
+    task: api.RequiredText = Field(description="The goal of the episode.")
+    steps: list[api.StepIn] = Field(max_length=api.MAX_STEPS,
+                                    description="Every step, in order.")
     success: bool = Field(description="Whether the goal was achieved.")
-    env: str = Field("", description="A short description of the scene.")
+    env: api.OptionalText = Field("", description="A short description of the scene.")
 
 
 def memory_tools(mem: DeltaMem) -> list[BaseTool]:
     """``deltamem_recall`` and ``deltamem_learn`` as LangChain tools over ``mem``."""
-    from deltamem.core.model import Episode, Step
+    from deltamem.episodes import episode_from_dict
 
     def recall(task: str, env: str = "") -> str:
         return mem.recall(task, env).context or "(no memory matched)"
 
-    def learn(task: str, steps: list[_StepArgs], success: bool, env: str = "") -> str:
-        episode = Episode(task=task, env=env, success=success,
-                          steps=tuple(Step(s.action, s.observation) for s in steps))
+    def learn(task: str, steps: list[api.StepIn], success: bool, env: str = "") -> str:
+        episode = episode_from_dict({"task": task, "env": env, "success": success, "steps": [
+            s.model_dump(exclude_none=True) for s in steps]})
         result = mem.learn(episode)
         return f"learned: task {result.task.action.value}, env {result.env.action.value}"
 

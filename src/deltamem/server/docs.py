@@ -18,7 +18,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from deltamem.api import EpisodeIn, EpisodesIn, ErrorBody
+from deltamem import api
+from deltamem.api import ErrorBody
 from deltamem.extras import require
 
 ASSETS = "/docs/assets"
@@ -34,8 +35,12 @@ ERROR_STATUSES = {
     500: "Internal error.",
     502: "The LLM provider failed.",
 }
-# Models the schema refers to by hand (the learn body, the error body of every route).
-EXTRA_SCHEMAS: tuple[type[BaseModel], ...] = (EpisodeIn, EpisodesIn, ErrorBody)
+
+
+def extra_schemas() -> tuple[type[BaseModel], ...]:
+    """Models the schema refers to by hand (the learn body, the error body of every route),
+    looked up when the schema is built: the learn body is whatever :mod:`deltamem.api` holds."""
+    return api.EpisodeIn, api.EpisodesIn, ErrorBody
 
 
 def documented(model: Any, *, media_type: str | None = None) -> dict[str, Any]:
@@ -58,7 +63,7 @@ def documented(model: Any, *, media_type: str | None = None) -> dict[str, Any]:
 
 
 def schema_ref(model: type[BaseModel]) -> dict[str, str]:
-    """A ``$ref`` to ``model`` among the schema's components (see :data:`EXTRA_SCHEMAS`)."""
+    """A ``$ref`` to ``model`` among the schema's components (see :func:`extra_schemas`)."""
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
@@ -88,7 +93,7 @@ def _openapi_builder(app: FastAPI) -> Callable[[], dict[str, Any]]:
             schema = get_openapi(title=app.title, version=app.version,
                                  description=app.description, routes=app.routes)
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in EXTRA_SCHEMAS:
+            for model in extra_schemas():
                 body = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(body.pop("$defs", {}))
                 components[model.__name__] = body

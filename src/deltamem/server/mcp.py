@@ -30,9 +30,10 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from deltamem import api
+from deltamem.api import MAX_STEPS
 from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
-from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
+from deltamem.episodes import episode_from_dict
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.jsonsafe import text_problem
 from deltamem.memory import DeltaMem
@@ -65,18 +66,6 @@ TreeName = Literal["task", "env"]
 
 
 # -- inputs ---------------------------------------------------------------------------------
-class StepArg(BaseModel):
-    """One turn of an episode."""
-
-    action: str = Field(min_length=1, max_length=MAX_TEXT,
-                        description="The action taken, e.g. 'open door to kitchen'.")
-    observation: str = Field("", max_length=MAX_TEXT, description="What the environment answered.")
-    thought: str | None = Field(None, max_length=MAX_TEXT,
-                                description="Optional reasoning before the action.")
-    reward: float | None = Field(None, allow_inf_nan=False, description=(
-        "Optional: the change of the environment's score on this step."))
-
-
 class FunctionArg(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     arguments: str | dict[str, Any] = Field("", description="JSON text or an object.")
@@ -234,19 +223,17 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
         "either may be empty. Nothing matched means the memory has no similar experience yet."))
     @guard
     def recall(
-        task: Annotated[str, Field(max_length=MAX_TEXT, description=(
+        task: Annotated[api.QueryText, Field(description=(
             "The goal, e.g. 'fix the failing login test'."))] = "",
-        env: Annotated[str, Field(max_length=MAX_TEXT, description=(
+        env: Annotated[api.QueryText, Field(description=(
             "A short description of the scene, e.g. 'python repo with pytest'."))] = "",
-        top_k: Annotated[int, Field(ge=1, le=api.MAX_TOP_K,
-                                    description="Candidates scored per tree.")] = 1,
-        budget_tokens: Annotated[int | None, Field(ge=0, le=api.MAX_BUDGET_TOKENS, description=(
+        top_k: Annotated[api.TopK, Field(description="Candidates scored per tree.")] = 1,
+        budget_tokens: Annotated[api.BudgetTokens | None, Field(description=(
             "Keep the context within about this many tokens; the most useful parts come "
             "first."))] = None,
         explain: Annotated[bool, Field(description=(
             "Also return every scoring term (similarity, failure penalty, threshold)."))] = False,
-        filters: Annotated[dict[str, api.FilterScalar] | None, Field(
-            max_length=api.MAX_FILTERS, description=FILTERS_HELP)] = None,
+        filters: Annotated[api.Filters | None, Field(description=FILTERS_HELP)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.RecallOut]:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens,
@@ -266,16 +253,16 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
     @guard
     def learn(
         success: Annotated[bool, Field(description="Whether the goal was achieved.")],
-        task: Annotated[str | None, Field(max_length=MAX_TEXT, description=(
+        task: Annotated[api.Text | None, Field(description=(
             "The goal of the episode (required with `steps`)."))] = None,
-        steps: Annotated[list[StepArg] | None, Field(max_length=MAX_STEPS, description=(
+        steps: Annotated[list[api.StepIn] | None, Field(max_length=MAX_STEPS, description=(
             "Every step, in order."))] = None,
         messages: Annotated[list[MessageArg] | None, Field(max_length=4 * MAX_STEPS, description=(
             "The transcript, instead of `steps`."))] = None,
-        env: Annotated[str, Field(max_length=MAX_TEXT,
-                                  description="A short description of the scene.")] = "",
-        score: Annotated[float | None, Field(description="Optional reward or score.")] = None,
-        meta: Annotated[dict[str, Any] | None, Field(
+        env: Annotated[api.OptionalText, Field(
+            description="A short description of the scene.")] = "",
+        score: Annotated[api.Number, Field(description="Optional reward or score.")] = None,
+        meta: Annotated[api.Meta | None, Field(
             description="Optional metadata kept with the nodes.")] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.LearnOut]:
@@ -306,7 +293,7 @@ def _experience_tools(server: MCPServer, mem: DeltaMem) -> None:
     @guard
     def record_outcome(
         success: Annotated[bool, Field(description="Whether following the memory worked.")],
-        node_ids: Annotated[list[str] | None, Field(max_length=api.MAX_OUTCOME_NODES, description=(
+        node_ids: Annotated[api.NodeIds | None, Field(description=(
             "Node ids to count; default: the nodes the last recall matched."))] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.OutcomeOut]:
@@ -331,7 +318,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         "Show one memory node by id (from recall, learn or list): its chain from the root, "
         "its full composed experience, its own patch, its children and counters."))
     @guard
-    def show(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
+    def show(node_id: Annotated[api.NodeId, Field(description=(
             "A node id such as 't-1a2b3c4d5e6f7a8b'."))],
              ctx: Context | None = None) -> Annotated[CallToolResult, api.ShowOut]:
         data = mem.show(node_id)
@@ -356,8 +343,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
         contains: Annotated[str, Field(max_length=500, description=(
             "Only nodes whose key contains this text (case-insensitive)."))] = "",
         limit: Annotated[int, Field(ge=1, le=500, description="At most this many rows.")] = 50,
-        filters: Annotated[dict[str, api.FilterScalar] | None, Field(
-            max_length=api.MAX_FILTERS, description=FILTERS_HELP)] = None,
+        filters: Annotated[api.Filters | None, Field(description=FILTERS_HELP)] = None,
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.NodeListOut]:
         data = node_listing(mem.list_nodes(Tree(tree) if tree else None,
@@ -541,8 +527,8 @@ def export_target(root: Path | None, dir: str) -> Path:
     return target
 
 
-StepList = Annotated[list[Annotated[str, Field(max_length=4000)]] | None, Field(
-    max_length=200, description="The skill's steps, replacing the recalled ones.")]
+StepList = Annotated[api.SkillSteps | None, Field(
+    description="The skill's steps, replacing the recalled ones.")]
 
 
 def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
@@ -557,11 +543,11 @@ def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
         "correction supersedes the node in recall; the old one is kept as its history."))
     @guard
     def correct(
-        node_id: Annotated[str, Field(min_length=1, max_length=200, description="The node.")],
+        node_id: Annotated[api.NodeId, Field(description="The node.")],
         success: Annotated[bool | None, Field(description="The outcome set right.")] = None,
         steps: StepList = None,
         wrong: Annotated[bool, Field(description="Retract the experience.")] = False,
-        reason: Annotated[str, Field(max_length=4000, description="Why.")] = "",
+        reason: Annotated[api.Reason, Field(description="Why.")] = "",
     ) -> Annotated[CallToolResult, api.CorrectionOut]:
         data = mem.correct(node_id, success=success, steps=steps, wrong=wrong,
                            reason=reason).to_dict()
@@ -573,9 +559,9 @@ def _correction_tools(server: MCPServer, mem: DeltaMem) -> None:
         "Delete a memory node and its whole subtree for good (no history kept): for a memory "
         "that must not be kept at all. To set a memory right instead, use correct."))
     @guard
-    def forget_node(node_id: Annotated[str, Field(min_length=1, max_length=200, description=(
+    def forget_node(node_id: Annotated[api.NodeId, Field(description=(
             "The node; its subtree goes with it."))]) -> Annotated[CallToolResult, api.DeleteOut]:
-        data = {"deleted": mem.delete(node_id)}
+        data = api.DeleteOut.build(deleted=mem.delete(node_id)).wire()
         return _result(api.DeleteOut, data, f"deleted {len(data['deleted'])} node(s)")
 
 

@@ -46,7 +46,7 @@ from deltamem.server.spaces import SpacePool
 from deltamem.server.viewer import render_viewer
 from deltamem.worker import BackgroundWorker, Worker
 
-MAX_BATCH = 1_000
+MAX_BATCH = api.MAX_BATCH
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
 NDJSON = "application/x-ndjson"
 PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for an undecodable body
@@ -287,7 +287,8 @@ def _add_memory_routes(app: FastAPI) -> None:
                           budget_tokens=body.budget_tokens,
                           filters=body.filters).to_dict(explain=body.explain)
 
-    # The body is validated by episode_from_dict (errors name the field); its schema is documented.
+    # The body is validated by api.EpisodeIn (episode_from_dict words its errors, naming the
+    # field); the same models document it.
     body_schema = {"anyOf": [schema_ref(api.EpisodeIn), schema_ref(api.EpisodesIn)]}
 
     @app.post("/v1/spaces/{space}/learn", tags=["memory"],
@@ -364,12 +365,12 @@ def _add_admin_routes(app: FastAPI) -> None:
     @app.delete("/v1/spaces/{space}/nodes/{node_id}", tags=["admin"], **documented(api.DeleteOut))
     def delete(mem: Mem, node_id: str) -> dict[str, Any]:
         """Delete a node and its whole subtree in one transaction."""
-        return {"deleted": mem.delete(node_id)}
+        return api.DeleteOut.build(deleted=mem.delete(node_id)).wire()
 
     @app.delete("/v1/spaces/{space}", tags=["admin"], **documented(api.ForgetOut))
     def forget(mem: Mem) -> dict[str, Any]:
         """Delete everything in the space."""
-        return {"space": mem.space, "deleted_nodes": mem.forget()}
+        return api.ForgetOut.build(space=mem.space, deleted_nodes=mem.forget()).wire()
 
     @app.get("/v1/spaces/{space}/export", tags=["admin"], response_class=StreamingResponse,
              **documented(None, media_type=NDJSON))

@@ -179,6 +179,10 @@ def _diff_list(name: str, a: Sequence[str], b: Sequence[str],
 
 
 _TOKEN = re.compile(r"\s+|\S+")
+# A word-level edit is kept when its texts plus EDIT_OVERHEAD per edit cost less than
+# EDIT_SHARE of the text it produces; else the text is restated (patch_chars_floor relies on it).
+EDIT_OVERHEAD = 8
+EDIT_SHARE = 0.6
 
 
 def _tokens(text: str) -> list[str]:
@@ -194,8 +198,8 @@ def _edit(name: str, index: int | None, before: str, after: str,
         for tag, i1, i2, j1, j2 in _opcodes(a, b, budget)
         if tag != "equal"
     )
-    cost = sum(len(text) + 8 for _, _, text in edits)
-    return Edit(name, index, edits) if cost < len(after) * 0.6 else None
+    cost = sum(len(text) + EDIT_OVERHEAD for _, _, text in edits)
+    return Edit(name, index, edits) if cost < len(after) * EDIT_SHARE else None
 
 
 def apply_text_edits(text: str, edits: tuple[tuple[int, int, str], ...]) -> str:
@@ -358,3 +362,126 @@ def _str(value: Any) -> str:
 def patch_chars(patch: Patch) -> int:
     """Size of a patch as serialised JSON characters (the unit of ``stats``)."""
     return len(json.dumps(patch_to_json(patch), ensure_ascii=False, separators=(",", ":")))
+
+
+# -- bounds on a diff without running it (placement prunes with them, core.tree) ---------------
+
+def _editable(text: str) -> bool:
+    """Whether :func:`_edit` can return an :class:`Edit` ending at ``text``: its cheapest edit
+    (one triple with an empty text) costs ``EDIT_OVERHEAD``, and an edit is kept only below
+    ``EDIT_SHARE`` of the text."""
+    return len(text) * EDIT_SHARE > EDIT_OVERHEAD
+
+
+def _op_chars(op: Op) -> int:
+    """Characters of ``op`` in a serialised patch (without the patch's brackets and commas)."""
+    return patch_chars((op,)) - 2
+
+
+_MIN_EDIT = ((0, 0, ""),)  # the shortest edit triple any Edit carries
+
+
+def _field_floors(name: str, index: int | None) -> tuple[int, int]:
+    """The shortest :class:`Edit` of field ``name`` (an item when ``index`` is not None) and
+    the shortest :class:`Splice` of it, in characters."""
+    key = (name, index is None)
+    floors = _FLOORS.get(key)
+    if floors is None:
+        floors = (_op_chars(Edit(name, index, _MIN_EDIT)), _op_chars(Splice(name, 0, 0)))
+        _FLOORS[key] = floors
+    return floors
+
+
+_FLOORS: dict[tuple[str, bool], tuple[int, int]] = {}
+
+
+def patch_chars_floor(old: Experience, new: Experience) -> int:
+    """A lower bound on ``patch_chars(diff(old, new, budget=b))`` for *every* budget ``b``,
+    computed without a matcher (exact when the types differ, 0 for equal experiences).
+
+    Derived from what any patch :func:`diff` writes must hold, counting each operation with the
+    comma or bracket after it: a changed text field takes one :class:`SetText` (its exact size)
+    or one :class:`Edit` (at least the shortest edit, and only for texts long enough that an
+    edit can be kept); a changed list field takes at least one operation, and every item of the
+    new list that the old one does not hold (as multisets) is restated in a :class:`Splice` (its
+    JSON string, at least its length + 2) or is the result of one item :class:`Edit` of its own
+    -- whichever is cheaper for the bound, one splice's frame paid once when any item is
+    restated.
+    """
+    if type(old) is not type(new):
+        return patch_chars((Put(new),))
+    total = 1  # the patch's opening bracket; each operation counts its own comma or bracket
+    changed = False
+    for name in new.SCALARS:
+        after = getattr(new, name)
+        if getattr(old, name) == after:
+            continue
+        changed = True
+        stated = _op_chars(SetText(name, after))
+        if _editable(after):
+            stated = min(stated, _field_floors(name, None)[0])
+        total += stated + 1
+    for name in new.LISTS:
+        a, b = tuple(getattr(old, name)), tuple(getattr(new, name))
+        if a == b:
+            continue
+        changed = True
+        total += _list_floor(name, a, b)
+    return total if changed else 0
+
+
+def _list_floor(name: str, a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    edit, splice = _field_floors(name, 0)
+    held: dict[str, int] = {}
+    for item in a:
+        held[item] = held.get(item, 0) + 1
+    fresh: list[str] = []  # b's items a does not hold, as a multiset difference
+    for item in b:
+        if held.get(item, 0):
+            held[item] -= 1
+        else:
+            fresh.append(item)
+    # Every fresh item its own item edit (possible only when each can be an edit's result) ...
+    all_edits = (max(1, len(fresh)) * (edit + 1) if all(_editable(i) for i in fresh)
+                 else None)
+    # ... or at least one splice, each fresh item restated in it or edited, the cheaper.
+    with_splice = splice + 1 + sum(
+        min(len(i) + 2, edit + 1) if _editable(i) else len(i) + 2 for i in fresh)
+    return with_splice if all_edits is None else min(all_edits, with_splice)
+
+
+def _token_count(text: str, cache: dict[str, int]) -> int:
+    count = cache.get(text)
+    if count is None:
+        count = cache[text] = len(_tokens(text))
+    return count
+
+
+def diff_units_ceiling(old: Experience, new: Experience,
+                       cache: dict[str, int] | None = None) -> int:
+    """An upper bound on the matcher units :func:`diff` charges its budget for ``old`` ->
+    ``new``, whatever the budget (``cache``: token counts by text, shared between calls).
+
+    A diff whose budget holds at least this many units is never refused for want of budget, so
+    its patch is a function of the two experiences alone. Charged are: each changed text field
+    (tokens x tokens), each changed list field (items x items) and, within it, each pair of
+    items revised word by word; those pairs pair distinct items, so they cost at most
+    ``max tokens of an old item * tokens of all new items``.
+    """
+    if type(old) is not type(new):
+        return 0
+    cache = {} if cache is None else cache
+    units = 0
+    for name in new.SCALARS:
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            units += _token_count(before, cache) * _token_count(after, cache)
+    for name in new.LISTS:
+        a, b = tuple(getattr(old, name)), tuple(getattr(new, name))
+        if a == b:
+            continue
+        units += len(a) * len(b)
+        if a and b:
+            old_most = max(_token_count(i, cache) for i in a)
+            units += old_most * sum(_token_count(i, cache) for i in b)
+    return units

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any, TypeAlias, cast
@@ -397,70 +397,92 @@ _FLOORS: dict[tuple[str, bool], tuple[int, int]] = {}
 
 def patch_chars_floor(old: Experience, new: Experience) -> int:
     """A lower bound on ``patch_chars(diff(old, new, budget=b))`` for *every* budget ``b``,
-    computed without a matcher (exact when the types differ, 0 for equal experiences).
+    computed without a matcher (exact when the types differ, 0 for equal experiences); see
+    :class:`PatchFloor`, which serves many ``old`` against one ``new``."""
+    return PatchFloor(new)(old)
+
+
+class PatchFloor:
+    """Lower bounds on the size of the patches :func:`diff` writes from any experience to
+    ``new``: ``PatchFloor(new)(old) <= patch_chars(diff(old, new, budget=b))`` for every
+    budget ``b``, computed without a matcher, exact when the types differ, 0 for equal ones.
 
     Derived from what any patch :func:`diff` writes must hold, counting each operation with the
-    comma or bracket after it: a changed text field takes one :class:`SetText` (its exact size)
-    or one :class:`Edit` (at least the shortest edit, and only for texts long enough that an
-    edit can be kept); a changed list field takes at least one operation, and every item of the
-    new list that the old one does not hold (as multisets) is restated in a :class:`Splice` (its
-    JSON string, at least its length + 2) or is the result of one item :class:`Edit` of its own
-    -- whichever is cheaper for the bound, one splice's frame paid once when any item is
-    restated.
+    comma or bracket after it (plus the patch's opening bracket): a changed text field takes one
+    :class:`SetText` (its exact size) or one :class:`Edit` (at least the shortest edit, and only
+    for a text long enough that an edit can be kept); a changed list field takes at least one
+    operation, and every item of the new list that the old one does not hold (as multisets) is
+    restated in a :class:`Splice` (its JSON string: at least its length + 2) or is the result
+    of an item :class:`Edit` of its own -- the cheaper for the bound, one splice's frame paid
+    once when any item is restated.
     """
-    if type(old) is not type(new):
-        return patch_chars((Put(new),))
-    total = 1  # the patch's opening bracket; each operation counts its own comma or bracket
-    changed = False
-    for name in new.SCALARS:
-        after = getattr(new, name)
-        if getattr(old, name) == after:
-            continue
-        changed = True
-        stated = _op_chars(SetText(name, after))
-        if _editable(after):
-            stated = min(stated, _field_floors(name, None)[0])
-        total += stated + 1
-    for name in new.LISTS:
-        a, b = tuple(getattr(old, name)), tuple(getattr(new, name))
-        if a == b:
-            continue
-        changed = True
-        total += _list_floor(name, a, b)
-    return total if changed else 0
+
+    __slots__ = ("_lists", "_new", "_put", "_scalars")
+
+    def __init__(self, new: Experience):
+        self._new = new
+        self._put: int | None = None
+        self._scalars: list[tuple[str, str, int]] = []
+        for name in new.SCALARS:
+            after = getattr(new, name)
+            stated = _op_chars(SetText(name, after))
+            if _editable(after):
+                stated = min(stated, _field_floors(name, None)[0])
+            self._scalars.append((name, after, stated + 1))
+        self._lists: list[tuple[str, tuple[str, ...], int, int, tuple[tuple[int, bool], ...]]] = []
+        for name in new.LISTS:
+            items = tuple(getattr(new, name))
+            edit, splice = _field_floors(name, 0)
+            costs = tuple((min(len(i) + 2, edit + 1), True) if _editable(i) else (len(i) + 2, False)
+                          for i in items)
+            self._lists.append((name, items, edit + 1, splice + 1, costs))
+
+    def __call__(self, old: Experience) -> int:
+        new = self._new
+        if type(old) is not type(new):
+            if self._put is None:
+                self._put = patch_chars((Put(new),))
+            return self._put
+        total = 1
+        changed = False
+        for name, after, stated in self._scalars:
+            if getattr(old, name) != after:
+                changed = True
+                total += stated
+        for name, b, edit, splice, costs in self._lists:
+            a = tuple(getattr(old, name))
+            if a == b:
+                continue
+            changed = True
+            held: dict[str, int] = {}
+            for item in a:
+                held[item] = held.get(item, 0) + 1
+            fresh = 0  # b's items a does not hold, as a multiset difference
+            restated = splice  # at least one splice, each fresh item restated or edited
+            editable = True
+            for item, (cost, can_edit) in zip(b, costs, strict=True):
+                if held.get(item, 0):
+                    held[item] -= 1
+                else:
+                    fresh += 1
+                    restated += cost
+                    editable = editable and can_edit
+            # ... or every fresh item its own item edit, where each can be an edit's result.
+            total += min(restated, max(1, fresh) * edit) if editable else restated
+        return total if changed else 0
 
 
-def _list_floor(name: str, a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    edit, splice = _field_floors(name, 0)
-    held: dict[str, int] = {}
-    for item in a:
-        held[item] = held.get(item, 0) + 1
-    fresh: list[str] = []  # b's items a does not hold, as a multiset difference
-    for item in b:
-        if held.get(item, 0):
-            held[item] -= 1
-        else:
-            fresh.append(item)
-    # Every fresh item its own item edit (possible only when each can be an edit's result) ...
-    all_edits = (max(1, len(fresh)) * (edit + 1) if all(_editable(i) for i in fresh)
-                 else None)
-    # ... or at least one splice, each fresh item restated in it or edited, the cheaper.
-    with_splice = splice + 1 + sum(
-        min(len(i) + 2, edit + 1) if _editable(i) else len(i) + 2 for i in fresh)
-    return with_splice if all_edits is None else min(all_edits, with_splice)
-
-
-def _token_count(text: str, cache: dict[str, int]) -> int:
-    count = cache.get(text)
-    if count is None:
-        count = cache[text] = len(_tokens(text))
-    return count
+def token_count(text: str) -> int:
+    """How many word tokens (runs of whitespace or of other characters) ``text`` splits into,
+    the unit the matcher compares texts in."""
+    return len(_tokens(text))
 
 
 def diff_units_ceiling(old: Experience, new: Experience,
-                       cache: dict[str, int] | None = None) -> int:
+                       count: Callable[[str], int] = token_count) -> int:
     """An upper bound on the matcher units :func:`diff` charges its budget for ``old`` ->
-    ``new``, whatever the budget (``cache``: token counts by text, shared between calls).
+    ``new``, whatever the budget. ``count`` gives a text's tokens or more: ``len`` (a token is
+    at least one character) makes a coarser bound that needs no tokenising.
 
     A diff whose budget holds at least this many units is never refused for want of budget, so
     its patch is a function of the two experiences alone. Charged are: each changed text field
@@ -470,18 +492,16 @@ def diff_units_ceiling(old: Experience, new: Experience,
     """
     if type(old) is not type(new):
         return 0
-    cache = {} if cache is None else cache
     units = 0
     for name in new.SCALARS:
         before, after = getattr(old, name), getattr(new, name)
         if before != after:
-            units += _token_count(before, cache) * _token_count(after, cache)
+            units += count(before) * count(after)
     for name in new.LISTS:
         a, b = tuple(getattr(old, name)), tuple(getattr(new, name))
         if a == b:
             continue
         units += len(a) * len(b)
         if a and b:
-            old_most = max(_token_count(i, cache) for i in a)
-            units += old_most * sum(_token_count(i, cache) for i in b)
+            units += max(map(count, a)) * sum(map(count, b))
     return units

@@ -11,7 +11,7 @@ a root; an exact duplicate of any candidate's composition is a dedup (cost 0).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, TypeAlias
@@ -20,11 +20,13 @@ from deltamem.core.delta import (
     Budget,
     Patch,
     PatchError,
+    PatchFloor,
+    apply,
     compose,
     diff,
     diff_units_ceiling,
     patch_chars,
-    patch_chars_floor,
+    token_count,
 )
 from deltamem.core.model import Experience, Node, Outcome, experience_chars
 
@@ -145,6 +147,9 @@ def exhaustive_placement(
     budget = Budget(PLACEMENT_BUDGET) if budget is None else budget
     best: tuple[int, Placement, int] | None = None
     diffs = 0
+    if stats is not None:
+        stats.placements += 1
+        stats.candidates += len(chains)
     try:
         for index, chain in enumerate(chains):
             placement = place(new, chain, max_depth=max_depth, budget=budget)
@@ -216,19 +221,17 @@ def choose_placement(
             stats.exhaustive_diffs += _diffs_run(placement, chains[index], max_depth) + sum(
                 1 if chain[-1].depth < max_depth else 2 for chain in chains[:index])
         return targets
-    units: dict[str, int] = {}
-    if targets is None or sum(
-            diff_units_ceiling(composed, new, units) + (
-                diff_units_ceiling(base, new, units) if sibling else 0)
-            for composed, base, _, sibling in targets) > budget.left:
+    if targets is None or not _budget_covers(new, targets, budget):
         if stats is not None:
+            stats.placements -= 1  # counted again there
+            stats.candidates -= len(chains)
             stats.exhaustive_runs += 1
         return exhaustive_placement(new, chains, max_depth=max_depth, budget=budget,
                                     stats=stats)
     if stats is not None:
         stats.exhaustive_diffs += sum(1 + sibling for *_, sibling in targets)
-    order = sorted((patch_chars_floor(base, new), index)
-                   for index, (_, base, _, _) in enumerate(targets))
+    floor = PatchFloor(new)
+    order = sorted((floor(base), index) for index, (_, base, _, _) in enumerate(targets))
     best: tuple[int, int] = (experience_chars(new), -1)
     best_placement = Placement(Action.ROOT)
     for bound, index in order:
@@ -257,25 +260,76 @@ def _targets(new: Experience, chains: Sequence[Sequence[Node]], max_depth: int
     diffs twice). Raises ``PatchError`` where :func:`place` could raise; None where the
     reference's behaviour is left to the reference."""
     out: list[_Target] = []
+    compose_prefix = _composer()
     for index, chain in enumerate(chains):
         if not chain:
             return None  # place() reads this as a root: left to the reference
         match = chain[-1]
-        composed = compose_chain(chain)
+        composed = compose_prefix(chain, len(chain))
         if _same(composed, new):
             return Placement(Action.DEDUP, anchor=match.id, depth=match.depth), index
         if match.depth < max_depth:
             out.append((composed, composed,
                         Placement(Action.DELTA, anchor=match.id, depth=match.depth + 1), False))
             continue
-        parent_chain = chain[:-1]
-        base = compose_chain(parent_chain)
-        parent = parent_chain[-1]
+        if len(chain) < 2:
+            return None  # no parent to take a sibling: place() raises there
+        base = compose_prefix(chain, len(chain) - 1)
+        parent = chain[-2]
         if _same(base, new):
             return Placement(Action.DEDUP, anchor=parent.id, depth=parent.depth), index
         out.append((composed, base, Placement(Action.DELTA, anchor=parent.id,
                                               depth=match.depth), True))
     return out
+
+
+def _composer() -> Callable[[Sequence[Node], int], Experience]:
+    """``compose_chain(chain[:length])``, memoised on the node objects of the prefix: chains
+    fetched in one call share their ancestors' objects, so a shared prefix composes once."""
+    memo: dict[tuple[int, ...], Experience] = {}
+
+    def compose_prefix(chain: Sequence[Node], length: int) -> Experience:
+        key: tuple[int, ...] = ()
+        composed: Experience | None = None
+        for node in chain[:length]:
+            key = (*key, id(node))
+            known = memo.get(key)
+            if known is None:
+                if composed is None:
+                    if node.content is None:
+                        raise PatchError("a chain must start at a root that holds content")
+                    known = node.content
+                else:
+                    known = apply(composed, node.patch)
+                memo[key] = known
+            composed = known
+        if composed is None:
+            raise PatchError("a chain must start at a root that holds content")
+        return composed
+
+    return compose_prefix
+
+
+def _budget_covers(new: Experience, targets: list[_Target], budget: Budget) -> bool:
+    """Whether ``budget`` covers every diff the exhaustive rule runs on ``targets``
+    (:func:`~deltamem.core.delta.diff_units_ceiling`: first the coarse bound in characters,
+    then, if that is too coarse, the one in tokens)."""
+    def ceiling(count: Callable[[str], int]) -> int:
+        return sum(diff_units_ceiling(composed, new, count)
+                   + (diff_units_ceiling(base, new, count) if sibling else 0)
+                   for composed, base, _, sibling in targets)
+
+    if ceiling(len) <= budget.left:
+        return True
+    counts: dict[str, int] = {}
+
+    def tokens(text: str) -> int:
+        known = counts.get(text)
+        if known is None:
+            known = counts[text] = token_count(text)
+        return known
+
+    return ceiling(tokens) <= budget.left
 
 
 def _same(old: Experience, new: Experience) -> bool:

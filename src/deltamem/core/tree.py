@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeAlias
+from functools import lru_cache
+from typing import Any, Protocol, TypeAlias
 
 from deltamem.core.delta import (
     Budget,
@@ -283,29 +284,34 @@ def _targets(new: Experience, chains: Sequence[Sequence[Node]], max_depth: int
     return out
 
 
-def _composer() -> Callable[[Sequence[Node], int], Experience]:
-    """``compose_chain(chain[:length])``, memoised on the node objects of the prefix: chains
-    fetched in one call share their ancestors' objects, so a shared prefix composes once."""
-    memo: dict[tuple[int, ...], Experience] = {}
+# Compositions of chain prefixes kept between placements (a pure function of the root's content
+# and the patches, memoised on their values; learning composes the same popular chains again
+# and again). Entries are small experiences; the oldest go first.
+COMPOSED_MEMO = 4096
 
+
+@lru_cache(maxsize=COMPOSED_MEMO)
+def _composed(prefix: tuple[Any, ...]) -> Experience:
+    """``compose(prefix[0], prefix[1:])``, memoised on every shorter prefix too."""
+    if len(prefix) == 1:
+        first: Experience = prefix[0]
+        return first
+    return apply(_composed(prefix[:-1]), prefix[-1])
+
+
+def _composer() -> Callable[[Sequence[Node], int], Experience]:
+    """``compose_chain(chain[:length])``, memoised (:data:`COMPOSED_MEMO`) on the values of the
+    root's content and the patches, so that chains sharing a prefix -- in one placement and
+    between placements -- compose it once."""
     def compose_prefix(chain: Sequence[Node], length: int) -> Experience:
-        key: tuple[int, ...] = ()
-        composed: Experience | None = None
-        for node in chain[:length]:
-            key = (*key, id(node))
-            known = memo.get(key)
-            if known is None:
-                if composed is None:
-                    if node.content is None:
-                        raise PatchError("a chain must start at a root that holds content")
-                    known = node.content
-                else:
-                    known = apply(composed, node.patch)
-                memo[key] = known
-            composed = known
-        if composed is None:
+        nodes = chain[:length]
+        if not nodes or nodes[0].content is None:
             raise PatchError("a chain must start at a root that holds content")
-        return composed
+        key = (nodes[0].content, *(n.patch for n in nodes[1:]))
+        try:
+            return _composed(key)
+        except TypeError:  # something unhashable: compose without the memo
+            return compose_chain(nodes)
 
     return compose_prefix
 

@@ -30,6 +30,12 @@ wrong: the law above holds for every input. Ordinary experiences (steps and fact
 a hundred words, lists of up to a few dozen items) stay far below both bounds and get exactly
 the patches they always got. The work of one diff is at most
 ``DIFF_BUDGET * (cost of a unit)`` plus time linear in the sizes of the two experiences.
+
+**Bounds without a diff.** :class:`PatchFloor` gives a lower bound on the characters of any
+patch :func:`diff` writes (whatever the budget) and :func:`diff_units_ceiling` an upper bound on
+the matcher units it charges, both in linear time; placement uses them to skip candidates that
+cannot win (``core.tree.choose_placement``). ``tests/core/test_placement_pruning.py`` checks
+both against real diffs.
 """
 
 from __future__ import annotations

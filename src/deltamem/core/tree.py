@@ -6,7 +6,10 @@ writes the decisions back.
 Placement is cost-aware (:func:`choose_placement`): the cost of a node is what it stores, in
 serialised JSON characters -- ``patch_chars(patch)`` for a delta, ``experience_chars(content)``
 for a root. A new experience becomes a delta only when its patch is cheaper than restating it as
-a root; an exact duplicate of any candidate's composition is a dedup (cost 0).
+a root; an exact duplicate of any candidate's composition is a dedup (cost 0). It is decided
+without diffing the candidates that cannot win; :func:`exhaustive_placement` is the rule by
+definition, which the pruned one must always agree with. (Compositions of chain prefixes are
+memoised on their values, a cache of a pure function.)
 """
 
 from __future__ import annotations

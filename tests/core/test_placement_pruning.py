@@ -11,6 +11,8 @@ the shared budget runs out (where the rule must fall back to the reference).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -198,3 +200,11 @@ templated = st.builds(
 def test_the_pruned_choice_is_the_exhaustive_choice_on_task_like_skills(forest):
     """Skills as learning writes them, long enough that deltas beat roots and differ little."""
     _agree(forest)
+
+
+def test_an_unhashable_patch_is_composed_without_the_memo():
+    """Patches are memoised on their values; one held as a list (not hashable) still composes."""
+    chain = chain_of([Skill("t", ("a",)), Skill("t", ("a", "b"))])
+    chain[1] = replace(chain[1], patch=list(chain[1].patch))
+    for new in (Skill("t", ("a", "b")), Skill("t", ("a", "b", "c"))):
+        assert choose_placement(new, [chain]) == exhaustive_placement(new, [chain])

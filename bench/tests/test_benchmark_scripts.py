@@ -42,6 +42,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "coding_memory.py": (["--smoke", "--embedder", "hashing", "--out", "{tmp}/coding.json"],
                          ["slow"]),
     "filtered_recall.py": (["--nodes", "200", "--queries", "2"], []),
+    "placement.py": (["--prefill", "10", "--learns", "4", "--out", "{tmp}/placement.json"], []),
     "hook_latency.py": (["--calls", "2", "--cold-calls", "1", "--embedder", "hashing"],
                         ["slow"]),
     "serve_workers.py": (["--workers", "2", "--clients", "1", "--requests", "2"],

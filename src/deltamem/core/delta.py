@@ -30,13 +30,19 @@ wrong: the law above holds for every input. Ordinary experiences (steps and fact
 a hundred words, lists of up to a few dozen items) stay far below both bounds and get exactly
 the patches they always got. The work of one diff is at most
 ``DIFF_BUDGET * (cost of a unit)`` plus time linear in the sizes of the two experiences.
+
+**Bounds without a diff.** :class:`PatchFloor` gives a lower bound on the characters of any
+patch :func:`diff` writes (whatever the budget) and :func:`diff_units_ceiling` an upper bound on
+the matcher units it charges, both in linear time; placement uses them to skip candidates that
+cannot win (``core.tree.choose_placement``). ``tests/core/test_placement_pruning.py`` checks
+both against real diffs.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from difflib import SequenceMatcher
 from typing import Any, TypeAlias, cast
@@ -179,6 +185,10 @@ def _diff_list(name: str, a: Sequence[str], b: Sequence[str],
 
 
 _TOKEN = re.compile(r"\s+|\S+")
+# A word-level edit is kept when its texts plus EDIT_OVERHEAD per edit cost less than
+# EDIT_SHARE of the text it produces; else the text is restated (patch_chars_floor relies on it).
+EDIT_OVERHEAD = 8
+EDIT_SHARE = 0.6
 
 
 def _tokens(text: str) -> list[str]:
@@ -194,8 +204,8 @@ def _edit(name: str, index: int | None, before: str, after: str,
         for tag, i1, i2, j1, j2 in _opcodes(a, b, budget)
         if tag != "equal"
     )
-    cost = sum(len(text) + 8 for _, _, text in edits)
-    return Edit(name, index, edits) if cost < len(after) * 0.6 else None
+    cost = sum(len(text) + EDIT_OVERHEAD for _, _, text in edits)
+    return Edit(name, index, edits) if cost < len(after) * EDIT_SHARE else None
 
 
 def apply_text_edits(text: str, edits: tuple[tuple[int, int, str], ...]) -> str:
@@ -358,3 +368,146 @@ def _str(value: Any) -> str:
 def patch_chars(patch: Patch) -> int:
     """Size of a patch as serialised JSON characters (the unit of ``stats``)."""
     return len(json.dumps(patch_to_json(patch), ensure_ascii=False, separators=(",", ":")))
+
+
+# -- bounds on a diff without running it (placement prunes with them, core.tree) ---------------
+
+def _editable(text: str) -> bool:
+    """Whether :func:`_edit` can return an :class:`Edit` ending at ``text``: its cheapest edit
+    (one triple with an empty text) costs ``EDIT_OVERHEAD``, and an edit is kept only below
+    ``EDIT_SHARE`` of the text."""
+    return len(text) * EDIT_SHARE > EDIT_OVERHEAD
+
+
+def _op_chars(op: Op) -> int:
+    """Characters of ``op`` in a serialised patch (without the patch's brackets and commas)."""
+    return patch_chars((op,)) - 2
+
+
+_MIN_EDIT = ((0, 0, ""),)  # the shortest edit triple any Edit carries
+
+
+def _field_floors(name: str, index: int | None) -> tuple[int, int]:
+    """The shortest :class:`Edit` of field ``name`` (an item when ``index`` is not None) and
+    the shortest :class:`Splice` of it, in characters."""
+    key = (name, index is None)
+    floors = _FLOORS.get(key)
+    if floors is None:
+        floors = (_op_chars(Edit(name, index, _MIN_EDIT)), _op_chars(Splice(name, 0, 0)))
+        _FLOORS[key] = floors
+    return floors
+
+
+_FLOORS: dict[tuple[str, bool], tuple[int, int]] = {}
+
+
+def patch_chars_floor(old: Experience, new: Experience) -> int:
+    """A lower bound on ``patch_chars(diff(old, new, budget=b))`` for *every* budget ``b``,
+    computed without a matcher (exact when the types differ, 0 for equal experiences); see
+    :class:`PatchFloor`, which serves many ``old`` against one ``new``."""
+    return PatchFloor(new)(old)
+
+
+class PatchFloor:
+    """Lower bounds on the size of the patches :func:`diff` writes from any experience to
+    ``new``: ``PatchFloor(new)(old) <= patch_chars(diff(old, new, budget=b))`` for every
+    budget ``b``, computed without a matcher, exact when the types differ, 0 for equal ones.
+
+    Derived from what any patch :func:`diff` writes must hold, counting each operation with the
+    comma or bracket after it (plus the patch's opening bracket): a changed text field takes one
+    :class:`SetText` (its exact size) or one :class:`Edit` (at least the shortest edit, and only
+    for a text long enough that an edit can be kept); a changed list field takes at least one
+    operation, and every item of the new list that the old one does not hold (as multisets) is
+    restated in a :class:`Splice` (its JSON string: at least its length + 2) or is the result
+    of an item :class:`Edit` of its own -- the cheaper for the bound, one splice's frame paid
+    once when any item is restated.
+    """
+
+    __slots__ = ("_lists", "_new", "_put", "_scalars")
+
+    def __init__(self, new: Experience):
+        self._new = new
+        self._put: int | None = None
+        self._scalars: list[tuple[str, str, int]] = []
+        for name in new.SCALARS:
+            after = getattr(new, name)
+            stated = _op_chars(SetText(name, after))
+            if _editable(after):
+                stated = min(stated, _field_floors(name, None)[0])
+            self._scalars.append((name, after, stated + 1))
+        self._lists: list[tuple[str, tuple[str, ...], int, int, tuple[tuple[int, bool], ...]]] = []
+        for name in new.LISTS:
+            items = tuple(getattr(new, name))
+            edit, splice = _field_floors(name, 0)
+            costs = tuple((min(len(i) + 2, edit + 1), True) if _editable(i) else (len(i) + 2, False)
+                          for i in items)
+            self._lists.append((name, items, edit + 1, splice + 1, costs))
+
+    def __call__(self, old: Experience) -> int:
+        new = self._new
+        if type(old) is not type(new):
+            if self._put is None:
+                self._put = patch_chars((Put(new),))
+            return self._put
+        total = 1
+        changed = False
+        for name, after, stated in self._scalars:
+            if getattr(old, name) != after:
+                changed = True
+                total += stated
+        for name, b, edit, splice, costs in self._lists:
+            a = tuple(getattr(old, name))
+            if a == b:
+                continue
+            changed = True
+            held: dict[str, int] = {}
+            for item in a:
+                held[item] = held.get(item, 0) + 1
+            fresh = 0  # b's items a does not hold, as a multiset difference
+            restated = splice  # at least one splice, each fresh item restated or edited
+            editable = True
+            for item, (cost, can_edit) in zip(b, costs, strict=True):
+                if held.get(item, 0):
+                    held[item] -= 1
+                else:
+                    fresh += 1
+                    restated += cost
+                    editable = editable and can_edit
+            # ... or every fresh item its own item edit, where each can be an edit's result.
+            total += min(restated, max(1, fresh) * edit) if editable else restated
+        return total if changed else 0
+
+
+def token_count(text: str) -> int:
+    """How many word tokens (runs of whitespace or of other characters) ``text`` splits into,
+    the unit the matcher compares texts in."""
+    return len(_tokens(text))
+
+
+def diff_units_ceiling(old: Experience, new: Experience,
+                       count: Callable[[str], int] = token_count) -> int:
+    """An upper bound on the matcher units :func:`diff` charges its budget for ``old`` ->
+    ``new``, whatever the budget. ``count`` gives a text's tokens or more: ``len`` (a token is
+    at least one character) makes a coarser bound that needs no tokenising.
+
+    A diff whose budget holds at least this many units is never refused for want of budget, so
+    its patch is a function of the two experiences alone. Charged are: each changed text field
+    (tokens x tokens), each changed list field (items x items) and, within it, each pair of
+    items revised word by word; those pairs pair distinct items, so they cost at most
+    ``max tokens of an old item * tokens of all new items``.
+    """
+    if type(old) is not type(new):
+        return 0
+    units = 0
+    for name in new.SCALARS:
+        before, after = getattr(old, name), getattr(new, name)
+        if before != after:
+            units += count(before) * count(after)
+    for name in new.LISTS:
+        a, b = tuple(getattr(old, name)), tuple(getattr(new, name))
+        if a == b:
+            continue
+        units += len(a) * len(b)
+        if a and b:
+            units += max(map(count, a)) * sum(map(count, b))
+    return units

@@ -6,17 +6,32 @@ writes the decisions back.
 Placement is cost-aware (:func:`choose_placement`): the cost of a node is what it stores, in
 serialised JSON characters -- ``patch_chars(patch)`` for a delta, ``experience_chars(content)``
 for a root. A new experience becomes a delta only when its patch is cheaper than restating it as
-a root; an exact duplicate of any candidate's composition is a dedup (cost 0).
+a root; an exact duplicate of any candidate's composition is a dedup (cost 0). It is decided
+without diffing the candidates that cannot win; :func:`exhaustive_placement` is the rule by
+definition, which the pruned one must always agree with. (Compositions of chain prefixes are
+memoised on their values, a cache of a pure function.)
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from functools import lru_cache
+from typing import Any, Protocol, TypeAlias
 
-from deltamem.core.delta import Budget, Patch, PatchError, compose, diff, patch_chars
+from deltamem.core.delta import (
+    Budget,
+    Patch,
+    PatchError,
+    PatchFloor,
+    apply,
+    compose,
+    diff,
+    diff_units_ceiling,
+    patch_chars,
+    token_count,
+)
 from deltamem.core.model import Experience, Node, Outcome, experience_chars
 
 MAX_DEPTH = 5
@@ -99,35 +114,238 @@ def growth_chain(chain: Sequence[Node], *, max_depth: int = MAX_DEPTH) -> Sequen
     return chain[:-1] if len(chain) > 1 and chain[-1].depth >= max_depth else chain
 
 
-def choose_placement(
+@dataclass(slots=True)
+class PlacementStats:
+    """What placements did, summed over calls (a benchmark's or a test's probe): the candidate
+    chains seen, the diffs run, the diffs the exhaustive rule would have run, and how many
+    placements took the exhaustive rule because their budget might not have covered it."""
+
+    placements: int = 0
+    candidates: int = 0
+    diffs: int = 0
+    exhaustive_diffs: int = 0
+    exhaustive_runs: int = 0
+
+    @property
+    def skipped(self) -> int:
+        return self.exhaustive_diffs - self.diffs
+
+
+def exhaustive_placement(
     new: Experience,
     chains: Sequence[Sequence[Node]],
     *,
     max_depth: int = MAX_DEPTH,
     budget: Budget | None = None,
+    stats: PlacementStats | None = None,
 ) -> tuple[Placement, int | None]:
-    """The cheapest place for ``new`` among the candidate ``chains`` (best match first).
-
-    Every chain is tried with :func:`place`. The first one that deduplicates wins outright;
-    otherwise the delta with the fewest patch characters (the earlier chain on a tie), but only
-    if it is cheaper than a root holding ``new`` -- else a new root. Returns the placement and
-    the index of the chain it was placed on (None for a root).
+    """The placement rule by definition, the reference :func:`choose_placement` must agree with:
+    every chain is tried with :func:`place` in order. The first one that deduplicates wins
+    outright; otherwise the delta with the fewest patch characters (the earlier chain on a
+    tie), but only if it is cheaper than a root holding ``new`` -- else a new root. Returns the
+    placement and the index of the chain it was placed on (None for a root).
 
     All the diffs share one ``budget`` (:data:`PLACEMENT_BUDGET` by default), so a placement's
     cost is bounded whatever the experiences: past it, diffs are exact but not minimal.
     """
     budget = Budget(PLACEMENT_BUDGET) if budget is None else budget
     best: tuple[int, Placement, int] | None = None
-    for index, chain in enumerate(chains):
-        placement = place(new, chain, max_depth=max_depth, budget=budget)
-        if placement.action is Action.DEDUP:
-            return placement, index
-        cost = patch_chars(placement.patch)
-        if best is None or cost < best[0]:
-            best = (cost, placement, index)
+    diffs = 0
+    if stats is not None:
+        stats.placements += 1
+        stats.candidates += len(chains)
+    try:
+        for index, chain in enumerate(chains):
+            placement = place(new, chain, max_depth=max_depth, budget=budget)
+            diffs += _diffs_run(placement, chain, max_depth)
+            if placement.action is Action.DEDUP:
+                return placement, index
+            cost = patch_chars(placement.patch)
+            if best is None or cost < best[0]:
+                best = (cost, placement, index)
+    finally:
+        if stats is not None:
+            stats.diffs += diffs
+            stats.exhaustive_diffs += diffs
     if best is None or best[0] >= experience_chars(new):
         return Placement(Action.ROOT), None
     return best[1], best[2]
+
+
+def _diffs_run(placement: Placement, chain: Sequence[Node], max_depth: int) -> int:
+    """How many diffs :func:`place` ran to find ``placement`` on ``chain``."""
+    if not chain:
+        return 0
+    if chain[-1].depth < max_depth or placement.anchor == chain[-1].id:
+        return 1
+    return 2
+
+
+def choose_placement(
+    new: Experience,
+    chains: Sequence[Sequence[Node]],
+    *,
+    max_depth: int = MAX_DEPTH,
+    budget: Budget | None = None,
+    stats: PlacementStats | None = None,
+) -> tuple[Placement, int | None]:
+    """The cheapest place for ``new`` among the candidate ``chains`` (best match first): the
+    decision of :func:`exhaustive_placement`, found without diffing the candidates that cannot
+    win.
+
+    1. Each chain is composed, in order, and the first whose composition (or, for a match at
+       ``max_depth``, its parent's) equals ``new`` is the dedup, as :func:`place` would find it.
+    2. Otherwise each candidate gets a lower bound on its patch's characters
+       (:func:`~deltamem.core.delta.patch_chars_floor`, no matcher), and the candidates are
+       diffed in the order of (bound, index). The best so far starts as the root: (characters
+       of ``new``, index -1), since a delta must be strictly cheaper than a root. A candidate
+       takes it when its (characters, index) is smaller -- fewest characters, the earlier chain
+       on a tie, exactly the reference's order -- and the search stops at the first candidate
+       whose (bound, index) is not smaller than the best, since no later one can be either.
+
+    The diffs share one ``budget`` in the reference, so there which diffs ran could change
+    another's patch once the budget runs out. This rule therefore prunes only when the
+    budget covers every diff the reference would run
+    (:func:`~deltamem.core.delta.diff_units_ceiling`); then every patch is a function of its
+    two experiences and skipping some changes nothing. Otherwise -- and when a chain does not
+    compose -- it runs :func:`exhaustive_placement` itself. What is left of ``budget`` after a
+    call is unspecified. ``stats`` counts the diffs run and skipped.
+    """
+    budget = Budget(PLACEMENT_BUDGET) if budget is None else budget
+    if stats is not None:
+        stats.placements += 1
+        stats.candidates += len(chains)
+    try:
+        targets = _targets(new, chains, max_depth)
+    except PatchError:
+        targets = None
+    if isinstance(targets, tuple):  # the dedup
+        if stats is not None:
+            placement, index = targets
+            stats.exhaustive_diffs += _diffs_run(placement, chains[index], max_depth) + sum(
+                1 if chain[-1].depth < max_depth else 2 for chain in chains[:index])
+        return targets
+    if targets is None or not _budget_covers(new, targets, budget):
+        if stats is not None:
+            stats.placements -= 1  # counted again there
+            stats.candidates -= len(chains)
+            stats.exhaustive_runs += 1
+        return exhaustive_placement(new, chains, max_depth=max_depth, budget=budget,
+                                    stats=stats)
+    if stats is not None:
+        stats.exhaustive_diffs += sum(1 + sibling for *_, sibling in targets)
+    floor = PatchFloor(new)
+    order = sorted((floor(base), index) for index, (_, base, _, _) in enumerate(targets))
+    best: tuple[int, int] = (experience_chars(new), -1)
+    best_placement = Placement(Action.ROOT)
+    for bound, index in order:
+        if (bound, index) >= best:
+            break
+        _, base, placement, _ = targets[index]
+        patch = diff(base, new, budget=budget)
+        if stats is not None:
+            stats.diffs += 1
+        cost = (patch_chars(patch), index)
+        if cost < best:
+            best = cost
+            best_placement = Placement(Action.DELTA, anchor=placement.anchor,
+                                       depth=placement.depth, patch=patch)
+    return best_placement, (best[1] if best[1] >= 0 else None)
+
+
+_Target: TypeAlias = tuple[Experience, Experience, Placement, bool]
+
+
+def _targets(new: Experience, chains: Sequence[Sequence[Node]], max_depth: int
+             ) -> tuple[Placement, int] | list[_Target] | None:
+    """Step 1 of :func:`choose_placement`: the first dedup, as (placement, index); else, per
+    chain, (its composition, the composition a delta would be diffed against, the delta's
+    anchor and depth as a patchless placement, whether it is a sibling: :func:`place` then
+    diffs twice). Raises ``PatchError`` where :func:`place` could raise; None where the
+    reference's behaviour is left to the reference."""
+    out: list[_Target] = []
+    compose_prefix = _composer()
+    for index, chain in enumerate(chains):
+        if not chain:
+            return None  # place() reads this as a root: left to the reference
+        match = chain[-1]
+        composed = compose_prefix(chain, len(chain))
+        if _same(composed, new):
+            return Placement(Action.DEDUP, anchor=match.id, depth=match.depth), index
+        if match.depth < max_depth:
+            out.append((composed, composed,
+                        Placement(Action.DELTA, anchor=match.id, depth=match.depth + 1), False))
+            continue
+        if len(chain) < 2:
+            return None  # no parent to take a sibling: place() raises there
+        base = compose_prefix(chain, len(chain) - 1)
+        parent = chain[-2]
+        if _same(base, new):
+            return Placement(Action.DEDUP, anchor=parent.id, depth=parent.depth), index
+        out.append((composed, base, Placement(Action.DELTA, anchor=parent.id,
+                                              depth=match.depth), True))
+    return out
+
+
+# Compositions of chain prefixes kept between placements (a pure function of the root's content
+# and the patches, memoised on their values; learning composes the same popular chains again
+# and again). Entries are small experiences; the oldest go first.
+COMPOSED_MEMO = 4096
+
+
+@lru_cache(maxsize=COMPOSED_MEMO)
+def _composed(prefix: tuple[Any, ...]) -> Experience:
+    """``compose(prefix[0], prefix[1:])``, memoised on every shorter prefix too."""
+    if len(prefix) == 1:
+        first: Experience = prefix[0]
+        return first
+    return apply(_composed(prefix[:-1]), prefix[-1])
+
+
+def _composer() -> Callable[[Sequence[Node], int], Experience]:
+    """``compose_chain(chain[:length])``, memoised (:data:`COMPOSED_MEMO`) on the values of the
+    root's content and the patches, so that chains sharing a prefix -- in one placement and
+    between placements -- compose it once."""
+    def compose_prefix(chain: Sequence[Node], length: int) -> Experience:
+        nodes = chain[:length]
+        if not nodes or nodes[0].content is None:
+            raise PatchError("a chain must start at a root that holds content")
+        key = (nodes[0].content, *(n.patch for n in nodes[1:]))
+        try:
+            return _composed(key)
+        except TypeError:  # something unhashable: compose without the memo
+            return compose_chain(nodes)
+
+    return compose_prefix
+
+
+def _budget_covers(new: Experience, targets: list[_Target], budget: Budget) -> bool:
+    """Whether ``budget`` covers every diff the exhaustive rule runs on ``targets``
+    (:func:`~deltamem.core.delta.diff_units_ceiling`: first the coarse bound in characters,
+    then, if that is too coarse, the one in tokens)."""
+    def ceiling(count: Callable[[str], int]) -> int:
+        return sum(diff_units_ceiling(composed, new, count)
+                   + (diff_units_ceiling(base, new, count) if sibling else 0)
+                   for composed, base, _, sibling in targets)
+
+    if ceiling(len) <= budget.left:
+        return True
+    counts: dict[str, int] = {}
+
+    def tokens(text: str) -> int:
+        known = counts.get(text)
+        if known is None:
+            known = counts[text] = token_count(text)
+        return known
+
+    return ceiling(tokens) <= budget.left
+
+
+def _same(old: Experience, new: Experience) -> bool:
+    """Whether :func:`~deltamem.core.delta.diff` from ``old`` to ``new`` is empty."""
+    return type(old) is type(new) and all(
+        getattr(old, n) == getattr(new, n) for n in new.SCALARS) and all(
+        tuple(getattr(old, n)) == tuple(getattr(new, n)) for n in new.LISTS)
 
 
 class Placer(Protocol):

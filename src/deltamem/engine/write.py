@@ -4,8 +4,8 @@
 
 1. **extract** (may call a model) against the chain the episode matched -- outside any lock;
 2. **plan** the placement (``core.tree.choose_placement``: the candidate chains fetched in one
-   call, each diffed with the bounded diff of ``core.delta``) -- outside the lock, from the
-   reader's scan when it has one;
+   call, diffed with the bounded diff of ``core.delta`` only while their lower bound can still
+   win) -- outside the lock, from the reader's scan when it has one;
 3. **write**, inside the space's write block: scan again, and if the candidates are still the
    ones the plan saw (same ids and scores: nodes are immutable apart from their counters, and a
    deleted candidate leaves the scan) keep the plan, else place again against the memory as it

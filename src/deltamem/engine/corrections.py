@@ -43,7 +43,7 @@ from deltamem.core.model import Experience, Knowledge, Lesson, Node, NodeKind, O
 from deltamem.core.ranking import carried_meta
 from deltamem.core.tree import chain_evidence, compose_chain
 from deltamem.errors import EpisodeError
-from deltamem.redact import redact
+from deltamem.privacy.redact import redact
 from deltamem.store.base import Store
 
 

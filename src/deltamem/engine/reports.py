@@ -7,7 +7,7 @@ from typing import Any
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
 from deltamem.core.tree import compose_chain
-from deltamem.results import node_summary, patch_json
+from deltamem.engine.results import node_summary, patch_json
 from deltamem.store.base import Store
 
 

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
 from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import Action, compose_chain, success_prefix
 from deltamem.store.base import Candidate, Vector
-from deltamem.usage import Usage
 
 
 @dataclass(frozen=True, slots=True)

@@ -377,7 +377,7 @@ class ReadyOut(Model):
 # -- corrections ----------------------------------------------------------------------------------
 class CorrectRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
-    ``steps`` or ``wrong`` (see ``deltamem.corrections``)."""
+    ``steps`` or ``wrong`` (see ``deltamem.engine.corrections``)."""
 
     model_config = ConfigDict(extra="forbid")
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, cast
 
-from deltamem import jsonsafe
+from deltamem._util import jsonsafe
 from deltamem.core.model import Episode, Step
 from deltamem.errors import EpisodeError
 

@@ -15,7 +15,7 @@ call did not fail.
 
 from __future__ import annotations
 
-from deltamem.extras import require
+from deltamem._util.extras import require
 
 require("langchain", "deltamem.integrations.langchain")
 
@@ -37,9 +37,9 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult
 from deltamem.integrations.base import RecallLoop, with_context
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult
 
 Judge = Callable[[Sequence[AnyMessage]], bool]
 

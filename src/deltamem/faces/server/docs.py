@@ -2,8 +2,9 @@
 
 ``/docs`` is Swagger UI served by the server itself from the ``swagger-ui-bundle-v2`` package
 (part of the ``server`` extra), so it renders with no network. The schema documents every route
-with the models of :mod:`deltamem.api`, including the one error body ``{"error": {...}}`` that
-every 4xx/5xx answer carries (FastAPI's default 422 shape is never used by this server).
+with the models of :mod:`deltamem.formats.api`, including the one error body
+``{"error": {...}}`` that every 4xx/5xx answer carries (FastAPI's default 422 shape is never used by
+this server).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from deltamem.api import EpisodeIn, EpisodesIn, ErrorBody
-from deltamem.extras import require
+from deltamem._util.extras import require
+from deltamem.formats.api import EpisodeIn, EpisodesIn, ErrorBody
 
 ASSETS = "/docs/assets"
 ERROR_STATUSES = {

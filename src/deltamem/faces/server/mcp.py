@@ -4,12 +4,12 @@ Eight tools: ``recall``, ``learn``, ``record_outcome``, ``show``, ``list``, ``co
 ``stats``, ``export_skills``. Each has a description written for the model that calls it, an
 input schema with bounds, an output schema, and annotations (read-only, destructive,
 idempotent). A result carries the full JSON as ``structuredContent``, checked against the same
-wire model of :mod:`deltamem.api` that the REST server and the CLI answer with (its output
+wire model of :mod:`deltamem.formats.api` that the REST server and the CLI answer with (its output
 schema) and a short text for the model, the recalled context block first. Library errors
 reach the agent as tool errors carrying the library's message, which says what to do.
 
 Over streamable HTTP the server demands the REST server's API keys (``Authorization: Bearer
-dmk_...``, :mod:`deltamem.server.keys`): a key must cover the space, and each tool needs its
+dmk_...``, :mod:`deltamem.faces.server.keys`): a key must cover the space, and each tool needs its
 scope (``read`` for recall/show/list/stats, ``write`` for learn/record_outcome/consolidate and
 export_skills). ``export_skills`` writes only under the folder the operator configured
 (``export_root``); without one it is refused.
@@ -29,21 +29,21 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from deltamem import api
+from deltamem._util.jsonsafe import text_problem
 from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
-from deltamem.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import Recall, consolidation_report, node_listing
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
-from deltamem.jsonsafe import text_problem
-from deltamem.memory import DeltaMem
-from deltamem.results import Recall, consolidation_report, node_listing
-from deltamem.server.keys import is_loopback
-from deltamem.transcripts import episode_from_messages
+from deltamem.faces.server.keys import is_loopback
+from deltamem.formats import api
+from deltamem.formats.episodes import MAX_STEPS, MAX_TEXT, episode_from_dict
+from deltamem.formats.transcripts import episode_from_messages
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from deltamem.server.keys import ApiKey, KeyStore
+    from deltamem.faces.server.keys import ApiKey, KeyStore
 
 P = ParamSpec("P")
 # The key scope each tool needs over HTTP (the REST server's scopes).
@@ -98,7 +98,7 @@ class MessageArg(BaseModel):
 
 def _result(model: type[api.Model], data: dict[str, Any], text: str) -> CallToolResult:
     """The tool's answer: ``data`` as checked by its wire model (the REST server's and the
-    CLI's JSON, :mod:`deltamem.api`), and ``text`` for the model to read."""
+    CLI's JSON, :mod:`deltamem.formats.api`), and ``text`` for the model to read."""
     structured = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=structured)
@@ -406,7 +406,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
             description="File layout.")] = "skills",
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.SkillsExportOut]:
-        from deltamem.skills import export_layout
+        from deltamem.faces.skills import export_layout
 
         target = export_target(export_root, dir)
         try:
@@ -576,7 +576,7 @@ class KeyAuth:
     in the request state for the tools' scope checks."""
 
     def __init__(self, app: ASGIApp, keys: KeyStore, space: str):
-        from deltamem.server.limits import RateLimiter
+        from deltamem.faces.server.limits import RateLimiter
 
         self.app, self.keys, self.space = app, keys, space
         self.limiter = RateLimiter()
@@ -619,7 +619,7 @@ def _bearer(scope: Scope) -> str | None:
 
 async def _refuse(send: Send, status: int, kind: str, message: str, *,
                   retry_after: int | None = None) -> None:
-    from deltamem.server.http_errors import error_body
+    from deltamem.faces.server.http_errors import error_body
 
     payload = json.dumps(error_body(kind, message)).encode()
     headers = [(b"content-type", b"application/json"),

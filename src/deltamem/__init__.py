@@ -41,11 +41,14 @@ from deltamem.core.model import (
 )
 from deltamem.embed.base import Embedder
 from deltamem.engine.aio import AsyncDeltaMem
+from deltamem.engine.corrections import Correction
 from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import (
     BatchResult,
+    ChainLink,
     Consolidation,
     LearnResult,
+    OutcomeRecord,
     Recall,
     TreeRecall,
     TreeWrite,
@@ -81,9 +84,11 @@ __all__ = [
     "AsyncDeltaMem",
     "BatchResult",
     "BudgetExceeded",
+    "ChainLink",
     "Client",
     "ConfigError",
     "Consolidation",
+    "Correction",
     "DeltaMem",
     "DeltaMemError",
     "Edit",
@@ -103,6 +108,7 @@ __all__ = [
     "NodeKind",
     "NodeNotFound",
     "Outcome",
+    "OutcomeRecord",
     "Patch",
     "PatchError",
     "ProviderError",

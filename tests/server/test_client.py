@@ -18,8 +18,9 @@ import pytest
 from pydantic import BaseModel
 from server_live import LiveServer
 
-from deltamem import AsyncClient, Client, Episode, Step, api
+from deltamem import AsyncClient, Client, Episode, Step
 from deltamem.errors import ConfigError, EpisodeError, NodeNotFound, RemoteError
+from deltamem.formats import api
 from helpers import make_episode
 
 pytestmark = pytest.mark.server

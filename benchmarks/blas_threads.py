@@ -24,7 +24,7 @@ from typing import Any
 
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Step
-from deltamem.memory import DeltaMem
+from deltamem.engine.memory import DeltaMem
 
 VERBS = ["heat", "cool", "clean", "put", "take", "open", "slice", "wash", "boil", "find"]
 THINGS = ["apple", "mug", "tomato", "knife", "book", "pan", "egg", "vase", "key", "lamp"]

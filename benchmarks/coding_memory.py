@@ -442,8 +442,8 @@ class DeltamemArm(Arm):
         return call
 
     def task_nodes(self) -> dict[str, tuple[str, int, int]]:
+        from deltamem.engine.memory import DeltaMem
         from deltamem.errors import SpaceNotFound
-        from deltamem.memory import DeltaMem
 
         if not self.db.exists():
             return {}

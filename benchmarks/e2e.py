@@ -36,8 +36,8 @@ import numpy as np
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Step, Tree
 from deltamem.embed.minilm import MiniLMEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))

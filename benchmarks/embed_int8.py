@@ -5,7 +5,7 @@
   ``minilm:int8`` interleaved call by call (ABBA order), p50/p95 per call.
 * **Agreement**: cosine between the two models' vectors of the same texts, and how often a
   text's nearest neighbour among the others is the same for both.
-* **Retrieval quality** on labelled training episodes (``deltamem.calibrate``, the same
+* **Retrieval quality** on labelled training episodes (``deltamem.engine.calibrate``, the same
   procedure as ``deltamem calibrate``): each embedder's recommended thresholds and its top-1
   precision / recall / F-beta there, and the int8 model's figures at the float model's
   thresholds. Default: the train split of ``tests/fixtures/scienceworld_gold_12x10.jsonl.gz``
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from deltamem.calibrate import calibrate_episodes  # noqa: E402
 from deltamem.core.model import Episode  # noqa: E402
 from deltamem.embed import MiniLMEmbedder  # noqa: E402
-from deltamem.episodes import episode_from_dict  # noqa: E402
+from deltamem.engine.calibrate import calibrate_episodes  # noqa: E402
+from deltamem.formats.episodes import episode_from_dict  # noqa: E402
 from embed import sentences  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/scienceworld_gold_12x10.jsonl.gz"

@@ -24,8 +24,8 @@ from typing import Any
 from deltamem.config import Settings
 from deltamem.core.model import Skill, Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store import open_store
 
 WORDS = ("heat", "cool", "apple", "milk", "kitchen", "fridge", "bread", "slice", "wash", "plate",

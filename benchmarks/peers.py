@@ -56,8 +56,8 @@ import numpy as np
 
 from deltamem.core.model import Node, Tree
 from deltamem.embed import make_embedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -325,7 +325,7 @@ import json, sys, time
 from deltamem.core.model import Episode, Step
 from deltamem.embed import make_embedder
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.engine.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 mem = DeltaMem(SQLiteStore(sys.argv[1]), make_embedder("static"), TraceExtractor())
 for line in sys.stdin:

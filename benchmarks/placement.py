@@ -46,8 +46,8 @@ from deltamem.core.tree import (
     exhaustive_placement,
 )
 from deltamem.embed import make_embedder
+from deltamem.engine.results import LearnResult
 from deltamem.extract.trace import TraceExtractor
-from deltamem.results import LearnResult
 from deltamem.store.sqlite import SQLiteStore
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -41,8 +41,8 @@ from deltamem.core.delta import diff
 from deltamem.core.model import Knowledge, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.core.scoring import Scored, top_k
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 
 DIM = 384

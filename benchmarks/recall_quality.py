@@ -57,9 +57,9 @@ from deltamem.core.model import Episode, Knowledge
 from deltamem.core.render import estimate_tokens
 from deltamem.embed import make_embedder
 from deltamem.embed.base import Embedder
-from deltamem.episodes import read_episodes
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import read_episodes
 from deltamem_bench.baselines import AWM_HEADER, SYNAPSE_HEADER, flatten_trajectory
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"

@@ -30,6 +30,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.knowledge import latest_first, same_layout_first
 from deltamem.core.model import Episode, Step, Tree
@@ -37,11 +38,10 @@ from deltamem.core.ranking import POOL, Candidate
 from deltamem.core.scoring import penalised
 from deltamem.core.tree import discredited
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.scenes.text_games import layout_signature
 from deltamem.store.postgres import PostgresStore
-from deltamem.usage import Usage
 
 sys.path.insert(0, str(Path(__file__).parent))
 from recall_pg import start_server  # noqa: E402

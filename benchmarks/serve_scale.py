@@ -38,9 +38,9 @@ import psycopg
 
 from deltamem.config import Settings
 from deltamem.embed import make_embedder
-from deltamem.episodes import episode_from_dict
-from deltamem.memory import DeltaMem
-from deltamem.server.keys import open_keys
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.server.keys import open_keys
+from deltamem.formats.episodes import episode_from_dict
 from server import SEED, episode, free_port, query, run_clients, summary, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ def replicas(base: str, embedder: str, count: int, clients: int,
         for n in range(count):
             port = free_port()
             log = stack.enter_context((logs / f"r{count}-{n}.log").open("wb"))
-            proc = subprocess.Popen([sys.executable, "-m", "deltamem.cli", "serve", "--db", url,
+            proc = subprocess.Popen([sys.executable, "-m", "deltamem", "serve", "--db", url,
                                      "--port", str(port)], env=env, stdout=log,
                                     stderr=subprocess.STDOUT)
             stack.callback(_stop, proc)

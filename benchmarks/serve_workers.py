@@ -35,9 +35,9 @@ from typing import Any
 import httpx
 
 from deltamem.config import Settings
-from deltamem.episodes import episode_from_dict
-from deltamem.memory import DeltaMem
-from deltamem.server.keys import open_keys
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.server.keys import open_keys
+from deltamem.formats.episodes import episode_from_dict
 
 SEED = 60
 TASKS = ["heat the apple", "cool the milk", "clean the mug", "slice the bread", "open the safe",
@@ -113,7 +113,7 @@ def served(db: Path, embedder: str, workers: int, clients: int,
     port = free_port()
     env = {**os.environ, "DELTAMEM_EMBEDDER": embedder, "PYTHONUNBUFFERED": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-c", "from deltamem.cli import main; main()", "serve", "--db", str(db),
+        [sys.executable, "-m", "deltamem", "serve", "--db", str(db),
          "--port", str(port), "--workers", str(workers)],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"

@@ -33,15 +33,15 @@ import httpx
 
 from deltamem.config import Settings
 from deltamem.embed import make_embedder
-from deltamem.episodes import episode_from_dict
-from deltamem.memory import DeltaMem
-from deltamem.server.keys import open_keys
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.server.keys import open_keys
+from deltamem.formats.episodes import episode_from_dict
 
 SEED = 40
 SERVER = """
 import sys, uvicorn
 from deltamem.config import Settings
-from deltamem.server.rest import create_app
+from deltamem.faces.server.rest import create_app
 db, embedder, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
 app = create_app(db, embedder=embedder, settings=Settings(embedder=embedder))
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)

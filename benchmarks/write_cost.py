@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
-from deltamem.episodes import read_episodes
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.llm import LLMExtractor
+from deltamem.formats.episodes import read_episodes
 from deltamem.llm import make_llm
-from deltamem.memory import DeltaMem
-from deltamem.usage import Usage
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "scienceworld_gold.jsonl"
 

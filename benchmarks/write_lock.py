@@ -38,8 +38,8 @@ from deltamem.core import delta
 from deltamem.core.delta import Budget, diff
 from deltamem.core.model import Episode, Skill, Step
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 
 SETTINGS = Settings(tau_task=0.6, tau_env=0.6, embedder="hashing", auto_consolidate=False)

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from deltamem import DeltaMem
-from deltamem.transcripts import episode_from_messages
+from deltamem.formats.transcripts import episode_from_messages
 
 REPO = "Python package 'shop' with a src/ layout and pytest tests under tests/"
 

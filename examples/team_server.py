@@ -23,7 +23,7 @@ import httpx
 
 from deltamem import Client, Episode, Step
 
-CLI = [sys.executable, "-m", "deltamem.cli"]
+CLI = [sys.executable, "-m", "deltamem"]
 SPACE = "team"
 TASK = "fix the flaky deploy of the billing service"
 ENV = "billing service on Kubernetes, deployed by GitHub Actions"

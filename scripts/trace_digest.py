@@ -22,9 +22,9 @@ from typing import Any
 from deltamem.config import Settings
 from deltamem.core.model import Episode, experience_to_dict
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.episodes import read_episodes
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import read_episodes
 from deltamem.store.sqlite import SQLiteStore
 
 FIXTURES = ("scienceworld_gold.jsonl", "scienceworld_gold_12x10.jsonl.gz",

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import settings
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 

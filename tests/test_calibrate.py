@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from deltamem.calibrate import calibrate, calibrate_episodes
 from deltamem.core.model import Episode
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.calibrate import calibrate, calibrate_episodes
 from deltamem.errors import ConfigError
 
 

@@ -63,7 +63,7 @@ def test_the_image_installs_defined_extras_and_runs_a_real_command() -> None:
     (cmd,) = [args for word, args in instructions() if word == "CMD"]
     argv = [*yaml.safe_load(entry), *yaml.safe_load(cmd)]
     assert argv[0] == "deltamem" and argv[1] == "serve" and "0.0.0.0" in argv
-    help_ = subprocess.run([sys.executable, "-m", "deltamem.cli", *argv[1:], "--help"],
+    help_ = subprocess.run([sys.executable, "-m", "deltamem", *argv[1:], "--help"],
                            capture_output=True, text=True, timeout=120)
     assert help_.returncode == 0, help_.stderr  # every option of CMD exists
     (port,) = [args for word, args in instructions() if word == "EXPOSE"]
@@ -119,4 +119,4 @@ def test_the_copied_files_build_the_wheel(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     (wheel,) = (tmp_path / "wheels").glob("deltamem-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "deltamem/cli.py" in names and "deltamem/server/rest.py" in names
+    assert "deltamem/faces/cli/app.py" in names and "deltamem/faces/server/rest.py" in names

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from deltamem.episodes import episode_from_dict, episode_to_dict, read_episodes
 from deltamem.errors import EpisodeError
+from deltamem.formats.episodes import episode_from_dict, episode_to_dict, read_episodes
 from helpers import make_episode
 
 GOOD = {"task": "t", "env": "e", "success": True, "score": 1,

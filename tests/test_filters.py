@@ -17,9 +17,9 @@ import pytest
 from deltamem.core.model import Knowledge, Skill, Tree
 from deltamem.core.ranking import POOL, check_filters, matches
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store import open_store
 from helpers import TEST_SETTINGS, make_episode
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
@@ -241,7 +241,7 @@ def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: st
 def test_async_facade_takes_the_same_filters(mem: DeltaMem) -> None:
     import asyncio
 
-    from deltamem.aio import AsyncDeltaMem
+    from deltamem.engine.aio import AsyncDeltaMem
 
     alice = mem.learn(make_episode(user="alice"))
     mem.learn(make_episode(actions=("open fridge", "heat apple"), user="bob"))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from deltamem.episodes import episode_to_dict
+from deltamem.formats.episodes import episode_to_dict
 from helpers import make_episode
 
 ROOT = Path(__file__).resolve().parent.parent

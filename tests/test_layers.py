@@ -1,18 +1,21 @@
 """The layer rule, read off the code's own imports (an AST scan of every module of deltamem).
 
-Layers, top to bottom (docs/architecture.md draws them)::
+Layers, top to bottom (docs/architecture.md draws them); the folders of ``src/deltamem`` are
+the layers::
 
-    faces      the package root (the curated public surface), cli*, server, integrations,
-               client, skills, worker
-    engine     memory (the DeltaMem facade), engine, aio, results, reports, calibrate
-    adapters   store, embed, llm, extract, scenes, formats (episodes, transcripts, api),
-               transfer, config, testing
-    core       core (pure rules)
-    ground     errors, usage, jsonsafe, telemetry, threads, extras
+    faces      the package root (the curated public surface), __main__, faces/ (cli/, server/,
+               skills, worker), integrations/, client
+    engine     engine/ (memory: the DeltaMem facade; read, write, consolidate, aio, results,
+               reports, calibrate, corrections)
+    adapters   store/, embed/, llm/, extract/, scenes/, formats/ (episodes, transcripts, api,
+               transfer), privacy/ (redact, scrub), config, testing/
+    core       core/ (pure rules)
+    ground     errors, _util/ (usage, jsonsafe, telemetry, threads, extras)
 
 A module may import its own layer and the layers below it, never one above; and no set of
 modules may import each other in a circle. Every import counts, also one inside a function or
-under ``TYPE_CHECKING``: a lazy import is still a dependency, only a late one.
+under ``TYPE_CHECKING``: a lazy import is still a dependency, only a late one. The package root
+holds only the modules users import by path (``ROOT``); everything else sits in a folder.
 """
 
 from __future__ import annotations
@@ -28,53 +31,38 @@ SRC = Path(deltamem.__file__).parent
 
 LAYERS = ("ground", "core", "adapters", "engine", "faces")
 
-# Module-name prefix -> layer; the longest matching prefix wins. A new top-level module must be
-# placed here (the test names the ones that are not).
+# Module-name prefix -> layer; the longest matching prefix wins. A new top-level module or
+# package must be placed here (the test names the ones that are not).
 PLACES: dict[str, str] = {
     "deltamem": "faces",
-    "deltamem.cli": "faces",
-    "deltamem.cli_options": "faces",
-    "deltamem.cli_serve": "faces",
-    "deltamem.server": "faces",
+    "deltamem.__main__": "faces",
     "deltamem.faces": "faces",
     "deltamem.integrations": "faces",
     "deltamem.client": "faces",
-    "deltamem.skills": "faces",
-    "deltamem.worker": "faces",
-    "deltamem.cli_output": "faces",  # (modules other branches add, placed ahead of the merge)
-    "deltamem.cli_privacy": "faces",
-    "deltamem.memory": "engine",
     "deltamem.engine": "engine",
-    "deltamem.aio": "engine",
-    "deltamem.results": "engine",
-    "deltamem.reports": "engine",
-    "deltamem.calibrate": "engine",
-    "deltamem.corrections": "engine",
     "deltamem.store": "adapters",
     "deltamem.embed": "adapters",
     "deltamem.llm": "adapters",
     "deltamem.extract": "adapters",
     "deltamem.scenes": "adapters",
     "deltamem.formats": "adapters",
-    "deltamem.episodes": "adapters",
-    "deltamem.transcripts": "adapters",
-    "deltamem.api": "adapters",
-    "deltamem.transfer": "adapters",
+    "deltamem.privacy": "adapters",
     "deltamem.config": "adapters",
     "deltamem.testing": "adapters",
-    "deltamem.redact": "adapters",
-    "deltamem.scrub": "adapters",
     "deltamem.core": "core",
     "deltamem.errors": "ground",
-    "deltamem.usage": "ground",
-    "deltamem.jsonsafe": "ground",
-    "deltamem.telemetry": "ground",
-    "deltamem.threads": "ground",
-    "deltamem.extras": "ground",
     "deltamem._util": "ground",
 }
 # Top-level names that must be placed explicitly (everything but the package root itself).
 EXPLICIT = {p for p in PLACES if p.count(".") == 1}
+
+# The modules at the package root: only what users import by path (``import deltamem``,
+# ``python -m deltamem``, ``deltamem.errors``, ``deltamem.config``, ``deltamem.client``).
+# Everything else lives in the folder of its layer.
+ROOT = {"__init__.py", "__main__.py", "errors.py", "config.py", "client.py"}
+# The folders at the package root, each on one floor.
+FOLDERS = {"faces", "integrations", "engine", "store", "embed", "llm", "extract", "scenes",
+           "formats", "privacy", "testing", "core", "_util"}
 
 
 def modules(src: Path = SRC) -> dict[str, Path]:
@@ -194,6 +182,17 @@ def test_every_module_is_on_the_map():
     assert unplaced == [], f"modules on no layer: {unplaced}"
 
 
+def test_the_root_holds_only_the_public_paths_and_the_layer_folders():
+    """The tree shows the layers: a module at the package root is one users import by path, and
+    every folder is on one floor (the flat root of 27 modules from four layers fails here)."""
+    files = {p.name for p in SRC.glob("*.py")}
+    folders = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    assert files == ROOT
+    assert folders == FOLDERS
+    assert {f"deltamem.{name.removesuffix('.py')}" for name in files - {"__init__.py"}} \
+        | {f"deltamem.{name}" for name in folders} == EXPLICIT
+
+
 def test_nothing_imports_upward():
     """faces -> engine -> adapters -> core -> ground: an import only ever points down."""
     assert upward(graph()) == []
@@ -210,50 +209,55 @@ def test_no_import_circles():
 
 def test_the_scan_sees_upward_imports_and_circles(tmp_path):
     """The checks above would fail on a tree with the defect (the one the core had: a lazy
-    import of deltamem.transcripts inside core/model.py, which imports the core)."""
+    import of deltamem.formats.transcripts inside core/model.py, which imports the core)."""
     pkg = tmp_path / "deltamem"
-    (pkg / "core").mkdir(parents=True)
+    for folder in ("core", "formats"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "core" / "__init__.py").write_text("")
     (pkg / "core" / "model.py").write_text(
-        "def from_messages():\n    from deltamem.transcripts import read\n    return read()\n")
-    (pkg / "transcripts.py").write_text("from deltamem.core.model import from_messages\n"
-                                        "def read():\n    return 1\n")
+        "def from_messages():\n    from deltamem.formats.transcripts import read\n"
+        "    return read()\n")
+    (pkg / "formats" / "transcripts.py").write_text(
+        "from deltamem.core.model import from_messages\ndef read():\n    return 1\n")
     edges = graph(pkg)
     assert upward(edges) == [
-        "deltamem.core.model:2 -> deltamem.transcripts (core -> adapters)"]
-    assert circles(edges) == [["deltamem.core.model", "deltamem.transcripts"]]
+        "deltamem.core.model:2 -> deltamem.formats.transcripts (core -> adapters)"]
+    assert circles(edges) == [["deltamem.core.model", "deltamem.formats.transcripts"]]
 
 
 def test_the_scan_reads_relative_and_from_package_imports(tmp_path):
     pkg = tmp_path / "deltamem"
     (pkg / "store").mkdir(parents=True)
+    (pkg / "engine").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "errors.py").write_text("")
     (pkg / "store" / "__init__.py").write_text("from . import base\n")
-    (pkg / "store" / "base.py").write_text("from deltamem import errors\nfrom .. import memory\n")
-    (pkg / "memory.py").write_text("import deltamem.store.base\n")
+    (pkg / "store" / "base.py").write_text(
+        "from deltamem import errors\nfrom ..engine import memory\n")
+    (pkg / "engine" / "__init__.py").write_text("")
+    (pkg / "engine" / "memory.py").write_text("import deltamem.store.base\n")
     edges = graph(pkg)
     assert edges["deltamem.store"] == {"deltamem.store.base": 1}
-    assert edges["deltamem.store.base"] == {"deltamem.errors": 1, "deltamem.memory": 2}
-    assert upward(edges) == ["deltamem.store.base:2 -> deltamem.memory (adapters -> engine)"]
-    assert circles(edges) == [["deltamem.memory", "deltamem.store.base"]]
+    assert edges["deltamem.store.base"] == {"deltamem.errors": 1, "deltamem.engine.memory": 2}
+    assert upward(edges) == [
+        "deltamem.store.base:2 -> deltamem.engine.memory (adapters -> engine)"]
+    assert circles(edges) == [["deltamem.engine.memory", "deltamem.store.base"]]
 
 
 def test_the_architecture_map_names_every_module():
-    """docs/architecture.md names every top-level module and package of the library, and every
-    module of the core and of the scene seam."""
+    """docs/architecture.md names every top-level module and package of the library, every
+    folder by its path (``faces/cli/``), and every module in them by its file name."""
     doc = (SRC.parents[1] / "docs" / "architecture.md").read_text()
     missing = []
     for name, path in modules().items():
         parts = name.split(".")
         if len(parts) == 1:
             continue
-        if len(parts) == 2:  # deltamem.x: a top-level module or package
-            token = f"{parts[1]}/" if path.name == "__init__.py" else f"{parts[1]}"
-            if not re.search(rf"(?<![\w/.]){re.escape(token)}(?![\w])", doc):
-                missing.append(name)
-        elif parts[1] in ("core", "scenes") and path.name != "__init__.py" \
-                and not re.search(rf"(?<![\w]){re.escape(path.stem)}(?![\w])", doc):
+        if path.name == "__init__.py":  # a package: its path, ``faces/server/``
+            token = "/".join(parts[1:]) + "/"
+        else:
+            token = path.name if len(parts) > 2 else parts[1]
+        if not re.search(rf"(?<![\w.]){re.escape(token)}(?![\w])", doc):
             missing.append(name)
     assert missing == []

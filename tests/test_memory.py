@@ -7,9 +7,9 @@ import pytest
 from deltamem.config import Settings
 from deltamem.core.model import Lesson, Skill
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import EmbedderMismatch, NodeNotFound
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 

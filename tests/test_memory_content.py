@@ -12,9 +12,9 @@ from deltamem.core.knowledge import contradictions
 from deltamem.core.model import Episode, Knowledge, Lesson, Step
 from deltamem.core.render import estimate_tokens, render_patch
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import make_episode
 from test_trace_extractor import DEPLOY, TWX_CORRIDOR
@@ -142,7 +142,7 @@ def test_consolidated_roots_count_in_stored_chars(mem):
     for _ in range(4):
         mem.learn(make_episode(actions=("go to kitchen", "open microwave", "take apple",
                                         "heat apple")))
-    from deltamem.reports import node_chars
+    from deltamem.engine.reports import node_chars
 
     assert any(n.is_consolidated_root for n in mem.nodes())
     assert mem.stats()["stored_chars"] == sum(node_chars(n) for n in mem.nodes())

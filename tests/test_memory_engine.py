@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-import deltamem.memory
+import deltamem.engine.memory
 from deltamem.core.model import Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ProviderError
 from deltamem.extract.base import Extraction, ExtractRequest
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 
@@ -96,7 +96,7 @@ def test_learn_renders_no_context(tmp_path, monkeypatch):
     with DeltaMem(SQLiteStore(tmp_path / "d.db"), HashingEmbedder(), TraceExtractor(),
                   settings=TEST_SETTINGS) as mem:
         mem.learn(make_episode())
-        monkeypatch.setattr(deltamem.memory, "render_context", no_rendering)
+        monkeypatch.setattr(deltamem.engine.memory, "render_context", no_rendering)
         result = mem.learn(make_episode(actions=LONGER))
         assert result.task.action.value == "delta"
         with pytest.raises(AssertionError):
@@ -110,9 +110,9 @@ def test_a_plan_made_outside_the_lock_is_redone_when_the_memory_changed(tmp_path
     with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
         first = mem.learn(make_episode()).task.node
         episode = make_episode(actions=LONGER)
-        reads = mem._read(episode.task, episode.env, 1, deltamem.memory.Usage())
+        reads = mem._read(episode.task, episode.env, 1, deltamem.engine.memory.Usage())
         extraction = mem.writer.extract(episode, reads[Tree.TASK].recall,
-                                        deltamem.memory.Usage())
+                                        deltamem.engine.memory.Usage())
         stale = mem.writer.plan(Tree.TASK, episode.task, reads[Tree.TASK].recall.query,
                                 extraction.experience, reads[Tree.TASK].scanned)
         assert stale is not None and stale.placement.anchor == first

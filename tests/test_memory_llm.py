@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ExtractionError
 from deltamem.extract.llm import LLMExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from deltamem.testing import ScriptedLLM
 from helpers import TEST_SETTINGS, make_episode

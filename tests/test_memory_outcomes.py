@@ -8,9 +8,9 @@ from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.core.tree import Action, Placement, chain_evidence
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import NodeNotFound
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 

@@ -14,10 +14,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from deltamem.config import Settings
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import Consolidation
 from deltamem.errors import SpaceNotFound
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.results import Consolidation
 from deltamem.store.sqlite import SQLiteStore
 from helpers import make_episode
 

@@ -17,14 +17,14 @@ ALLOWED_DELTAMEM_IN_CORE = ("deltamem.core", "deltamem.errors")
 
 
 PUBLIC = [
-    "AsyncClient", "AsyncDeltaMem", "BatchResult", "BudgetExceeded", "Client", "ConfigError",
-    "Consolidation", "DeltaMem", "DeltaMemError", "Edit", "Embedder", "EmbedderMismatch",
-    "Episode", "EpisodeError", "Experience", "ExtractionError", "Extractor", "InvalidExport",
-    "Knowledge", "LLM", "LearnResult", "Lesson", "Node", "NodeKind", "NodeNotFound", "Outcome",
-    "Patch", "PatchError", "ProviderError", "Put", "Recall", "RemoteError", "Scene",
-    "SchemaError", "SetText", "Settings", "Skill", "SpaceNotFound", "Splice", "Step", "Store",
-    "StoreError", "Tree", "TreeRecall", "TreeWrite", "Usage", "__version__", "apply", "compose",
-    "diff",
+    "AsyncClient", "AsyncDeltaMem", "BatchResult", "BudgetExceeded", "ChainLink", "Client",
+    "ConfigError", "Consolidation", "Correction", "DeltaMem", "DeltaMemError", "Edit", "Embedder",
+    "EmbedderMismatch", "Episode", "EpisodeError", "Experience", "ExtractionError", "Extractor",
+    "InvalidExport", "Knowledge", "LLM", "LearnResult", "Lesson", "Node", "NodeKind",
+    "NodeNotFound", "Outcome", "OutcomeRecord", "Patch", "PatchError", "ProviderError", "Put",
+    "Recall", "RemoteError", "Scene", "SchemaError", "SetText", "Settings", "Skill",
+    "SpaceNotFound", "Splice", "Step", "Store", "StoreError", "Tree", "TreeRecall", "TreeWrite",
+    "Usage", "__version__", "apply", "compose", "diff",
 ]
 
 

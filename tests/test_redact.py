@@ -1,5 +1,5 @@
 """Secret redaction: realistic secrets never reach the database, its WAL, an export or a log;
-ordinary code and text pass untouched (deltamem.redact and the facade's choke point)."""
+ordinary code and text pass untouched (deltamem.privacy.redact and the facade's choke point)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from deltamem import redact as R
 from deltamem.core.model import Episode, Skill, Step, Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.privacy import redact as R
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 
@@ -269,12 +269,12 @@ def test_cli_scrub_mirrors_the_library(tmp_path):
                       settings=TEST_SETTINGS.with_(redact=False)) as old:
             old.learn(_episode(ENV_OUTPUT))
     env = {**os.environ, "DELTAMEM_EMBEDDER": "hashing"}
-    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db", str(db),
+    proc = subprocess.run([sys.executable, "-m", "deltamem", "scrub", "--db", str(db),
                            "--json"], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == {"nodes": 4, "episodes": 2, "spaces": 2}
     assert _leaks(db.read_bytes()) == []
-    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", "scrub", "--db",
+    proc = subprocess.run([sys.executable, "-m", "deltamem", "scrub", "--db",
                            str(tmp_path / "missing.db")], capture_output=True, text=True,
                           env=env, check=False)
     assert proc.returncode == 4 and proc.stderr.startswith("error: ")

@@ -10,10 +10,10 @@ import pytest
 from deltamem import config
 from deltamem.config import Settings
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.server.rest import create_app
-from deltamem.server.spaces import SpacePool
+from deltamem.faces.server.rest import create_app
+from deltamem.faces.server.spaces import SpacePool
 from deltamem.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

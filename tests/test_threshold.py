@@ -7,8 +7,8 @@ import math
 
 from deltamem.core.scoring import accepts
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 

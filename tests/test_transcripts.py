@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deltamem.errors import EpisodeError
-from deltamem.transcripts import (
+from deltamem.formats.transcripts import (
     MAX_OBSERVATION,
     episode_from_messages,
     messages_from_anthropic,

@@ -22,9 +22,9 @@ The five extension points are protocols: ``Store``, ``Embedder``, ``LLM``, ``Ext
 
 from typing import TYPE_CHECKING, Any
 
-import deltamem.redact  # noqa: F401  (registers the redactor of error texts)
-import deltamem.transcripts  # noqa: F401  (registers Episode.from_messages)
-from deltamem.aio import AsyncDeltaMem
+import deltamem.formats.transcripts  # noqa: F401  (registers Episode.from_messages)
+import deltamem.privacy.redact  # noqa: F401  (registers the redactor of error texts)
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, compose, diff
 from deltamem.core.model import (
@@ -40,6 +40,19 @@ from deltamem.core.model import (
     Tree,
 )
 from deltamem.embed.base import Embedder
+from deltamem.engine.aio import AsyncDeltaMem
+from deltamem.engine.corrections import Correction
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import (
+    BatchResult,
+    ChainLink,
+    Consolidation,
+    LearnResult,
+    OutcomeRecord,
+    Recall,
+    TreeRecall,
+    TreeWrite,
+)
 from deltamem.errors import (
     BudgetExceeded,
     ConfigError,
@@ -58,18 +71,8 @@ from deltamem.errors import (
 )
 from deltamem.extract.base import Extractor
 from deltamem.llm.base import LLM
-from deltamem.memory import DeltaMem
-from deltamem.results import (
-    BatchResult,
-    Consolidation,
-    LearnResult,
-    Recall,
-    TreeRecall,
-    TreeWrite,
-)
 from deltamem.scenes import Scene
 from deltamem.store.base import Store
-from deltamem.usage import Usage
 
 if TYPE_CHECKING:
     from deltamem.client import AsyncClient, Client
@@ -81,9 +84,11 @@ __all__ = [
     "AsyncDeltaMem",
     "BatchResult",
     "BudgetExceeded",
+    "ChainLink",
     "Client",
     "ConfigError",
     "Consolidation",
+    "Correction",
     "DeltaMem",
     "DeltaMemError",
     "Edit",
@@ -103,6 +108,7 @@ __all__ = [
     "NodeKind",
     "NodeNotFound",
     "Outcome",
+    "OutcomeRecord",
     "Patch",
     "PatchError",
     "ProviderError",

@@ -3,9 +3,9 @@
 They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``record_outcome``,
 ``show``, ``list_nodes``, ``stats``, ``consolidate``, ``export``, ``import_``, ``delete``,
 ``forget``),
-return the typed models of :mod:`deltamem.api`, and raise the library's exceptions: an error the
-server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the server's
-message; anything else (auth, scope, rate limit, an unreachable server) is a
+return the typed models of :mod:`deltamem.formats.api`, and raise the library's exceptions: an
+error the server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the
+server's message; anything else (auth, scope, rate limit, an unreachable server) is a
 :class:`~deltamem.errors.RemoteError`.
 
 Both clients retry (``retries=3`` by default, ``retries=0`` turns it off) with exponential
@@ -41,10 +41,10 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel
 
-from deltamem import api
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
-from deltamem.episodes import episode_to_dict
 from deltamem.errors import DeltaMemError, EpisodeError, NodeNotFound, RemoteError
+from deltamem.formats import api
+from deltamem.formats.episodes import episode_to_dict
 
 M = TypeVar("M", bound=BaseModel)
 NDJSON = "application/x-ndjson"

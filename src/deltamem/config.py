@@ -66,7 +66,7 @@ class Settings:
             (docs/results.md); without faiss, larger trees are scanned exactly.
         redact: replace secrets in every episode, root and import by ``[REDACTED:<kind>]``
             and drop ``<private>`` spans before anything is stored or sent to a model
-            (``deltamem.redact``). Turn it off only for data known to hold no secret.
+            (``deltamem.privacy.redact``). Turn it off only for data known to hold no secret.
     """
 
     tau_task: float = DEFAULT_TAU_TASK
@@ -139,7 +139,7 @@ def llm_endpoint(environ: Mapping[str, str] | None = None) -> dict[str, str | No
 
 def secret(name: str, value: str | None) -> str | None:
     """A configured secret (an API key, a password) as it is used: surrounding whitespace
-    stripped (None when nothing is left), and registered with :mod:`deltamem.redact` so that
+    stripped (None when nothing is left), and registered with :mod:`deltamem.privacy.redact` so that
     no text leaving the process (error bodies, CLI errors, logs, worker output, echoed model
     answers) shows it or a piece of it.
 
@@ -147,7 +147,7 @@ def secret(name: str, value: str | None) -> str | None:
         ConfigError: whitespace or a control character inside it, or a character outside
             ASCII (no HTTP header can carry it); the message names ``name``, never the value.
     """
-    from deltamem.redact import register_secret
+    from deltamem.privacy.redact import register_secret
 
     if value is None:
         return None

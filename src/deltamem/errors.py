@@ -30,8 +30,8 @@ from typing import Any
 class DeltaMemError(Exception):
     """Root of every deltamem error.
 
-    Its text is redacted (``deltamem.redact``): a configured secret, a key or a password quoted
-    in a message (a provider's echo, a model's answer, a URL) never reaches a user or a log.
+    Its text is redacted (``deltamem.privacy.redact``): a configured secret, a key or a password
+    quoted in a message (a provider's echo, a model's answer, a URL) never reaches a user or a log.
     """
 
     def __str__(self) -> str:
@@ -130,7 +130,7 @@ class RemoteError(DeltaMemError):
         super().__init__(message)
 
 
-# The redactor of error texts: ``deltamem.redact`` registers itself here when it is imported
+# The redactor of error texts: ``deltamem.privacy.redact`` registers itself here when it is imported
 # (``import deltamem``, and so any ``deltamem.*`` import, does), so this ground-floor module
 # names nothing above it.
 _REDACTOR: list[Callable[[str], str]] = []
@@ -142,7 +142,8 @@ def register_redactor(redactor: Callable[[str], str]) -> None:
 
 
 def redacted(text: str) -> str:
-    """``text`` with secrets replaced (``deltamem.redact``, which the package imports first)."""
-    if not _REDACTOR:  # pragma: no cover - the package's __init__ imports deltamem.redact
-        raise RuntimeError("no redactor registered: import deltamem.redact first")
+    """``text`` with secrets replaced (``deltamem.privacy.redact``, which the package imports
+    first)."""
+    if not _REDACTOR:  # pragma: no cover - the package's __init__ imports deltamem.privacy.redact
+        raise RuntimeError("no redactor registered: import deltamem.privacy.redact first")
     return _REDACTOR[0](text)

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from deltamem.episodes import episode_to_dict
+from deltamem.formats.episodes import episode_to_dict
 from helpers import make_episode
 
 ENV = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
@@ -17,7 +17,7 @@ ENV = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
 
 
 def run(*args, check=True):
-    proc = subprocess.run([sys.executable, "-m", "deltamem.cli", *map(str, args)],
+    proc = subprocess.run([sys.executable, "-m", "deltamem", *map(str, args)],
                           capture_output=True, text=True, env=ENV, timeout=120)
     if check and proc.returncode != 0:
         raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")

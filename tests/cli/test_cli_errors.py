@@ -14,8 +14,9 @@ import sys
 import pytest
 import typer
 
-from deltamem import __version__, cli
-from deltamem.episodes import episode_to_dict
+from deltamem import __version__
+from deltamem.faces.cli import app as cli
+from deltamem.formats.episodes import episode_to_dict
 from helpers import make_episode
 
 
@@ -160,7 +161,7 @@ def find_spec(name, package=None):
         return None
     return real(name, package)
 importlib.util.find_spec = find_spec
-from deltamem.cli import main
+from deltamem.faces.cli.app import main
 sys.argv = ["deltamem", *{args!r}]
 main()
 """
@@ -184,7 +185,7 @@ def test_entry_point_subprocess_has_no_traceback(tmp_path):
     for args, code in ((["recall", "--top-k", "abc"], 2),
                        (["import", str(tmp_path / "nope.jsonl"), "--db", str(tmp_path / "m.db")],
                         cli.EXIT_FILE)):
-        proc = subprocess.run([sys.executable, "-m", "deltamem.cli", *args], capture_output=True,
+        proc = subprocess.run([sys.executable, "-m", "deltamem", *args], capture_output=True,
                               text=True, timeout=120,
                               env={**os.environ, "DELTAMEM_EMBEDDER": "hashing"})
         assert proc.returncode == code

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from deltamem.episodes import episode_to_dict
+from deltamem.formats.episodes import episode_to_dict
 from helpers import make_episode
 
 ENV = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
        "DELTAMEM_TAU_ENV": "0.6", "COLUMNS": "80", "OPENBLAS_NUM_THREADS": "1"}
-CLI = [sys.executable, "-m", "deltamem.cli"]
+CLI = [sys.executable, "-m", "deltamem"]
 LONG_STEP = ("open the microwave door carefully with the left hand while holding the apple in "
              "the right hand and then put the apple on the turntable")
 LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")

@@ -9,9 +9,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from deltamem import cli
-from deltamem.cli_options import MODEL_OPTIONS
-from deltamem.episodes import episode_to_dict
+from deltamem.faces.cli import app as cli
+from deltamem.faces.cli.options import MODEL_OPTIONS
+from deltamem.formats.episodes import episode_to_dict
 from helpers import make_episode
 
 COMMANDS = ("learn", "serve", "mcp", "worker")

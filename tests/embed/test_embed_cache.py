@@ -8,8 +8,8 @@ import pytest
 from deltamem.config import Settings
 from deltamem.embed.cache import EmbeddingCache
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 

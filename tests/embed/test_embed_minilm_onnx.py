@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from deltamem import extras
+from deltamem._util import extras
 from deltamem.embed import make_embedder, minilm
 from deltamem.embed.minilm import MiniLMEmbedder
 from deltamem.errors import ConfigError

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deltamem.episodes import read_episodes
+from deltamem.formats.episodes import read_episodes
 from deltamem.llm.llamacpp import default_model_path
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "scienceworld_gold.jsonl"
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 
 def cli(*args, env=None, timeout=900):
-    return subprocess.run([sys.executable, "-m", "deltamem.cli", *map(str, args)],
+    return subprocess.run([sys.executable, "-m", "deltamem", *map(str, args)],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **(env or {})})
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from deltamem.config import Settings
-from deltamem.episodes import read_episodes
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import read_episodes
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "scienceworld_gold.jsonl"
 

@@ -14,9 +14,9 @@ import pytest
 
 from deltamem.core.knowledge import contradictions, fact_subject
 from deltamem.core.model import Knowledge
-from deltamem.episodes import read_episodes
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import read_episodes
 from deltamem.scenes.text_games import layout_signature
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "twx_coin_gold.jsonl.gz"

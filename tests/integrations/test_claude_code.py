@@ -20,8 +20,8 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from deltamem.engine.memory import DeltaMem
 from deltamem.integrations.claude_code import last_turn, read_transcript, scene, turn_outcome
-from deltamem.memory import DeltaMem
 from helpers import TEST_SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from deltamem import extras
+from deltamem._util import extras
 from deltamem.errors import ConfigError
 
 

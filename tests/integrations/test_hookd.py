@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import SpaceNotFound
-from deltamem.memory import DeltaMem
 from deltamem_hook import target
 from helpers import TEST_SETTINGS
 

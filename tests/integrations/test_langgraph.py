@@ -12,7 +12,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError
 
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.episodes import episode_to_dict
+from deltamem.formats.episodes import episode_to_dict
 from deltamem.integrations.langgraph import DeltaMemStore, namespace_for, space_for
 from helpers import TEST_SETTINGS, make_episode
 

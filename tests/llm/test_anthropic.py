@@ -257,7 +257,7 @@ def test_cli_learns_with_anthropic(tmp_path: Path, anthropic_server: FakeAnthrop
     env = {**os.environ, "DELTAMEM_LLM_API_KEY": KEY, "DELTAMEM_EMBEDDER": "hashing"}
     env.pop("DELTAMEM_LLM_BASE_URL", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "deltamem.cli", "learn", str(episodes), "--db",
+        [sys.executable, "-m", "deltamem", "learn", str(episodes), "--db",
          str(tmp_path / "m.db"), "--extractor", "llm", "--llm", "anthropic", "--base-url",
          anthropic_server.url, "--model", MODEL, "--json"],
         capture_output=True, text=True, env=env, check=False, timeout=120)

@@ -14,8 +14,8 @@ from fake_openai_server import FakeOpenAIServer, Reply, ok
 
 from deltamem.config import llm_endpoint, secret
 from deltamem.errors import ConfigError, ExtractionError, ProviderError
+from deltamem.faces.server.http_errors import error_body, library_error_body
 from deltamem.llm.openai_compat import OpenAICompatLLM
-from deltamem.server.http_errors import error_body, library_error_body
 
 pytestmark = pytest.mark.server
 
@@ -80,7 +80,7 @@ def test_cli_errors_never_show_the_key(tmp_path, fake_server: FakeOpenAIServer):
                         + "\n")
     env = {**os.environ, "DELTAMEM_LLM_API_KEY": KEY + "\n", "DELTAMEM_EMBEDDER": "hashing"}
     proc = subprocess.run(
-        [sys.executable, "-m", "deltamem.cli", "learn", str(episodes), "--db",
+        [sys.executable, "-m", "deltamem", "learn", str(episodes), "--db",
          str(tmp_path / "m.db"), "--extractor", "llm", "--base-url", fake_server.url,
          "--model", "m"], capture_output=True, text=True, env=env, check=False, timeout=120)
     assert proc.returncode == 7, proc.stderr

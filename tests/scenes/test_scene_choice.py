@@ -13,11 +13,11 @@ from deltamem import Scene
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Knowledge, Step, Tree
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.episodes import episode_to_dict
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
 from deltamem.extract.base import ExtractRequest
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import episode_to_dict
 from deltamem.scenes import SCENE_NAMES, make_scene
 from deltamem.scenes.plain import Plain
 from deltamem.scenes.text_games import TextGames
@@ -129,7 +129,7 @@ def test_cli_scene_option(tmp_path):
     episodes.write_text(json.dumps(episode_to_dict(EPISODE)) + "\n")
 
     def run(*args):
-        return subprocess.run([sys.executable, "-m", "deltamem.cli", *map(str, args)],
+        return subprocess.run([sys.executable, "-m", "deltamem", *map(str, args)],
                               capture_output=True, text=True, env=env, timeout=120)
 
     db = tmp_path / "m.db"

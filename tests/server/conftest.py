@@ -9,7 +9,7 @@ import pytest
 from server_live import LiveServer, ServerThread, make_keys, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.server.rest import create_app
+from deltamem.faces.server.rest import create_app
 from helpers import TEST_SETTINGS
 
 

@@ -14,10 +14,10 @@ import sys
 
 from deltamem.config import Settings
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.server.keys import KeyStore
-from deltamem.server.mcp import run_server
+from deltamem.faces.server.keys import KeyStore
+from deltamem.faces.server.mcp import run_server
 from deltamem.store.sqlite import SQLiteStore
 
 if __name__ == "__main__":

@@ -18,9 +18,9 @@ import httpx
 import uvicorn
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.server.keys import SCOPES, open_keys
+from deltamem.faces.server.keys import SCOPES, open_keys
 from deltamem.store.sqlite import SQLiteStore
 
 
@@ -77,7 +77,7 @@ def make_keys(db: Path | str) -> tuple[str, str]:
 
 
 # The real `deltamem` command line, run as a child process with the hashing test embedder.
-CLI = [sys.executable, "-m", "deltamem.cli"]
+CLI = [sys.executable, "-m", "deltamem"]
 
 
 def cli_env(**extra: str) -> dict[str, str]:

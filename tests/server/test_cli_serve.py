@@ -9,10 +9,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from deltamem import cli_serve
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.faces.cli import serve as cli_serve
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 
@@ -107,7 +107,7 @@ def test_delete_and_forget(app: typer.Typer, tmp_path: Path) -> None:
 
 def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
     """Run the real CLI in-process; return (exit code, stderr)."""
-    from deltamem import cli
+    from deltamem.faces.cli import app as cli
 
     with pytest.raises(SystemExit) as info:
         cli.main(list(args))
@@ -138,7 +138,7 @@ def test_no_keys_warns_loudly_and_refuses_a_public_address(
 def test_mcp_http_without_keys_refuses_a_public_address(tmp_path: Path) -> None:
     """The library entry point too: run_server over HTTP with no keys only on loopback."""
     from deltamem.errors import ConfigError
-    from deltamem.server.mcp import run_server
+    from deltamem.faces.server.mcp import run_server
 
     with learn(tmp_path / "m.db") as mem, pytest.raises(ConfigError, match="loopback"):
         run_server(mem, transport="http", host="0.0.0.0", port=1)
@@ -156,7 +156,7 @@ def test_serve_with_workers_shares_the_port_and_gives_the_same_answers(
 
     import httpx
 
-    from deltamem.server.keys import open_keys
+    from deltamem.faces.server.keys import open_keys
 
     db = tmp_path / "w.db"
     keys = open_keys(str(db))
@@ -167,7 +167,7 @@ def test_serve_with_workers_shares_the_port_and_gives_the_same_answers(
         port = sock.getsockname()[1]
     env = {**os.environ, "DELTAMEM_EMBEDDER": "hashing", "DELTAMEM_TAU_TASK": "0.6",
            "DELTAMEM_TAU_ENV": "0.6"}
-    proc = subprocess.Popen([sys.executable, "-c", "from deltamem.cli import main; main()",
+    proc = subprocess.Popen([sys.executable, "-m", "deltamem",
                              "serve", "--db", str(db), "--port", str(port), "--workers", "2"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

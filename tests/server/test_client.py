@@ -1,6 +1,6 @@
 """deltamem.Client and AsyncClient against the real server on loopback, and the wire models.
 
-Every route's real answer is checked against its model of :mod:`deltamem.api` both ways: the
+Every route's real answer is checked against its model of :mod:`deltamem.formats.api` both ways: the
 model accepts it, and dumping the model gives back exactly the JSON the server sent (a field
 the server sends that the model lacks would be dropped, and fail).
 """
@@ -18,8 +18,9 @@ import pytest
 from pydantic import BaseModel
 from server_live import LiveServer
 
-from deltamem import AsyncClient, Client, Episode, Step, api
+from deltamem import AsyncClient, Client, Episode, Step
 from deltamem.errors import ConfigError, EpisodeError, NodeNotFound, RemoteError
+from deltamem.formats import api
 from helpers import make_episode
 
 pytestmark = pytest.mark.server

@@ -11,8 +11,8 @@ from server_live import ServerThread, make_keys, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.llm import LLMExtractor
+from deltamem.faces.server.rest import create_app
 from deltamem.llm.openai_compat import OpenAICompatLLM
-from deltamem.server.rest import create_app
 from helpers import TEST_SETTINGS
 
 pytestmark = pytest.mark.server

@@ -20,8 +20,8 @@ import pytest
 from server_live import LiveServer
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 

@@ -14,10 +14,10 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from deltamem.cli import app
 from deltamem.errors import ConfigError
-from deltamem.server import keys as keys_module
-from deltamem.server.keys import SCOPES, KeyStore, open_keys
+from deltamem.faces.cli.app import app
+from deltamem.faces.server import keys as keys_module
+from deltamem.faces.server.keys import SCOPES, KeyStore, open_keys
 from deltamem.store import open_store
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
 

@@ -171,7 +171,7 @@ class HttpServer(str):
 
 
 def _keys(db: Path) -> tuple[str, str, str, str]:
-    from deltamem.server.keys import open_keys
+    from deltamem.faces.server.keys import open_keys
 
     keys = open_keys(str(db))
     try:
@@ -232,7 +232,7 @@ def test_cli_mcp_command_serves_over_stdio(tmp_path: Path) -> None:
 
     async def run() -> tuple[list[str], dict[str, Any]]:
         params = StdioServerParameters(command=sys.executable, args=[
-            "-c", "from deltamem.cli import main; main()", "mcp", "--db", str(tmp_path / "m.db"),
+            "-m", "deltamem", "mcp", "--db", str(tmp_path / "m.db"),
             "--space", "s2", "--embedder", "hashing"], env=dict(os.environ))
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
@@ -268,7 +268,7 @@ def test_each_http_session_scores_its_own_last_recall(http_server: HttpServer) -
 
 def test_server_tools_called_in_process(mem) -> None:
     """build_server's tools also work when called directly, outside a client request."""
-    from deltamem.server.mcp import build_server
+    from deltamem.faces.server.mcp import build_server
     from helpers import make_episode
 
     mem.learn(make_episode())
@@ -287,7 +287,7 @@ def test_recall_and_list_tools_take_filters(mem) -> None:
     """The recall and list tools filter on episode meta; a bad filter is a tool error."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from deltamem.server.mcp import build_server
+    from deltamem.faces.server.mcp import build_server
     from helpers import make_episode
 
     alice = mem.learn(make_episode(user="alice"))
@@ -363,7 +363,7 @@ def test_export_skills_writes_only_under_the_configured_folder(mem, tmp_path: Pa
     OS error says why."""
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from deltamem.server.mcp import build_server
+    from deltamem.faces.server.mcp import build_server
     from helpers import make_episode
 
     mem.learn(make_episode())
@@ -449,7 +449,7 @@ def test_tool_errors_keep_the_servers_addresses_and_secrets_private(tmp_path: Pa
     from deltamem.embed.hashing import HashingEmbedder
     from deltamem.errors import ProviderError
     from deltamem.extract.trace import TraceExtractor
-    from deltamem.server.mcp import build_server
+    from deltamem.faces.server.mcp import build_server
     from deltamem.store.sqlite import SQLiteStore
 
     key = "sk-FAKE5b1d0c7e29a4f6b8d3e1c0a9b7f5e3d1c2b4a6"

@@ -17,9 +17,9 @@ import pytest
 from server_live import ServeProcess, ServerThread, SlowModel, make_keys
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.server.rest import create_app
+from deltamem.faces.server.rest import create_app
 from deltamem.store import open_store
 from helpers import TEST_SETTINGS
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures

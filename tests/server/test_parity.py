@@ -4,9 +4,9 @@ same JSON for the same operation.
 The same script (learn an episode, learn a batch, recall with and without explain, count an
 outcome, list, show, stats, a dry-run consolidation, a correction, export) runs once per face, each
 on its own fresh database. Every answer must parse exactly into its wire model of
-:mod:`deltamem.api` (nothing dropped, nothing invented), and after naming node and episode ids by
-order of first appearance and dropping the clock (``wall_ms``, ``created_at``), every face's answer
-must equal the library's. The embedding cache is off for all faces: each CLI command is a new
+:mod:`deltamem.formats.api` (nothing dropped, nothing invented), and after naming node and episode
+ids by order of first appearance and dropping the clock (``wall_ms``, ``created_at``), every face's
+answer must equal the library's. The embedding cache is off for all faces: each CLI command is a new
 process with a cold cache, and usage counts would otherwise differ for that reason alone.
 
 The faces offer what suits them: MCP has no batch learn and no JSON Lines export (an agent gets
@@ -30,16 +30,16 @@ from fastapi.testclient import TestClient
 from mcp import Client as McpClient
 from pydantic import BaseModel
 
-from deltamem import api
-from deltamem.cli import main as cli_main
 from deltamem.core.model import Tree
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.episodes import episode_from_dict
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import consolidation_report, node_listing
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.results import consolidation_report, node_listing
-from deltamem.server.mcp import build_server
-from deltamem.server.rest import create_app
+from deltamem.faces.cli.app import main as cli_main
+from deltamem.faces.server.mcp import build_server
+from deltamem.faces.server.rest import create_app
+from deltamem.formats import api
+from deltamem.formats.episodes import episode_from_dict
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 

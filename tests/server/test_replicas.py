@@ -24,8 +24,8 @@ import pytest
 from server_live import CLI, ServeProcess, cli_env
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store import open_store
 from helpers import TEST_SETTINGS
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures

@@ -14,8 +14,8 @@ import pytest
 from server_live import LiveServer, ServerThread, make_keys, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.server.keys import open_keys
-from deltamem.server.rest import ROUTE_SCOPES, create_app
+from deltamem.faces.server.keys import open_keys
+from deltamem.faces.server.rest import ROUTE_SCOPES, create_app
 from helpers import TEST_SETTINGS
 
 pytestmark = pytest.mark.server

@@ -1,5 +1,5 @@
-"""One pydantic model per shape: each input and output has a single model in :mod:`deltamem.api`
-that validates it and documents it on every face.
+"""One pydantic model per shape: each input and output has a single model in
+:mod:`deltamem.formats.api` that validates it and documents it on every face.
 
 The episode is the case the architecture review found defined three times (hand-written checks
 in ``episodes.py``, a documentation-only model for REST, another model for MCP). Here its one
@@ -23,17 +23,17 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import Field
 
-from deltamem import api
-from deltamem.cli import main as cli_main
 from deltamem.client import Client
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.episodes import episode_from_dict
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import BatchResult
 from deltamem.errors import EpisodeError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.results import BatchResult
-from deltamem.server.mcp import build_server
-from deltamem.server.rest import create_app
+from deltamem.faces.cli.app import main as cli_main
+from deltamem.faces.server.mcp import build_server
+from deltamem.faces.server.rest import create_app
+from deltamem.formats import api
+from deltamem.formats.episodes import episode_from_dict
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS
 

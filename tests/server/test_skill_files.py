@@ -9,10 +9,10 @@ import pytest
 
 from deltamem.core.model import NodeKind, Outcome, Skill, Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.skills import (
+from deltamem.faces.skills import (
     export_layout,
     export_skills,
     import_layout,

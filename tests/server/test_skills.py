@@ -8,10 +8,10 @@ import pytest
 
 from deltamem.core.model import Skill, Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.skills import export_skills, import_skills, parse_skill_md, slugify
+from deltamem.faces.skills import export_skills, import_skills, parse_skill_md, slugify
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 
@@ -105,7 +105,7 @@ LONGER = ("go to kitchen", "open microwave", "take apple", "heat apple")
 def test_memory_md_layout_index_chains_and_round_trip(mem: DeltaMem, tmp_path: Path) -> None:
     """MEMORY.md indexes roots with their variants; every chain has a file; import reads the
     skills and scene knowledge back as roots that recall finds; a second import adds nothing."""
-    from deltamem.skills import export_layout, import_layout
+    from deltamem.faces.skills import export_layout, import_layout
 
     mem.learn(make_episode())
     delta = mem.learn(make_episode(actions=LONGER)).task.node
@@ -137,7 +137,7 @@ def test_memory_md_layout_index_chains_and_round_trip(mem: DeltaMem, tmp_path: P
 
 
 def test_memory_md_index_stays_within_its_line_budget(mem: DeltaMem, tmp_path: Path) -> None:
-    from deltamem.skills import INDEX_LINES, export_memory_md
+    from deltamem.faces.skills import INDEX_LINES, export_memory_md
 
     for i in range(120):
         mem.learn(make_episode(task=f"task number {i} of many", env=f"scene {i}",
@@ -153,7 +153,7 @@ def test_memory_md_index_stays_within_its_line_budget(mem: DeltaMem, tmp_path: P
 def test_cli_exports_memory_md_layout(mem: DeltaMem, db_path: Path, tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from deltamem.cli import app
+    from deltamem.faces.cli.app import app
 
     mem.learn(make_episode())
     mem.close()

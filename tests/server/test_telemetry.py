@@ -15,8 +15,8 @@ from opentelemetry.trace import StatusCode
 from server_live import ServerThread, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.memory import DeltaMem
-from deltamem.server.rest import create_app
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.server.rest import create_app
 from helpers import TEST_SETTINGS, make_episode
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from deltamem.core.model import experience_to_dict
-from deltamem.memory import DeltaMem
-from deltamem.server.viewer import embed_json, render_viewer
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.server.viewer import embed_json, render_viewer
 from helpers import make_episode
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
@@ -116,8 +116,8 @@ def test_a_parent_cycle_already_stored_is_reported_not_looped(mem: DeltaMem, tmp
     `deltamem view` stop with a StoreError naming a node (it used to loop forever, growing)."""
     import sqlite3
 
-    from deltamem import cli
     from deltamem.errors import StoreError
+    from deltamem.faces.cli import app as cli
 
     grow(mem)
     deltas = [n for n in mem.nodes() if n.kind.value == "delta"]

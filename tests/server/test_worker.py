@@ -22,12 +22,12 @@ import pytest
 from server_live import CLI, ServerThread, SlowModel, cli_env, make_keys
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
-from deltamem.server.rest import create_app
+from deltamem.faces.server.rest import create_app
+from deltamem.faces.worker import Worker
 from deltamem.store import open_store
 from deltamem.store.lease import consolidation_lease
-from deltamem.worker import Worker
 from helpers import TEST_SETTINGS, make_episode
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
 

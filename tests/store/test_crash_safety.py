@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 
 WRITER = """
@@ -20,7 +20,7 @@ sys.path.insert(0, {tests!r})
 from helpers import TEST_SETTINGS, make_episode
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.engine.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 mem = DeltaMem(SQLiteStore({db!r}), HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS)
 i = 0

@@ -18,7 +18,7 @@ import pytest
 
 from deltamem.core.model import Tree
 from deltamem.errors import StoreError
-from deltamem.transfer import export_lines, export_records, import_records
+from deltamem.formats.transfer import export_lines, export_records, import_records
 from helpers import make_episode
 
 DIM = 256  # the hashing test embedder's width
@@ -263,7 +263,7 @@ def test_a_damaged_vector_already_stored_cannot_poison_recall(mem, value):
     """A NaN or huge vector written straight into the database: `check` names it, and a
     scan leaves that node out, so recall still finds the sound nodes (NaN made the tree match
     nothing; 1e30 won every recall, whatever the task)."""
-    from deltamem.memory import DeltaMem
+    from deltamem.engine.memory import DeltaMem
     from deltamem.store.sqlite import SQLiteStore
 
     mem.learn(make_episode())

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store import open_store
 from helpers import TEST_SETTINGS, make_episode
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures

@@ -10,16 +10,16 @@ import pytest
 
 from deltamem.core.model import Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError, SchemaError, StoreError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.transfer import export_records
 from deltamem.store import open_store
 from deltamem.store._sql_postgres import MIGRATIONS
 from deltamem.store.copy import copy_spaces
 from deltamem.store.postgres import PostgresStore
 from deltamem.store.sqlite import SQLiteStore
 from deltamem.testing.conformance import DIM, SPACE, StoreConformance, make_root, vec
-from deltamem.transfer import export_records
 from helpers import TEST_SETTINGS, make_episode
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures
 

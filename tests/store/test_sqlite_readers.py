@@ -15,9 +15,9 @@ import pytest
 
 from deltamem.core.model import Tree
 from deltamem.embed.hashing import HashingEmbedder
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import StoreError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.memory import DeltaMem
 from deltamem.store.sqlite import SQLiteStore
 from deltamem.testing.conformance import DIM, SPACE, make_root, vec
 from helpers import TEST_SETTINGS, make_episode

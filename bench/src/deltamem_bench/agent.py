@@ -24,11 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from deltamem import Usage
 from deltamem.core.model import Episode, Step
-from deltamem.episodes import episode_to_dict
 from deltamem.errors import ConfigError
+from deltamem.formats.episodes import episode_to_dict
 from deltamem.llm.base import LLM, Message
-from deltamem.usage import Usage
 from deltamem_bench.envs.base import Environment, EpisodeSpec, Reset, Transition
 
 _ACTION = re.compile(r"^\s*(?:>\s*)?action\s*[:：]\s*(.*)$", re.IGNORECASE)

@@ -22,13 +22,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
+from deltamem import Usage
 from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
 from deltamem.errors import ExtractionError
 from deltamem.extract.schemas import answer_schema
 from deltamem.extract.structured import ask_structured
 from deltamem.llm.base import LLM, Message
-from deltamem.usage import Usage
 from deltamem_bench.agent import cut_text
 from deltamem_bench.memories import Update
 

@@ -64,9 +64,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from deltamem import Usage
 from deltamem.core.model import Episode
 from deltamem.errors import ConfigError
-from deltamem.usage import Usage
 from deltamem_bench.agent import (
     INVALID_REPLY,
     WORD,

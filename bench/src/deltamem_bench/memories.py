@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from deltamem import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node
 from deltamem.core.render import ENV_HEADER, TASK_HEADER, Style, render_chain
@@ -28,7 +29,6 @@ from deltamem.core.tree import Action, Placement
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError
 from deltamem.llm.base import LLM
-from deltamem.usage import Usage
 
 DELTAMEM_HEADER = (
     "The memory below was retrieved from a hierarchical experience memory:\n"
@@ -123,7 +123,7 @@ class DeltaMemMemory:
                  llm: LLM | None = None, settings: Settings | None = None, mode: str = "both",
                  name: str = "deltamem", budget_chars: int | None = None,
                  flat: bool = False) -> None:
-        from deltamem.memory import DeltaMem
+        from deltamem import DeltaMem
 
         if mode not in MODES:
             raise ConfigError(f"DeltaMem mode must be one of {MODES}, got {mode!r}")

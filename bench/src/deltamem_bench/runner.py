@@ -32,8 +32,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from deltamem.config import Settings
 from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
-from deltamem.episodes import episode_from_dict, episode_to_dict
 from deltamem.errors import ConfigError, EpisodeError
+from deltamem.formats.episodes import episode_from_dict, episode_to_dict
 from deltamem.llm.base import LLM
 from deltamem_bench.agent import AgentConfig, AgentResult, ReActAgent, gold_episode
 from deltamem_bench.choice import ChoiceAgent, ChoiceConfig

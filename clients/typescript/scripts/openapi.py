@@ -19,7 +19,7 @@ TARGET = HERE / "openapi.json"
 
 def document() -> dict[str, Any]:
     from deltamem.embed.hashing import HashingEmbedder
-    from deltamem.server.rest import create_app
+    from deltamem.faces.server.rest import create_app
 
     with tempfile.TemporaryDirectory() as tmp:
         app = create_app(Path(tmp) / "openapi.db", embedder=HashingEmbedder())

@@ -412,7 +412,7 @@ export interface components {
         /**
          * CorrectRequest
          * @description Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
-         *     ``steps`` or ``wrong`` (see ``deltamem.corrections``).
+         *     ``steps`` or ``wrong`` (see ``deltamem.engine.corrections``).
          */
         CorrectRequest: {
             /**

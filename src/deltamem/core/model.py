@@ -168,8 +168,8 @@ class Episode:
         """An episode from an OpenAI-style chat transcript (assistant tool calls, tool results).
 
         The task is the first user message unless ``task`` is given; each tool call is a step
-        whose observation is its tool result (the rules: :mod:`deltamem.transcripts`; a guide
-        with a coding and a web agent: docs/agents.md). ``env`` describes where the agent
+        whose observation is its tool result (the rules: :mod:`deltamem.formats.transcripts`; a
+        guide with a coding and a web agent: docs/agents.md). ``env`` describes where the agent
         worked: the environment tree's key. ``project`` (a coding agent's repository root)
         makes the key that project's (``scenes.coding``) and records it in ``meta``, so that
         its knowledge is scoped to it (``integrations.coding``).
@@ -178,14 +178,14 @@ class Episode:
             EpisodeError: no task, no step, or a message that is not an object.
         """
         if not _MESSAGE_READERS:  # pragma: no cover - `import deltamem` registers it
-            raise RuntimeError("no transcript reader: import deltamem.transcripts first")
+            raise RuntimeError("no transcript reader: import deltamem.formats.transcripts first")
         return _MESSAGE_READERS[-1](messages, success=success, task=task, env=env, score=score,
                                     meta=meta, project=project)
 
 
-# The reader behind Episode.from_messages: deltamem.transcripts.episode_from_messages, registered
-# by that module when it is imported (``import deltamem`` does, and so does importing any of its
-# modules, since the package comes first). The core names no module above it.
+# The reader behind Episode.from_messages: deltamem.formats.transcripts.episode_from_messages,
+# registered by that module when it is imported (``import deltamem`` does, and so does importing any
+# of its modules, since the package comes first). The core names no module above it.
 _MESSAGE_READERS: list[Callable[..., Episode]] = []
 
 

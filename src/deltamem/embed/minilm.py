@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from deltamem import extras
+from deltamem._util import extras
 from deltamem.config import cache_dir
 from deltamem.embed.base import Vectors
 from deltamem.errors import ConfigError

@@ -11,15 +11,15 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from typing import Any
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import carried_meta
 from deltamem.core.tree import compose_chain, consolidation_meta, due_for_consolidation
+from deltamem.engine.results import Consolidation
 from deltamem.errors import DeltaMemError
 from deltamem.extract.base import Extractor
-from deltamem.results import Consolidation
 from deltamem.store.base import Store
-from deltamem.usage import Usage
 
 
 class Consolidator:

@@ -26,7 +26,7 @@ from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate, FilterValue
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import compose_chain
-from deltamem.results import ChainLink, TreeRecall, cosine
+from deltamem.engine.results import ChainLink, TreeRecall, cosine
 from deltamem.store.base import Store, Vector
 
 _R = TypeVar("_R")

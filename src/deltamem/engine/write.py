@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import POOL, Candidate, matches, scope_of, trace_signature
@@ -44,11 +45,10 @@ from deltamem.core.tree import (
 )
 from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.read import Reader, TreeRead
+from deltamem.engine.results import Recall, TreeRecall, TreeWrite
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
-from deltamem.results import Recall, TreeRecall, TreeWrite
 from deltamem.scenes.base import Scene
 from deltamem.store.base import Store, Vector
-from deltamem.usage import Usage
 
 
 @dataclass(slots=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from deltamem._util.usage import Usage
 from deltamem.core.model import Episode, Experience, Tree
 from deltamem.scenes.base import Scene
-from deltamem.usage import Usage
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,7 @@ from typing import Any
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
+from deltamem.formats.transcripts import content_text
 from deltamem.scenes.coding import (
     GATED,
     INTERRUPT_MARKS,
@@ -63,7 +64,6 @@ from deltamem.scenes.coding import (
     summary,
     tail_cut,
 )
-from deltamem.transcripts import content_text
 
 Message = Mapping[str, Any]
 
@@ -192,7 +192,7 @@ def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
 
 
 def _calls(messages: Sequence[Message]) -> list[ToolCall]:
-    from deltamem.transcripts import episode_from_messages
+    from deltamem.formats.transcripts import episode_from_messages
 
     steps = [m for m in messages if m.get("role") in ("assistant", "tool")]
     if not any(m.get("tool_calls") for m in steps):

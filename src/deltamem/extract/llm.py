@@ -32,6 +32,7 @@ from importlib import resources
 from string import Template
 from typing import Any
 
+from deltamem._util.usage import Usage
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.errors import ExtractionError
@@ -46,7 +47,6 @@ from deltamem.extract.schemas import (
 )
 from deltamem.extract.structured import ask_structured
 from deltamem.llm.base import LLM, Message
-from deltamem.usage import Usage
 
 PROMPT_NAMES: tuple[str, ...] = (
     "skill_root",

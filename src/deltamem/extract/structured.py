@@ -18,9 +18,9 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from deltamem._util.usage import Usage
 from deltamem.errors import ExtractionError
 from deltamem.llm.base import LLM, Message
-from deltamem.usage import Usage
 
 T = TypeVar("T", bound=BaseModel)
 

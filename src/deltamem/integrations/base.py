@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from deltamem import config
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult, Recall
+from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations.coding import CodingMemory
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult, Recall
-from deltamem.transcripts import episode_from_messages
 
 
 class RecallLoop:
@@ -57,9 +57,9 @@ class RecallLoop:
     def learn(self, messages: Iterable[Mapping[str, Any]], *, success: bool | None,
               task: str | None = None, meta: dict[str, Any] | None = None
               ) -> LearnResult | None:
-        """Learn an OpenAI-style transcript (see :mod:`deltamem.transcripts`): as one episode,
-        or for a coding agent (``project``) as its tasks, each judged by the coding rules unless
-        ``success`` is given (None when it teaches nothing)."""
+        """Learn an OpenAI-style transcript (see :mod:`deltamem.formats.transcripts`): as one
+        episode, or for a coding agent (``project``) as its tasks, each judged by the coding rules
+        unless ``success`` is given (None when it teaches nothing)."""
         messages = list(messages)
         if self.coding is not None:
             if task is not None:

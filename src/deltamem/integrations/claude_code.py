@@ -35,20 +35,20 @@ from pathlib import Path
 from typing import Any
 
 from deltamem import config
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.extract.coding import CodingExtractor, episode_calls, judge
 from deltamem.extract.coding import is_request as _is_request
-from deltamem.integrations.coding import CodingMemory
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult
-from deltamem.scenes.coding import project_root, project_scene
-from deltamem.transcripts import (
+from deltamem.formats.transcripts import (
     Message,
     episode_from_messages,
     messages_from_anthropic,
     messages_from_responses,
 )
+from deltamem.integrations.coding import CodingMemory
+from deltamem.scenes.coding import project_root, project_scene
 
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
           "session-end": "SessionEnd"}

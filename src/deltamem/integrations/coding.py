@@ -40,6 +40,8 @@ from deltamem import config
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Node, Skill, Tree
 from deltamem.core.tree import compose_chain
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
 from deltamem.extract.coding import (
@@ -54,8 +56,7 @@ from deltamem.extract.coding import (
     teaches_skill,
     to_learn,
 )
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult
+from deltamem.formats.transcripts import episode_from_messages
 from deltamem.scenes.coding import (
     CodingScene,
     names_project_files,
@@ -63,7 +64,6 @@ from deltamem.scenes.coding import (
     project_scene,
     signature_of,
 )
-from deltamem.transcripts import episode_from_messages
 
 SCOPES = ("project", "user", "global")
 NOTE_HEAD = "deltamem notes on {name} from earlier sessions (the repo wins if they disagree):"

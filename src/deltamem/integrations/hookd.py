@@ -40,18 +40,18 @@ from pathlib import Path
 from typing import Any
 
 from deltamem import config
-from deltamem.cli_options import open_memory
 from deltamem.config import Settings, hook_idle
 from deltamem.embed.base import Embedder
+from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
 from deltamem.extract.base import Extractor
+from deltamem.faces.cli.options import open_memory
 from deltamem.integrations.claude_code import (
     hook_extractor,
     learn_turn,
     read_transcript,
     run_hook,
 )
-from deltamem.memory import DeltaMem, check_space
 from deltamem_hook import Target, private_dir, target
 
 log = logging.getLogger("deltamem.hookd")

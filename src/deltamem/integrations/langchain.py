@@ -15,7 +15,7 @@ call did not fail.
 
 from __future__ import annotations
 
-from deltamem.extras import require
+from deltamem._util.extras import require
 
 require("langchain", "deltamem.integrations.langchain")
 
@@ -37,10 +37,10 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from deltamem import api
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult
+from deltamem.formats import api
 from deltamem.integrations.base import RecallLoop, with_context
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult
 
 Judge = Callable[[Sequence[AnyMessage]], bool]
 
@@ -141,7 +141,8 @@ class _RecallArgs(BaseModel):
 
 
 class _LearnArgs(BaseModel):
-    """The tool's arguments: the fields of :class:`deltamem.api.EpisodeIn` an agent gives."""
+    """The tool's arguments: the fields of :class:`deltamem.formats.api.EpisodeIn` an agent
+    gives."""
 
     task: api.RequiredText = Field(description="The goal of the episode.")
     steps: list[api.StepIn] = Field(max_length=api.MAX_STEPS,
@@ -152,7 +153,7 @@ class _LearnArgs(BaseModel):
 
 def memory_tools(mem: DeltaMem) -> list[BaseTool]:
     """``deltamem_recall`` and ``deltamem_learn`` as LangChain tools over ``mem``."""
-    from deltamem.episodes import episode_from_dict
+    from deltamem.formats.episodes import episode_from_dict
 
     def recall(task: str, env: str = "") -> str:
         return mem.recall(task, env).context or "(no memory matched)"

@@ -37,7 +37,7 @@ worker thread, so async graphs never block their event loop.
 
 from __future__ import annotations
 
-from deltamem.extras import require
+from deltamem._util.extras import require
 
 require("langgraph", "deltamem.integrations.langgraph")
 
@@ -69,13 +69,13 @@ from deltamem.config import Settings
 from deltamem.core.model import Node
 from deltamem.core.render import render_experience
 from deltamem.embed.base import Embedder
-from deltamem.episodes import episode_from_dict
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import DeltaMemError, NodeNotFound
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem
+from deltamem.formats.episodes import episode_from_dict
+from deltamem.formats.transcripts import episode_from_messages
 from deltamem.store import open_store
 from deltamem.store.base import EpisodeRecord, Store
-from deltamem.transcripts import episode_from_messages
 
 PREFIX = "lg"
 KEY_FIELD = "langgraph_key"  # in an episode's meta: the key it was put under

@@ -16,7 +16,7 @@ episode and learns it against that recall.
 
 from __future__ import annotations
 
-from deltamem.extras import require
+from deltamem._util.extras import require
 
 require("openai-agents", "deltamem.integrations.openai_agents")
 
@@ -28,10 +28,10 @@ from typing import Any
 from agents import RunConfig, RunResult, RunResultStreaming
 from agents.run_config import CallModelData, ModelInputData
 
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import LearnResult
+from deltamem.formats.transcripts import content_text, messages_from_responses
 from deltamem.integrations.base import RecallLoop, with_context
-from deltamem.memory import DeltaMem
-from deltamem.results import LearnResult
-from deltamem.transcripts import content_text, messages_from_responses
 
 
 def current_turn(items: list[Any]) -> list[Any]:

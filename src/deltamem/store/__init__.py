@@ -47,10 +47,10 @@ def open_store(url: str, *, create: bool = True) -> Store:
 
 
 def register_url_password(url: str) -> None:
-    """Keep a database URL's password out of every message (``deltamem.redact``)."""
+    """Keep a database URL's password out of every message (``deltamem.privacy.redact``)."""
     from urllib.parse import unquote, urlsplit
 
-    from deltamem.redact import register_secret
+    from deltamem.privacy.redact import register_secret
 
     try:
         password = urlsplit(url).password

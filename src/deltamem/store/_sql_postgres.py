@@ -63,7 +63,7 @@ MIGRATIONS: list[list[str]] = [
             action TEXT NOT NULL, detail TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)""",
     ],
     [
-        # API keys of the REST server: salted hashes only (see deltamem.server.keys).
+        # API keys of the REST server: salted hashes only (see deltamem.faces.server.keys).
         """CREATE TABLE api_keys (
             id TEXT PRIMARY KEY, name TEXT NOT NULL, salt BYTEA NOT NULL, hash BYTEA NOT NULL,
             spaces TEXT NOT NULL, scopes TEXT NOT NULL, rate_limit INTEGER,

@@ -6,7 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from deltamem import jsonsafe
+from deltamem._util import jsonsafe
+from deltamem._util.jsonsafe import dumps
 from deltamem.core.delta import patch_from_json, patch_to_json
 from deltamem.core.model import (
     Node,
@@ -17,7 +18,6 @@ from deltamem.core.model import (
     experience_to_dict,
 )
 from deltamem.errors import StoreError
-from deltamem.jsonsafe import dumps
 from deltamem.store.base import EpisodeRecord
 
 NODE_COLUMNS = (

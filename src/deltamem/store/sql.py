@@ -32,9 +32,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from deltamem._util.jsonsafe import dumps, text_problem
 from deltamem.core.model import Node, Tree
 from deltamem.errors import EmbedderMismatch, StoreError
-from deltamem.jsonsafe import dumps, text_problem
 from deltamem.store import migrations
 from deltamem.store.base import (
     Candidate,

@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from deltamem._util.usage import Usage
 from deltamem.core.delta import diff
 from deltamem.core.model import (
     Experience,
@@ -49,9 +50,8 @@ from deltamem.core.render import (
     render_knowledge,
     skill_markdown,
 )
+from deltamem.engine.memory import DeltaMem, new_node_id
 from deltamem.errors import ConfigError
-from deltamem.memory import DeltaMem, new_node_id
-from deltamem.usage import Usage
 
 KNOWLEDGE_DIR = "knowledge"
 _SLUG = re.compile(r"[^a-z0-9]+")
@@ -344,7 +344,7 @@ INDEX_LINES = 200
 def export_layout(mem: DeltaMem, out_dir: str | Path, layout: str) -> dict[str, Any]:
     """Export in ``layout``: ``skills`` (:func:`export_skills`) or ``memory-md``
     (:func:`export_memory_md`); the result names the folder and layout, then what was written
-    (``deltamem.api.SkillsExportOut``)."""
+    (``deltamem.formats.api.SkillsExportOut``)."""
     exporters = {"skills": export_skills, "memory-md": export_memory_md}
     if layout not in exporters:
         raise ConfigError(f"unknown layout {layout!r} (skills or memory-md)")

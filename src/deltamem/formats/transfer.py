@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from deltamem import jsonsafe
+from deltamem._util import jsonsafe
 from deltamem.config import Settings
 from deltamem.core.model import Node
 from deltamem.core.tree import forest_problems

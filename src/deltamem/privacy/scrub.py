@@ -1,4 +1,4 @@
-"""Redaction of stored and imported records (see :mod:`deltamem.redact` for the rules).
+"""Redaction of stored and imported records (see :mod:`deltamem.privacy.redact` for the rules).
 
 A delta node stores a patch against its parent's composed experience, with positions counted in
 the parent's words; redacting a patch's text alone could shift those positions. So a chain is
@@ -20,7 +20,7 @@ from typing import Any
 
 from deltamem.core.delta import PatchError, apply, diff, patch_from_json, patch_to_json
 from deltamem.core.model import Experience, Node, experience_from_dict, experience_to_dict
-from deltamem.redact import redact, redact_experience, redact_value
+from deltamem.privacy.redact import redact, redact_experience, redact_value
 from deltamem.store.base import EpisodeRecord, Store
 
 ParentLookup = Callable[[str], Experience | None]

@@ -1,7 +1,7 @@
 """CLI commands for serving and curating a memory: serve, mcp, worker, view, keys, skills, delete,
 forget, hook.
 
-The main CLI adds them with ``register(app)``. Options mirror ``deltamem.cli`` (``--db``,
+The main CLI adds them with ``register(app)``. Options mirror ``deltamem.faces.cli.app`` (``--db``,
 ``--space``, ``--embedder``, ``--json``); library errors propagate to the main CLI's handler,
 which prints one line and exits with its code.
 """
@@ -16,8 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
-from deltamem import api
-from deltamem.cli_options import (
+from deltamem._util.extras import require
+from deltamem.config import Settings
+from deltamem.errors import redacted
+from deltamem.faces.cli.options import (
     DEFAULT_DB,
     DbOpt,
     DeferOpt,
@@ -29,9 +31,7 @@ from deltamem.cli_options import (
     model_options,
     open_memory,
 )
-from deltamem.config import Settings
-from deltamem.errors import redacted
-from deltamem.extras import require
+from deltamem.formats import api
 
 
 @model_options
@@ -103,7 +103,7 @@ def app_from_env() -> Any:
 
 
 def _app(config: dict[str, Any]) -> Any:
-    from deltamem.server.rest import create_app
+    from deltamem.faces.server.rest import create_app
 
     every = config["consolidate_every"]
     app = create_app(config["db"], embedder=config["embedder"],
@@ -118,7 +118,7 @@ def _app(config: dict[str, Any]) -> Any:
 def _warn_no_keys(command: str, host: str, what: str) -> None:
     """``--no-keys``: refuse a non-loopback address; on loopback, warn loudly on stderr."""
     from deltamem.errors import ConfigError
-    from deltamem.server.keys import is_loopback
+    from deltamem.faces.server.keys import is_loopback
 
     if not is_loopback(host):
         raise ConfigError(f"refusing `deltamem {command} --no-keys` on {host!r}: without API "
@@ -173,8 +173,8 @@ def mcp(
     from deltamem.errors import ConfigError
 
     require("mcp", "deltamem mcp")
-    from deltamem.server.keys import KeyStore
-    from deltamem.server.mcp import run_server
+    from deltamem.faces.server.keys import KeyStore
+    from deltamem.faces.server.mcp import run_server
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")
@@ -219,9 +219,9 @@ def worker(
     import threading
 
     from deltamem.embed import make_embedder
-    from deltamem.memory import DeltaMem
+    from deltamem.engine.memory import DeltaMem
+    from deltamem.faces.worker import SpacePass, Worker
     from deltamem.store import open_store
-    from deltamem.worker import SpacePass, Worker
 
     settings = Settings.from_env().with_(k_cons=k_cons, auto_consolidate=False)
     model = make_embedder(embedder or settings.embedder)
@@ -272,7 +272,7 @@ def view(
     as_json: JsonOpt = False,
 ) -> None:
     """Write both trees as one self-contained HTML page (open it in any browser)."""
-    from deltamem.server.viewer import render_viewer
+    from deltamem.faces.server.viewer import render_viewer
 
     with open_memory(db, space, embedder) as mem:
         page = render_viewer(mem)
@@ -328,7 +328,7 @@ def keys_create(
     as_json: JsonOpt = False,
 ) -> None:
     """Create a key; it is printed once and never again."""
-    from deltamem.server.keys import open_keys
+    from deltamem.faces.server.keys import open_keys
 
     keys = open_keys(db)
     try:
@@ -344,7 +344,7 @@ def keys_create(
 @keys_app.command("list")
 def keys_list(db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     """List keys (ids, names, spaces, scopes, last use; never the secrets)."""
-    from deltamem.server.keys import open_keys
+    from deltamem.faces.server.keys import open_keys
 
     keys = open_keys(db)
     try:
@@ -369,7 +369,7 @@ def _when(at: float | None) -> str:
 def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the secret).")],
                 db: DbOpt = DEFAULT_DB, as_json: JsonOpt = False) -> None:
     """Revoke a key by id; requests with it get 401 from then on, on every replica."""
-    from deltamem.server.keys import open_keys
+    from deltamem.faces.server.keys import open_keys
 
     keys = open_keys(db)
     try:
@@ -397,7 +397,7 @@ def skills_export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export skills and scene knowledge as Markdown files (SKILL.md folders or MEMORY.md)."""
-    from deltamem.skills import export_layout
+    from deltamem.faces.skills import export_layout
 
     with open_memory(db, space, embedder) as mem:
         written = export_layout(mem, out_dir, layout)
@@ -416,7 +416,7 @@ def skills_import(
     as_json: JsonOpt = False,
 ) -> None:
     """Import skill files as roots, in one transaction (identical roots skipped)."""
-    from deltamem.skills import import_layout
+    from deltamem.faces.skills import import_layout
 
     with open_memory(db, space, embedder, create=True) as mem:
         done = import_layout(mem, src)

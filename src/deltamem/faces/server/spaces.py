@@ -14,10 +14,10 @@ from pathlib import Path
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
+from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import SpaceNotFound
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem, check_space
 from deltamem.store import open_store
 from deltamem.store.base import Store
 

@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from deltamem.cli_options import (
+from deltamem.config import Settings
+from deltamem.engine.memory import DeltaMem
+from deltamem.faces.cli.options import (
     DEFAULT_DB,
     DbOpt,
     EmbedOpt,
@@ -16,8 +18,6 @@ from deltamem.cli_options import (
     emit,
     open_memory,
 )
-from deltamem.config import Settings
-from deltamem.memory import DeltaMem
 
 
 def scrub(
@@ -78,7 +78,7 @@ def correct(
     """Correct a node (exactly one of --success/--failure, --step ..., --wrong).
 
     A new root supersedes the node in recall; the node stays as the correction's history
-    (deltamem.corrections). To delete a node outright, use `deltamem delete`.
+    (deltamem.engine.corrections). To delete a node outright, use `deltamem delete`.
     """
     with open_memory(db, space, embedder) as mem:
         done = mem.correct(node_id, success=success, steps=step, wrong=wrong, reason=reason)

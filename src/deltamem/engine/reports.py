@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from deltamem import api
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
 from deltamem.core.tree import compose_chain
-from deltamem.results import node_summary, patch_json
+from deltamem.engine.results import node_summary, patch_json
+from deltamem.formats import api
 from deltamem.store.base import Store
 
 

@@ -1,5 +1,5 @@
-"""Reading episodes from JSON (their one shape: :class:`deltamem.api.EpisodeIn`) with errors that
-name the line and the field."""
+"""Reading episodes from JSON (their one shape: :class:`deltamem.formats.api.EpisodeIn`) with
+errors that name the line and the field."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from typing import IO, Any, cast
 
 from pydantic import ValidationError
 
-from deltamem import api, jsonsafe
+from deltamem._util import jsonsafe
 from deltamem.core.model import Episode, Step
 from deltamem.errors import EpisodeError
+from deltamem.formats import api
 
 MAX_TEXT = api.MAX_TEXT
 MAX_STEPS = api.MAX_STEPS
@@ -22,7 +23,7 @@ EPISODE_FIELDS = tuple(api.EpisodeIn.model_fields)
 
 
 def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
-    """Validate a decoded JSON object with :class:`deltamem.api.EpisodeIn` (the one episode
+    """Validate a decoded JSON object with :class:`deltamem.formats.api.EpisodeIn` (the one episode
     model of every face) and build an :class:`Episode`.
 
     Raises:
@@ -36,7 +37,7 @@ def episode_from_dict(data: Any, *, where: str | None = None) -> Episode:
 
 
 def episode_from_wire(wire: api.EpisodeIn) -> Episode:
-    """The :class:`Episode` of a validated :class:`deltamem.api.EpisodeIn`."""
+    """The :class:`Episode` of a validated :class:`deltamem.formats.api.EpisodeIn`."""
     steps = tuple(Step(action=s.action, observation=s.observation, thought=s.thought,
                        reward=s.reward) for s in wire.steps)
     return Episode(task=wire.task, env=wire.env, steps=steps, success=wire.success,
@@ -128,7 +129,7 @@ def _kind(value: Any) -> str:
 
 
 def episode_to_dict(episode: Episode) -> dict[str, Any]:
-    """The JSON form accepted by :func:`episode_from_dict` (:class:`deltamem.api.EpisodeIn`;
+    """The JSON form accepted by :func:`episode_from_dict` (:class:`deltamem.formats.api.EpisodeIn`;
     a step's ``thought`` and ``reward`` only when set). Not validated: a library episode may be
     longer than the wire accepts."""
     steps = []

@@ -2,8 +2,9 @@
 
 ``/docs`` is Swagger UI served by the server itself from the ``swagger-ui-bundle-v2`` package
 (part of the ``server`` extra), so it renders with no network. The schema documents every route
-with the models of :mod:`deltamem.api`, including the one error body ``{"error": {...}}`` that
-every 4xx/5xx answer carries (FastAPI's default 422 shape is never used by this server).
+with the models of :mod:`deltamem.formats.api`, including the one error body
+``{"error": {...}}`` that every 4xx/5xx answer carries (FastAPI's default 422 shape is never used by
+this server).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel
 
-from deltamem import api
-from deltamem.api import ErrorBody
-from deltamem.extras import require
+from deltamem._util.extras import require
+from deltamem.formats import api
+from deltamem.formats.api import ErrorBody
 
 ASSETS = "/docs/assets"
 ERROR_STATUSES = {
@@ -39,7 +40,8 @@ ERROR_STATUSES = {
 
 def extra_schemas() -> tuple[type[BaseModel], ...]:
     """Models the schema refers to by hand (the learn body, the error body of every route),
-    looked up when the schema is built: the learn body is whatever :mod:`deltamem.api` holds."""
+    looked up when the schema is built: the learn body is whatever :mod:`deltamem.formats.api`
+    holds."""
     return api.EpisodeIn, api.EpisodesIn, ErrorBody
 
 

@@ -1,7 +1,7 @@
 """Result objects returned by the facade, each with the JSON form the CLI and servers print.
 
-Each JSON form is built as its wire model of :mod:`deltamem.api` (``to_wire``) and dumped from
-it (``to_dict``), so the model is the one definition of the shape on every face.
+Each JSON form is built as its wire model of :mod:`deltamem.formats.api` (``to_wire``) and
+dumped from it (``to_dict``), so the model is the one definition of the shape on every face.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from typing import Any
 
 import numpy as np
 
-from deltamem import api
+from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
 from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import Action, compose_chain, success_prefix
+from deltamem.formats import api
 from deltamem.store.base import Candidate, Vector
-from deltamem.usage import Usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +204,8 @@ class LearnResult:
     deferred: list[str] = field(default_factory=list)
 
     def fields(self) -> dict[str, Any]:
-        """The wire fields of :class:`deltamem.api.LearnOut` (also those of a batch's result)."""
+        """The wire fields of :class:`deltamem.formats.api.LearnOut` (also those of a batch's
+        result)."""
         return {"episode": self.episode_id, "task": self.task.to_wire(),
                 "env": self.env.to_wire(), "recalled": list(self.recalled),
                 "consolidated": [c.to_wire() for c in self.consolidated],

@@ -18,8 +18,10 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-from deltamem import jsonsafe, reports, transfer
-from deltamem import scrub as scrubbing
+from deltamem._util import jsonsafe
+from deltamem._util.telemetry import memory_span
+from deltamem._util.threads import blas_threads
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import (
     Episode,
@@ -35,13 +37,21 @@ from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain
-from deltamem.corrections import Correction
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
+from deltamem.engine import reports
 from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
+from deltamem.engine.corrections import Correction
 from deltamem.engine.read import Reader, TreeRead
+from deltamem.engine.results import (
+    BatchResult,
+    Consolidation,
+    LearnResult,
+    OutcomeRecord,
+    Recall,
+    node_row,
+)
 from deltamem.engine.write import Writer
-from deltamem.episodes import check_episode, episode_to_dict
 from deltamem.errors import (
     ConfigError,
     EpisodeError,
@@ -53,22 +63,14 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.redact import redact, redact_episode, redact_experience, redact_value
-from deltamem.results import (
-    BatchResult,
-    Consolidation,
-    LearnResult,
-    OutcomeRecord,
-    Recall,
-    node_row,
-)
+from deltamem.formats import transfer
+from deltamem.formats.episodes import check_episode, episode_to_dict
+from deltamem.privacy import scrub as scrubbing
+from deltamem.privacy.redact import redact, redact_episode, redact_experience, redact_value
 from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
-from deltamem.telemetry import memory_span
-from deltamem.threads import blas_threads
-from deltamem.usage import Usage
 
 __all__ = ["POOL", "TREES", "DeltaMem", "check_space", "new_node_id", "trace_signature"]
 
@@ -585,7 +587,7 @@ class DeltaMem:
     # -- privacy ---------------------------------------------------------------------------
     def _redacted(self, episode: Episode) -> Episode:
         """The one choke point of the write path: every text of an episode is redacted
-        (``deltamem.redact``) before anything of it is stored or shown to a model."""
+        (``deltamem.privacy.redact``) before anything of it is stored or shown to a model."""
         return redact_episode(episode) if self.settings.redact else episode
 
     def _stored_experience(self, node_id: str) -> Experience | None:
@@ -595,7 +597,7 @@ class DeltaMem:
             return None
 
     def scrub(self, *, every_space: bool = False) -> dict[str, int]:
-        """Redact every stored node and episode in place (``deltamem.redact``'s rules), then
+        """Redact every stored node and episode in place (``deltamem.privacy.redact``'s rules), then
         compact a SQLite file (``VACUUM`` and a truncated WAL) so that no old byte remains.
 
         Each space is rewritten in one write transaction: ids, counters and tree shape are
@@ -629,13 +631,13 @@ class DeltaMem:
 
         The correction is a new root that supersedes the node in recall, with the corrected
         chain as its lineage and the delta in its meta; nothing is overwritten (see
-        ``deltamem.corrections``). To delete a node outright, use :meth:`delete`.
+        ``deltamem.engine.corrections``). To delete a node outright, use :meth:`delete`.
 
         Raises:
             NodeNotFound: no such node in this space.
             EpisodeError: not exactly one correction, or one the node's tree cannot take.
         """
-        from deltamem.corrections import correct
+        from deltamem.engine.corrections import correct
 
         with self._intact():
             return correct(self, node_id, success=success, steps=steps, wrong=wrong,

@@ -20,31 +20,31 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deltamem import api
-from deltamem.api import OutcomeRequest, RecallRequest
 from deltamem.config import Settings
 from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.core.ranking import filters_from_pairs
 from deltamem.embed.base import Embedder
-from deltamem.episodes import episode_from_dict
+from deltamem.engine.memory import DeltaMem, check_space
+from deltamem.engine.results import consolidation_report, node_listing
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem, check_space
-from deltamem.results import consolidation_report, node_listing
-from deltamem.server.docs import documented, install_docs, schema_ref
-from deltamem.server.http_errors import (
+from deltamem.faces.server.docs import documented, install_docs, schema_ref
+from deltamem.faces.server.http_errors import (
     error_body,
     library_error_body,
     private_paths,
     status_for,
     validation_field,
 )
-from deltamem.server.keys import ApiKey, KeyStore
-from deltamem.server.limits import RateLimiter
-from deltamem.server.middleware import AccessLog, BodyLimit
-from deltamem.server.spaces import SpacePool
-from deltamem.server.viewer import render_viewer
-from deltamem.worker import BackgroundWorker, Worker
+from deltamem.faces.server.keys import ApiKey, KeyStore
+from deltamem.faces.server.limits import RateLimiter
+from deltamem.faces.server.middleware import AccessLog, BodyLimit
+from deltamem.faces.server.spaces import SpacePool
+from deltamem.faces.server.viewer import render_viewer
+from deltamem.faces.worker import BackgroundWorker, Worker
+from deltamem.formats import api
+from deltamem.formats.api import OutcomeRequest, RecallRequest
+from deltamem.formats.episodes import episode_from_dict
 
 MAX_BATCH = api.MAX_BATCH
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024

@@ -4,12 +4,12 @@ Eight tools: ``recall``, ``learn``, ``record_outcome``, ``show``, ``list``, ``co
 ``stats``, ``export_skills``. Each has a description written for the model that calls it, an
 input schema with bounds, an output schema, and annotations (read-only, destructive,
 idempotent). A result carries the full JSON as ``structuredContent``, checked against the same
-wire model of :mod:`deltamem.api` that the REST server and the CLI answer with (its output
+wire model of :mod:`deltamem.formats.api` that the REST server and the CLI answer with (its output
 schema) and a short text for the model, the recalled context block first. Library errors
 reach the agent as tool errors carrying the library's message, which says what to do.
 
 Over streamable HTTP the server demands the REST server's API keys (``Authorization: Bearer
-dmk_...``, :mod:`deltamem.server.keys`): a key must cover the space, and each tool needs its
+dmk_...``, :mod:`deltamem.faces.server.keys`): a key must cover the space, and each tool needs its
 scope (``read`` for recall/show/list/stats, ``write`` for learn/record_outcome/consolidate and
 export_skills). ``export_skills`` writes only under the folder the operator configured
 (``export_root``); without one it is refused.
@@ -29,23 +29,23 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from deltamem import api
-from deltamem.api import MAX_STEPS
+from deltamem._util.jsonsafe import text_problem
 from deltamem.core.model import NodeKind, Outcome, Tree, experience_from_dict
 from deltamem.core.render import render_experience
-from deltamem.episodes import episode_from_dict
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import Recall, consolidation_report, node_listing
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
-from deltamem.jsonsafe import text_problem
-from deltamem.memory import DeltaMem
-from deltamem.results import Recall, consolidation_report, node_listing
-from deltamem.server.http_errors import private_paths, public_message
-from deltamem.server.keys import is_loopback
-from deltamem.transcripts import episode_from_messages
+from deltamem.faces.server.http_errors import private_paths, public_message
+from deltamem.faces.server.keys import is_loopback
+from deltamem.formats import api
+from deltamem.formats.api import MAX_STEPS
+from deltamem.formats.episodes import episode_from_dict
+from deltamem.formats.transcripts import episode_from_messages
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
 
-    from deltamem.server.keys import ApiKey, KeyStore
+    from deltamem.faces.server.keys import ApiKey, KeyStore
 
 P = ParamSpec("P")
 # The key scope each tool needs over HTTP (the REST server's scopes).
@@ -88,7 +88,7 @@ class MessageArg(BaseModel):
 
 def _result(model: type[api.Model], data: dict[str, Any], text: str) -> CallToolResult:
     """The tool's answer: ``data`` as checked by its wire model (the REST server's and the
-    CLI's JSON, :mod:`deltamem.api`), and ``text`` for the model to read."""
+    CLI's JSON, :mod:`deltamem.formats.api`), and ``text`` for the model to read."""
     structured = model.model_validate(data).model_dump(mode="json", exclude_unset=True)
     return CallToolResult(content=[TextContent(type="text", text=text)],
                           structured_content=structured)
@@ -98,7 +98,7 @@ def _library_errors(mem: DeltaMem) -> Callable[[Callable[P, CallToolResult]],
                                                Callable[P, CallToolResult]]:
     """A decorator turning library errors into tool errors whose message reaches the agent
     (without the server's addresses, ``mem``'s database file or a secret: see
-    :func:`~deltamem.server.http_errors.public_message`), after checking that an HTTP caller's
+    :func:`~deltamem.faces.server.http_errors.public_message`), after checking that an HTTP caller's
     key has the tool's scope (see :func:`_check_scope`)."""
     paths = private_paths(getattr(mem.store, "path", ""))
 
@@ -404,7 +404,7 @@ def _inspection_tools(server: MCPServer, mem: DeltaMem, export_root: Path | None
             description="File layout.")] = "skills",
         ctx: Context | None = None,
     ) -> Annotated[CallToolResult, api.SkillsExportOut]:
-        from deltamem.skills import export_layout
+        from deltamem.faces.skills import export_layout
 
         target = export_target(export_root, dir)
         try:
@@ -575,7 +575,7 @@ class KeyAuth:
     in the request state for the tools' scope checks."""
 
     def __init__(self, app: ASGIApp, keys: KeyStore, space: str):
-        from deltamem.server.limits import RateLimiter
+        from deltamem.faces.server.limits import RateLimiter
 
         self.app, self.keys, self.space = app, keys, space
         self.limiter = RateLimiter()
@@ -618,7 +618,7 @@ def _bearer(scope: Scope) -> str | None:
 
 async def _refuse(send: Send, status: int, kind: str, message: str, *,
                   retry_after: int | None = None) -> None:
-    from deltamem.server.http_errors import error_body
+    from deltamem.faces.server.http_errors import error_body
 
     payload = json.dumps(error_body(kind, message)).encode()
     headers = [(b"content-type", b"application/json"),

@@ -35,24 +35,11 @@ from rich.progress import Progress
 from rich.table import Column, Table
 from rich.text import Text
 
-from deltamem import api
-from deltamem.cli_options import (
-    DEFAULT_DB,
-    CreateOpt,
-    DbOpt,
-    EmbedOpt,
-    FilterOpt,
-    JsonOpt,
-    ModelOptions,
-    SpaceOpt,
-    emit,
-    model_options,
-    open_memory,
-)
+from deltamem._util.usage import Usage
 from deltamem.config import Settings, debug
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.core.ranking import filters_from_pairs
-from deltamem.episodes import read_episodes
+from deltamem.engine.results import BatchResult, consolidation_report, node_listing
 from deltamem.errors import (
     ConfigError,
     DeltaMemError,
@@ -65,8 +52,21 @@ from deltamem.errors import (
     StoreError,
     redacted,
 )
-from deltamem.results import BatchResult, consolidation_report, node_listing
-from deltamem.usage import Usage
+from deltamem.faces.cli.options import (
+    DEFAULT_DB,
+    CreateOpt,
+    DbOpt,
+    EmbedOpt,
+    FilterOpt,
+    JsonOpt,
+    ModelOptions,
+    SpaceOpt,
+    emit,
+    model_options,
+    open_memory,
+)
+from deltamem.formats import api
+from deltamem.formats.episodes import read_episodes
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="DeltaMem: incremental experience memory for LLM agents.")
@@ -214,7 +214,7 @@ def show(
 ) -> None:
     """Show a node: what it is, its counters and chain, the composed experience in words and,
     for a delta, its change from its parent (--raw / --json: the stored record)."""
-    from deltamem.cli_output import show_text
+    from deltamem.faces.cli.output import show_text
 
     with open_memory(db, space, embedder) as mem:
         data = mem.show(node_id)
@@ -297,7 +297,7 @@ def consolidate(
     as_json: JsonOpt = False,
 ) -> None:
     """Compile every frequently successful chain into a new root."""
-    from deltamem.cli_output import progress
+    from deltamem.faces.cli.output import progress
 
     with open_memory(db, space, embedder, k_cons=k_cons) as mem, \
             progress(err, "consolidating", quiet=as_json):
@@ -332,7 +332,7 @@ def export_(
     as_json: JsonOpt = False,
 ) -> None:
     """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
-    from deltamem.cli_output import progress
+    from deltamem.faces.cli.output import progress
 
     with open_memory(db, space, embedder) as mem:
         lines = mem.iter_export()
@@ -363,7 +363,7 @@ def import_(
     The whole file is verified first (fields, parents, depths, chains, vectors); a bad file is
     refused naming its first bad record, and nothing is written.
     """
-    from deltamem.cli_output import counted_lines, progress
+    from deltamem.faces.cli.output import counted_lines, progress
 
     with open_memory(db, space, embedder, create=create) as mem, \
             file.open(encoding="utf-8") as handle, \
@@ -408,12 +408,12 @@ def calibrate(
     Episodes with the same label should match each other. For each threshold the top-1 retrieval
     precision/recall/F-beta is computed (each episode queries all the others, and all the others
     but its own group, as an unseen task); the recommendation is the middle of the best plateau
-    (see deltamem.calibrate). Set the result with
+    (see deltamem.engine.calibrate). Set the result with
     DELTAMEM_TAU_TASK / DELTAMEM_TAU_ENV.
     """
-    from deltamem.calibrate import calibrate_episodes
-    from deltamem.cli_output import progress
     from deltamem.embed import make_embedder
+    from deltamem.engine.calibrate import calibrate_episodes
+    from deltamem.faces.cli.output import progress
 
     episodes = [e for _, e in read_episodes(file) if not isinstance(e, EpisodeError)]
     model = make_embedder(embedder or Settings.from_env().embedder)
@@ -456,7 +456,7 @@ def migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy whole spaces between stores exactly (nodes, vectors, counters, episodes)."""
-    from deltamem.cli_output import progress
+    from deltamem.faces.cli.output import progress
     from deltamem.store.copy import copy_spaces
 
     with progress(err, f"migrating {space or 'every space'}", quiet=as_json):
@@ -473,10 +473,10 @@ def _register_subcommands() -> None:
     # (deltamem-bench adds ``deltamem bench`` this way).
     from importlib.metadata import entry_points
 
-    from deltamem import cli_privacy, cli_serve
+    from deltamem.faces.cli import privacy, serve
 
-    cli_serve.register(app)
-    cli_privacy.register(app)
+    serve.register(app)
+    privacy.register(app)
     for entry in entry_points(group=PLUGIN_GROUP):
         entry.load()(app)
 

@@ -37,14 +37,14 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from deltamem import api
 from deltamem.config import Settings
 from deltamem.core.delta import diff, patch_to_json
 from deltamem.core.model import Experience, Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.core.ranking import carried_meta
 from deltamem.core.tree import chain_evidence, compose_chain
 from deltamem.errors import EpisodeError
-from deltamem.redact import redact
+from deltamem.formats import api
+from deltamem.privacy.redact import redact
 from deltamem.store.base import Store
 
 
@@ -60,7 +60,7 @@ class Memory(Protocol):
     def chain(self, node_id: str) -> list[Node]: ...
 
 KINDS = ("outcome", "steps", "wrong")
-MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.api)
+MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.formats.api)
 MAX_TEXT = api.MAX_REASON
 
 

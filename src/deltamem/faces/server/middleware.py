@@ -14,7 +14,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deltamem.server.http_errors import error_body
+from deltamem.faces.server.http_errors import error_body
 
 log = logging.getLogger("deltamem.server")
 

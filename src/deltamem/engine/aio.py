@@ -19,7 +19,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from deltamem.memory import DeltaMem
+from deltamem.engine.memory import DeltaMem
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -17,9 +17,9 @@ from deltamem.core.delta import apply
 from deltamem.core.model import Experience, Node, experience_to_dict
 from deltamem.core.render import render_experience, render_patch
 from deltamem.core.tree import compose_chain
+from deltamem.engine.memory import DeltaMem
+from deltamem.engine.results import node_summary, patch_json
 from deltamem.errors import PatchError, StoreError
-from deltamem.memory import DeltaMem
-from deltamem.results import node_summary, patch_json
 
 _PLACEHOLDER = "/*__DELTAMEM_DATA__*/"
 
@@ -92,6 +92,6 @@ def embed_json(data: Any) -> str:
 
 def render_viewer(mem: DeltaMem) -> str:
     """One self-contained HTML page showing both trees of ``mem``'s space."""
-    template = resources.files("deltamem.server").joinpath("viewer.html").read_text("utf-8")
+    template = resources.files("deltamem.faces.server").joinpath("viewer.html").read_text("utf-8")
     page = template.replace("__DELTAMEM_TITLE__", html.escape(f"deltamem - {mem.space}"))
     return page.replace(_PLACEHOLDER, embed_json(viewer_data(mem)))

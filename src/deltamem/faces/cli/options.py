@@ -18,8 +18,8 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from deltamem.config import Settings
+from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.extract.base import Extractor
-from deltamem.memory import DeltaMem, check_space
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from deltamem.core.model import Node
+from deltamem.engine.memory import DeltaMem
 from deltamem.errors import DeltaMemError
-from deltamem.memory import DeltaMem
 from deltamem.store.base import Store
 from deltamem.store.lease import consolidation_lease
 

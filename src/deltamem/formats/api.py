@@ -29,7 +29,7 @@ from pydantic import (
     StrictStr,
 )
 
-from deltamem.jsonsafe import text_problem, value_problem
+from deltamem._util.jsonsafe import text_problem, value_problem
 
 TreeName = Literal["task", "env"]
 KindName = Literal["root", "delta"]
@@ -489,7 +489,7 @@ class ReadyOut(Model):
 # -- corrections ----------------------------------------------------------------------------------
 class CorrectRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
-    ``steps`` or ``wrong`` (see ``deltamem.corrections``)."""
+    ``steps`` or ``wrong`` (see ``deltamem.engine.corrections``)."""
 
     model_config = ConfigDict(extra="forbid")
 

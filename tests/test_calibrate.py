@@ -9,7 +9,7 @@ import pytest
 
 from deltamem.core.model import Episode
 from deltamem.embed.hashing import HashingEmbedder
-from deltamem.engine.calibrate import calibrate, calibrate_episodes
+from deltamem.engine.calibrate import calibrate, calibrate_episodes, in_splits
 from deltamem.errors import ConfigError
 
 
@@ -124,3 +124,13 @@ def test_calibrate_episodes_task_and_env() -> None:
     assert json.loads(json.dumps(out.to_dict()))["task"]["tau"] == out.task.tau
     no_env = calibrate_episodes(eps, HashingEmbedder(), task_group=lambda e: e.meta.get("kind"))
     assert no_env.env is None
+
+
+def test_in_splits_keeps_the_named_splits_only() -> None:
+    """Episodes are kept by their recorded split; one without a split is never kept."""
+    eps = [Episode(task=f"t{i}", meta={"split": s} if s else {})
+           for i, s in enumerate(("train", "dev", "test", None, "train"))]
+    assert [e.task for e in in_splits(eps, ["train"])] == ["t0", "t4"]
+    assert [e.task for e in in_splits(iter(eps), ("train", "dev"))] == ["t0", "t1", "t4"]
+    with pytest.raises(ConfigError, match="no episode has split valid"):
+        in_splits(eps, ["valid"])

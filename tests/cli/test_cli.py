@@ -213,6 +213,23 @@ def test_calibrate_recommends_thresholds(tmp_path):
     assert out["env"]["n_groups"] == 2
 
 
+def test_calibrate_reads_only_the_named_split(tmp_path):
+    """--split train calibrates on the train episodes alone; no episode of that split fails."""
+    eps = [make_episode(task=f"{verb} the {obj} now", env=f"room {room}", task_name=verb,
+                        split="test" if obj == "egg" else "train")
+           for verb in ("heat", "cool", "clean") for obj in ("apple", "mug", "egg")
+           for room in ("a", "b")]
+    path = write_jsonl(tmp_path / "labelled.jsonl", eps)
+    out = json.loads(run("calibrate", path, "--split", "train", "--json").stdout)
+    assert out["episodes"] == out["task"]["n_items"] == 12 and out["splits"] == ["train"]
+    both = json.loads(run("calibrate", path, "--split", "train", "--split", "test",
+                          "--json").stdout)
+    assert both["episodes"] == len(eps) and both["splits"] == ["train", "test"]
+    assert json.loads(run("calibrate", path, "--json").stdout)["splits"] is None
+    proc = run("calibrate", path, "--split", "dev", check=False)
+    assert proc.returncode != 0 and "no episode has split dev" in proc.stderr
+
+
 def test_list_finds_node_ids(learned):
     """list --json: one row per node with filters; the table shows whole ids."""
     db, out = learned

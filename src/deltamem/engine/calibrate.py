@@ -219,6 +219,26 @@ class EpisodeCalibration:
                 "env": self.env.to_dict() if self.env else None}
 
 
+def in_splits(episodes: Iterable[Episode], splits: Iterable[str]) -> list[Episode]:
+    """The episodes whose recorded split (``meta["split"]``) is one of ``splits``.
+
+    Thresholds are chosen on train or dev episodes only (docs/evaluation-protocol.md), so the
+    calibration of the defaults reads ``--split train``; an episode without a recorded split is
+    left out, since nothing says it is not a test episode.
+
+    Raises:
+        ConfigError: no episode is left.
+    """
+    wanted = set(splits)
+    eps = list(episodes)
+    kept = [e for e in eps if e.meta.get("split") in wanted]
+    if not kept:
+        found = sorted({str(e.meta.get("split")) for e in eps})
+        raise ConfigError(f"no episode has split {' or '.join(sorted(wanted))} in its meta "
+                          f"(found: {', '.join(found) or 'no episodes'})")
+    return kept
+
+
 def _calibrate_keys(episodes: Sequence[Episode], key: Callable[[Episode], str],
                     group: Callable[[Episode], Hashable | None], embedder: Embedder,
                     thresholds: Sequence[float] | None, beta: float) -> Calibration | None:

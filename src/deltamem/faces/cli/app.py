@@ -400,6 +400,9 @@ def calibrate(
     beta: Annotated[float, typer.Option(
         help="Recall weight of the F-beta score (2: a miss costs more than a near match).")
     ] = 2.0,
+    split: Annotated[list[str] | None, typer.Option(
+        help="Only episodes whose meta.split is this (repeatable), e.g. --split train: "
+             "thresholds are chosen on train or dev episodes, never test ones.")] = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -412,15 +415,17 @@ def calibrate(
     DELTAMEM_TAU_TASK / DELTAMEM_TAU_ENV.
     """
     from deltamem.embed import make_embedder
-    from deltamem.engine.calibrate import calibrate_episodes
+    from deltamem.engine.calibrate import calibrate_episodes, in_splits
     from deltamem.faces.cli.output import progress
 
     episodes = [e for _, e in read_episodes(file) if not isinstance(e, EpisodeError)]
+    if split:
+        episodes = in_splits(episodes, split)
     model = make_embedder(embedder or Settings.from_env().embedder)
     with progress(err, f"calibrating on {len(episodes)} episodes", quiet=as_json):
         result = calibrate_episodes(episodes, model, task_group=_grouper(task_group, "task"),
                                     env_group=_grouper(env_group, "env"), beta=beta)
-    data = result.to_dict()
+    data = {**result.to_dict(), "episodes": len(episodes), "splits": split or None}
     emit(data, as_json, lambda: _print_calibration(data))
 
 

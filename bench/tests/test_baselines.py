@@ -203,3 +203,19 @@ def test_synapse_keys_on_the_task_and_the_start_of_the_observation(tmp_path: Pat
     text, info = memory.context(task, "You are in the garden. There is a rake and a hose.")
     assert info["entry"] == 1 and "take hose" in text
     assert memory.context(task, "You are in the kitchen. There is a fridge.")[1]["entry"] == 0
+
+
+def test_deltamem_llm_arm_plays_on_when_the_model_never_validates(tmp_path: Path) -> None:
+    """The paper's write path with a model whose answers never validate: the episode is not
+    learned, the update says why, and the arm keeps playing (it used to abort the whole run)."""
+    memory = DeltaMemMemory(tmp_path / "llm.db", HashingEmbedder(), extractor="llm",
+                            llm=ScriptedLLM(['{"steps": ["+", "+"]}'] * 8),
+                            settings=TEST_SETTINGS, name="deltamem-llm")
+    ep = make_episode()
+    text, info = memory.context(ep.task, ep.env)
+    update = memory.update(ep, info)
+    assert not update.written["stored"] and "extraction failed" in update.written["reason"]
+    assert update.usage.llm_calls >= 1
+    assert memory.size()["entries"] == 0
+    assert memory.context(ep.task, ep.env)[0] == text == ""
+    memory.close()

@@ -27,7 +27,7 @@ from deltamem.core.model import Episode, Experience, Node
 from deltamem.core.render import ENV_HEADER, TASK_HEADER, Style, render_chain
 from deltamem.core.tree import Action, Placement
 from deltamem.embed.base import Embedder
-from deltamem.errors import ConfigError
+from deltamem.errors import ConfigError, ExtractionError
 from deltamem.llm.base import LLM
 
 DELTAMEM_HEADER = (
@@ -167,8 +167,14 @@ class DeltaMemMemory:
         return self._text(recall), info
 
     def update(self, episode: Episode, info: dict[str, Any]) -> Update:
-        """Learn the episode (passing the recall made before it)."""
-        result = self.mem.learn(episode, recall=info.get("_recall"))
+        """Learn the episode (passing the recall made before it). When the model's answer never
+        validates (the ``llm`` extractor), the library stores nothing and the arm plays on,
+        the rule every model-written memory follows (ReasoningBank's too)."""
+        try:
+            result = self.mem.learn(episode, recall=info.get("_recall"))
+        except ExtractionError as exc:
+            usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
+            return Update(usage, {"stored": False, "reason": f"extraction failed: {exc}"[:300]})
         return Update(result.usage, result.to_dict())
 
     def size(self) -> dict[str, int]:

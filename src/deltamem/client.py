@@ -34,7 +34,6 @@ import random
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,6 +44,7 @@ from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.errors import DeltaMemError, EpisodeError, NodeNotFound, RemoteError
 from deltamem.formats import api
 from deltamem.formats.episodes import episode_to_dict
+from deltamem.llm.http import parse_retry_after
 
 M = TypeVar("M", bound=BaseModel)
 NDJSON = "application/x-ndjson"
@@ -101,7 +101,7 @@ class RetryPolicy:
         assert response is not None
         if response.status_code not in RETRY_STATUSES:
             return None
-        asked = retry_after(response.headers.get("Retry-After"))
+        asked = parse_retry_after(response.headers.get("Retry-After"))
         refused_before_running = response.status_code == 429 and asked is not None
         if not (call.idempotent or refused_before_running):
             return None
@@ -112,25 +112,6 @@ class RetryPolicy:
     def _backoff(self, attempt: int) -> float:
         wait: float = min(self.max_wait, self.backoff * 2.0 ** attempt)
         return wait * random.uniform(0.5, 1.0)
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if absent or
-    unreadable."""
-    if value is None or not value.strip():
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _policy(retries: int | RetryPolicy) -> RetryPolicy:

@@ -21,8 +21,9 @@ import pytest
 from server_live import LiveServer, free_port
 
 from deltamem import AsyncClient, Client
-from deltamem.client import RetryPolicy, retry_after
+from deltamem.client import RetryPolicy
 from deltamem.errors import RemoteError
+from deltamem.llm.http import parse_retry_after as retry_after
 from helpers import make_episode
 
 pytestmark = pytest.mark.server

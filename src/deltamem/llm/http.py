@@ -201,6 +201,8 @@ def parse_retry_after(value: str | None) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # a date with no zone ("-0000") cannot be compared with now
+        return None
     return max(when.timestamp() - time.time(), 0.0)
 
 

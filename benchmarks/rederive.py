@@ -5,7 +5,9 @@ No episode is played: each ``results/<registration>/<entry>.tar.gz`` (written by
 episode logs (``deltamem_bench.report.summarize``: paired bootstrap, exact McNemar, thirds of
 the stream), compared with the summary stored at run time, and its plots and report written
 again; then the registered endpoints are judged over the entries (DeltaMem − none on progress,
-Holm-adjusted; McNemar on success, Holm-adjusted).
+Holm-adjusted; McNemar on success, Holm-adjusted). The correction runs over the registered
+family, every entry of the registration: an entry not played yet counts with p = 1
+(:func:`over_family`), so an interim claim can only gain support as the rest is played.
 
 Usage:
     .venv/bin/python benchmarks/rederive.py                      # every registration in results/
@@ -26,6 +28,7 @@ from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import unpack
 from deltamem_bench.registration import REGISTRATION_NAME, load_registration
 from deltamem_bench.report import endpoints, write_report
+from deltamem_bench.stats import holm
 
 COMPARED = ("kinds", "paired")
 
@@ -35,6 +38,30 @@ def _strip(summary: dict[str, Any]) -> dict[str, Any]:
     kinds = [{k: v for k, v in row.items() if k != "wall_s_per_episode"}
              for row in summary.get("kinds", [])]
     return {"kinds": kinds, "paired": summary.get("paired", {})}
+
+
+def over_family(judged: dict[str, Any], family: list[str]) -> dict[str, Any]:
+    """``judged`` (:func:`deltamem_bench.report.endpoints` over the played entries) with the
+    Holm adjustment redone over the whole registered ``family``.
+
+    An entry not played yet counts with p = 1. Each played entry's adjusted p is then at
+    least what it will be once every entry is played (its rank among the played entries is
+    never later than among all, and the played entries above it carry the larger
+    multipliers), so an entry judged above zero now stays above zero.
+    """
+    rows = judged["entries"]
+    names = list(family) + [n for n in rows if n not in family]
+    primary = holm([float(rows[n]["progress"]["p_value"]) if n in rows else 1.0
+                    for n in names])
+    secondary = holm([float(rows[n]["mcnemar"]["p_value"]) if n in rows else 1.0
+                      for n in names])
+    for name, p_adj, q_adj in zip(names, primary, secondary, strict=True):
+        if name in rows:
+            row = rows[name]
+            row["primary_p_holm"] = round(p_adj, 4)
+            row["secondary_p_holm"] = round(q_adj, 4)
+            row["above_zero"] = bool(p_adj < 0.05 and row["progress"]["mean"] > 0)
+    return {**judged, "family": names, "played": [n for n in names if n in rows]}
 
 
 def rederive(folder: Path, out: Path) -> dict[str, Any]:
@@ -68,7 +95,8 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
             checks[entry["name"]] = "re-derived identically"
         else:
             checks[entry["name"]] = "DIFFERS from the stored summary"
-    judged = endpoints(summaries)
+    judged = over_family(endpoints(summaries), list(registration.get("family") or
+                                                    [e["name"] for e in registration["entries"]]))
     report = {"registration": registration["name"], "checks": checks, "endpoints": judged}
     target = out / registration["name"] / "endpoints.json"
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -78,11 +106,13 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any]) -> str:
     """The endpoints as the table docs/results.md leads with."""
-    lines = [f"Registration `{report['registration']}`: DeltaMem − none (Holm over "
-             f"{len(report['endpoints']['entries'])} entries)", "",
+    judged = report["endpoints"]
+    lines = [f"Registration `{report['registration']}`: DeltaMem − none, Holm over the "
+             f"{len(judged['family'])} registered entries ({len(judged['played'])} played; an "
+             "entry not played counts with p = 1)", "",
              "| entry | episodes | DeltaMem − none on progress [95% CI] | Holm p | above zero? "
              "| McNemar (wins/losses, Holm p) | by thirds |", "|---|---|---|---|---|---|---|"]
-    for name, row in report["endpoints"]["entries"].items():
+    for name, row in judged["entries"].items():
         p, m = row["progress"], row["mcnemar"]
         thirds = ", ".join(f"{t:+.3f}" for t in row.get("progress_by_thirds") or [])
         lines.append(f"| {name} | {row['episodes']} | {p['mean']:+.3f} [{p['low']:+.3f}, "

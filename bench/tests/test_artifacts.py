@@ -95,3 +95,24 @@ def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
     pack(run_dir, folder / "coin-online.tar.gz")
     assert rederive.main([str(folder), "--out", str(tmp_path / "again")]) == 1
     assert "DIFFERS" in capsys.readouterr().out
+
+
+def test_interim_holm_runs_over_the_registered_family_and_only_loosens_later() -> None:
+    rederive = script("rederive")
+
+    def judged(p_values: dict[str, float]) -> dict[str, object]:
+        return {"entries": {n: {"progress": {"p_value": p, "mean": 0.1},
+                                "mcnemar": {"p_value": p}} for n, p in p_values.items()}}
+
+    family = ["a", "b", "c"]
+    interim = rederive.over_family(judged({"a": 0.01, "b": 0.04}), family)
+    rows = interim["entries"]
+    # The unplayed entry counts with p = 1: the multipliers are 3 and 2, not 2 and 1.
+    assert (rows["a"]["primary_p_holm"], rows["b"]["primary_p_holm"]) == (0.03, 0.08)
+    assert rows["a"]["above_zero"] and not rows["b"]["above_zero"]
+    assert interim["played"] == ["a", "b"] and interim["family"] == family
+    # Whatever the last entry turns out to be, no adjusted p of a played entry rises.
+    for last in (0.0001, 0.02, 0.5):
+        final = rederive.over_family(judged({"a": 0.01, "b": 0.04, "c": last}), family)
+        for name in ("a", "b"):
+            assert final["entries"][name]["primary_p_holm"] <= rows[name]["primary_p_holm"]

@@ -97,11 +97,37 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
             checks[entry["name"]] = "DIFFERS from the stored summary"
     judged = over_family(endpoints(summaries), list(registration.get("family") or
                                                     [e["name"] for e in registration["entries"]]))
-    report = {"registration": registration["name"], "checks": checks, "endpoints": judged}
+    report = {"registration": registration["name"], "checks": checks, "endpoints": judged,
+              "arms": {name: arm_rows(summary) for name, summary in summaries.items()}}
     target = out / registration["name"] / "endpoints.json"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(report, indent=2), encoding="utf-8")
     return report
+
+
+def _diff(diff: dict[str, Any] | None) -> str:
+    if not diff:
+        return "-"
+    p = diff["progress"]
+    return f"{p['mean']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}]"
+
+
+def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
+    """One row per arm of an entry: progress, success, and the paired differences against
+    no memory and against DeltaMem (descriptive, unadjusted)."""
+    paired = summary.get("paired", {})
+    rows = []
+    for row in summary["kinds"]:
+        kind = row["kind"]
+        vs_none = paired.get("vs_none", {}).get(kind)
+        rows.append({
+            "arm": kind, "progress": f"{row['mean_score']:.3f}",
+            "vs none": _diff(vs_none),
+            "success": f"{row['successes']}/{row['episodes']}",
+            "McNemar p vs none": f"{vs_none['mcnemar']['p_value']:.3f}" if vs_none else "-",
+            "vs deltamem": _diff(paired.get("vs_deltamem", {}).get(kind)),
+        })
+    return rows
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -119,6 +145,11 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{p['high']:+.3f}] | {row['primary_p_holm']:.4f} | "
                      f"{'yes' if row['above_zero'] else 'no'} | {m['a_only']}/{m['b_only']}, "
                      f"{row['secondary_p_holm']:.4f} | {thirds} |")
+    for name, rows in report.get("arms", {}).items():
+        heads = list(rows[0]) if rows else []
+        lines += ["", f"{name}, every arm (differences: 95% paired bootstrap, unadjusted):", "",
+                  "| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+        lines += ["| " + " | ".join(r[h] for h in heads) + " |" for r in rows]
     return "\n".join(lines)
 
 

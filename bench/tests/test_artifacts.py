@@ -80,6 +80,9 @@ def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
     assert rederive.main([str(folder), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "coin-online: re-derived identically" in printed and "| coin-online | 3 |" in printed
+    # Every arm's row, with its differences against no memory and against DeltaMem.
+    assert "coin-online, every arm" in printed
+    assert printed.count("| none | ") == 1 and printed.count("| deltamem | ") == 1
     report = json.loads((out / "r1" / "endpoints.json").read_text())
     row = report["endpoints"]["entries"]["coin-online"]
     stored = json.loads((tmp_path / "runs" / "coin-online" / "summary.json").read_text())

@@ -122,10 +122,10 @@ def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
         vs_none = paired.get("vs_none", {}).get(kind)
         rows.append({
             "arm": kind, "progress": f"{row['mean_score']:.3f}",
-            "vs none": _diff(vs_none),
+            "arm − none": _diff(vs_none),
             "success": f"{row['successes']}/{row['episodes']}",
             "McNemar p vs none": f"{vs_none['mcnemar']['p_value']:.3f}" if vs_none else "-",
-            "vs deltamem": _diff(paired.get("vs_deltamem", {}).get(kind)),
+            "arm − deltamem": _diff(paired.get("vs_deltamem", {}).get(kind)),
         })
     return rows
 

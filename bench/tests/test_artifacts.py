@@ -119,3 +119,10 @@ def test_interim_holm_runs_over_the_registered_family_and_only_loosens_later() -
         final = rederive.over_family(judged({"a": 0.01, "b": 0.04, "c": last}), family)
         for name in ("a", "b"):
             assert final["entries"][name]["primary_p_holm"] <= rows[name]["primary_p_holm"]
+
+
+def test_the_committed_registered_runs_rederive_identically(tmp_path: Path) -> None:
+    """Every archive under results/ recomputes to the summary stored when it was played."""
+    rederive = script("rederive")
+    results = BENCHMARKS.parent / "results"
+    assert rederive.main(["--results", str(results), "--out", str(tmp_path), "--json"]) == 0

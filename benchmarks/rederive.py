@@ -131,7 +131,7 @@ def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    """The endpoints as the table docs/results.md leads with."""
+    """The endpoints table docs/results.md leads with, then every entry's arm table."""
     judged = report["endpoints"]
     lines = [f"Registration `{report['registration']}`: DeltaMem − none, Holm over the "
              f"{len(judged['family'])} registered entries ({len(judged['played'])} played; an "

@@ -27,7 +27,7 @@ from typing import Any
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import unpack
 from deltamem_bench.registration import REGISTRATION_NAME, load_registration
-from deltamem_bench.report import endpoints, write_report
+from deltamem_bench.report import _interval, endpoints, write_report
 from deltamem_bench.stats import holm
 
 COMPARED = ("kinds", "paired")
@@ -105,13 +105,6 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
     return report
 
 
-def _diff(diff: dict[str, Any] | None) -> str:
-    if not diff:
-        return "-"
-    p = diff["progress"]
-    return f"{p['mean']:+.3f} [{p['low']:+.3f}, {p['high']:+.3f}]"
-
-
 def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
     """One row per arm of an entry: progress, success, and the paired differences against
     no memory and against DeltaMem (descriptive, unadjusted)."""
@@ -122,10 +115,10 @@ def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
         vs_none = paired.get("vs_none", {}).get(kind)
         rows.append({
             "arm": kind, "progress": f"{row['mean_score']:.3f}",
-            "arm − none": _diff(vs_none),
+            "arm − none": _interval(vs_none),
             "success": f"{row['successes']}/{row['episodes']}",
             "McNemar p vs none": f"{vs_none['mcnemar']['p_value']:.3f}" if vs_none else "-",
-            "arm − deltamem": _diff(paired.get("vs_deltamem", {}).get(kind)),
+            "arm − deltamem": _interval(paired.get("vs_deltamem", {}).get(kind)),
         })
     return rows
 

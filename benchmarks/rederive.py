@@ -13,12 +13,18 @@ Usage:
     .venv/bin/python benchmarks/rederive.py                      # every registration in results/
     .venv/bin/python benchmarks/rederive.py results/heldout-1    # one registration
     .venv/bin/python benchmarks/rederive.py --out runs/rederived --json
+    .venv/bin/python benchmarks/rederive.py --write docs/results.md
+
+``--write`` replaces, in a markdown file, the text between ``<!-- rederive NAME -->`` and
+``<!-- /rederive NAME -->`` with what this script prints for registration NAME, so a document
+quotes the re-derivation verbatim.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -146,6 +152,31 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def block(report: dict[str, Any]) -> str:
+    """What is printed for one registration: :func:`markdown`, then each entry's check."""
+    checks = [f"* `{name}`: {check}" for name, check in report["checks"].items()]
+    return "\n".join([markdown(report), "", *checks])
+
+
+def write_blocks(path: Path, reports: list[dict[str, Any]]) -> None:
+    """Replace each report's ``<!-- rederive NAME -->`` block in the markdown file ``path``.
+
+    Raises ValueError, before anything is written, when a registration has no block there.
+    """
+    text = path.read_text(encoding="utf-8")
+    for report in reports:
+        name = re.escape(report["registration"])
+        pattern = re.compile(rf"(<!-- rederive {name} -->\n).*?(\n<!-- /rederive {name} -->)",
+                             re.DOTALL)
+        found = pattern.search(text)
+        if found is None:
+            raise ValueError(f"{path} has no '<!-- rederive {report['registration']} -->' "
+                             "block closed by its '<!-- /rederive ... -->' line")
+        text = (text[:found.end(1)] + "\n" + block(report) + "\n"
+                + text[found.start(2):])
+    path.write_text(text, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("folders", nargs="*", type=Path,
@@ -153,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--out", type=Path, default=Path("runs/rederived"))
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    parser.add_argument("--write", type=Path, metavar="MARKDOWN",
+                        help="replace each registration's marked block in this file")
     args = parser.parse_args(argv)
     folders = args.folders or sorted(p.parent for p in args.results.glob(
         f"*/{REGISTRATION_NAME}"))
@@ -163,14 +196,17 @@ def main(argv: list[str] | None = None) -> int:
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    if args.write is not None:
+        try:
+            write_blocks(args.write, reports)
+        except (OSError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.json:
         print(json.dumps(reports, indent=2))
     else:
         for report in reports:
-            print(markdown(report))
-            for name, check in report["checks"].items():
-                print(f"  {name}: {check}")
-            print()
+            print(block(report), end="\n\n")
     if not reports:
         print(f"no registration under {args.results}")
     bad = any("DIFFERS" in c for r in reports for c in r["checks"].values())

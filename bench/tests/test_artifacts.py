@@ -79,7 +79,8 @@ def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
     out = tmp_path / "rederived"
     assert rederive.main([str(folder), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "coin-online: re-derived identically" in printed and "| coin-online | 3 |" in printed
+    assert "* `coin-online`: re-derived identically" in printed
+    assert "| coin-online | 3 |" in printed
     # Every arm's row, with its differences against no memory and against DeltaMem.
     assert "coin-online, every arm" in printed
     assert printed.count("| none | ") == 1 and printed.count("| deltamem | ") == 1
@@ -98,6 +99,32 @@ def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
     pack(run_dir, folder / "coin-online.tar.gz")
     assert rederive.main([str(folder), "--out", str(tmp_path / "again")]) == 1
     assert "DIFFERS" in capsys.readouterr().out
+
+
+def test_rederive_writes_its_output_into_the_marked_block_of_a_document(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    folder = played(tmp_path)
+    rederive = script("rederive")
+    doc = tmp_path / "results.md"
+    doc.write_text("# Results\n\n<!-- rederive r1 -->\nstale table\n<!-- /rederive r1 -->\n\n"
+                   "Prose after the block.\n")
+    assert rederive.main([str(folder), "--out", str(tmp_path / "out"), "--write", str(doc)]) == 0
+    printed = capsys.readouterr().out
+    text = doc.read_text()
+    assert "stale table" not in text and text.endswith("Prose after the block.\n")
+    inside = text.split("<!-- rederive r1 -->\n", 1)[1].split("<!-- /rederive r1 -->", 1)[0]
+    assert inside.strip() == printed.strip()
+    assert "| coin-online | 3 |" in inside
+    # Writing again changes nothing: the block is replaced, not appended to.
+    assert rederive.main([str(folder), "--out", str(tmp_path / "out"), "--write", str(doc)]) == 0
+    assert doc.read_text() == text
+    # A document without the registration's block is refused and left as it was.
+    other = tmp_path / "other.md"
+    other.write_text("<!-- rederive r2 -->\n<!-- /rederive r2 -->\n")
+    assert rederive.main([str(folder), "--out", str(tmp_path / "out"), "--write",
+                          str(other)]) == 2
+    assert "no '<!-- rederive r1 -->' block" in capsys.readouterr().err
+    assert other.read_text() == "<!-- rederive r2 -->\n<!-- /rederive r2 -->\n"
 
 
 def test_interim_holm_runs_over_the_registered_family_and_only_loosens_later() -> None:
@@ -122,7 +149,15 @@ def test_interim_holm_runs_over_the_registered_family_and_only_loosens_later() -
 
 
 def test_the_committed_registered_runs_rederive_identically(tmp_path: Path) -> None:
-    """Every archive under results/ recomputes to the summary stored when it was played."""
+    """Every archive under results/ recomputes to the summary stored when it was played, and
+    docs/results.md quotes that re-derivation as it is."""
     rederive = script("rederive")
     results = BENCHMARKS.parent / "results"
     assert rederive.main(["--results", str(results), "--out", str(tmp_path), "--json"]) == 0
+    # docs/results.md quotes the re-derivation verbatim: rewriting its blocks changes nothing.
+    docs = BENCHMARKS.parent / "docs" / "results.md"
+    copy = tmp_path / "results.md"
+    copy.write_text(docs.read_text(encoding="utf-8"), encoding="utf-8")
+    assert rederive.main(["--results", str(results), "--out", str(tmp_path / "again"),
+                          "--write", str(copy)]) == 0
+    assert copy.read_text(encoding="utf-8") == docs.read_text(encoding="utf-8")

@@ -17,7 +17,7 @@ Usage:
 
 ``--write`` replaces, in a markdown file, the text between ``<!-- rederive NAME -->`` and
 ``<!-- /rederive NAME -->`` with what this script prints for registration NAME, so a document
-quotes the re-derivation verbatim.
+quotes the re-derivation verbatim; it writes nothing when an archive differs from its summary.
 """
 
 from __future__ import annotations
@@ -196,7 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if args.write is not None:
+    bad = any("DIFFERS" in c for r in reports for c in r["checks"].values())
+    if args.write is not None and bad:
+        print(f"error: {args.write} left as it was: an archive differs from its stored summary",
+              file=sys.stderr)
+    elif args.write is not None:
         try:
             write_blocks(args.write, reports)
         except (OSError, ValueError) as exc:
@@ -209,7 +213,6 @@ def main(argv: list[str] | None = None) -> int:
             print(block(report), end="\n\n")
     if not reports:
         print(f"no registration under {args.results}")
-    bad = any("DIFFERS" in c for r in reports for c in r["checks"].values())
     return 1 if bad else 0
 
 

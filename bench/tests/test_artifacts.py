@@ -97,8 +97,14 @@ def test_rederive_recomputes_every_table_from_the_archives(tmp_path: Path,
     records[0]["score"] = 1.0 - float(records[0]["score"])
     log.write_text("".join(json.dumps(r) + "\n" for r in records))
     pack(run_dir, folder / "coin-online.tar.gz")
-    assert rederive.main([str(folder), "--out", str(tmp_path / "again")]) == 1
-    assert "DIFFERS" in capsys.readouterr().out
+    doc = tmp_path / "results.md"
+    doc.write_text("<!-- rederive r1 -->\nas published\n<!-- /rederive r1 -->\n")
+    assert rederive.main([str(folder), "--out", str(tmp_path / "again"),
+                          "--write", str(doc)]) == 1
+    captured = capsys.readouterr()
+    assert "DIFFERS" in captured.out and "left as it was" in captured.err
+    # A document never quotes a re-derivation that disagrees with the stored summary.
+    assert "as published" in doc.read_text()
 
 
 def test_rederive_writes_its_output_into_the_marked_block_of_a_document(

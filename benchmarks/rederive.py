@@ -36,8 +36,6 @@ from deltamem_bench.registration import REGISTRATION_NAME, load_registration
 from deltamem_bench.report import _interval, endpoints, write_report
 from deltamem_bench.stats import holm
 
-COMPARED = ("kinds", "paired")
-
 
 def _strip(summary: dict[str, Any]) -> dict[str, Any]:
     """What must agree between the stored and the re-derived summary (not the run's path)."""

@@ -224,8 +224,11 @@ def main() -> None:
     only = args.only.split(",") if args.only else None
     console = Console(width=140)
     try:
+        family: list[str] | None = None
         if args.registration:
-            names = [e["name"] for e in load_registration(args.registration)["entries"]]
+            registered = load_registration(args.registration)
+            names = [e["name"] for e in registered["entries"]]
+            family = list(registered.get("family") or names)
             suite = f"registration {args.registration}"
         else:
             names = [e["name"] for e in SUITES[args.suite]]
@@ -244,7 +247,9 @@ def main() -> None:
         console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from exc
     console.print(table(results))
-    judged = endpoints({r["name"]: r for r in results})
+    # A registered run is judged over its whole family, an entry not played here at p = 1;
+    # benchmarks/rederive.py judges every committed entry together.
+    judged = endpoints({r["name"]: r for r in results}, family=family)
     report = {"suite": suite, "wall_s": round(time.perf_counter() - started, 1),
               "endpoints": judged,
               "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],

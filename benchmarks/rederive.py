@@ -7,7 +7,8 @@ the stream), compared with the summary stored at run time, and its plots and rep
 again; then the registered endpoints are judged over the entries (DeltaMem − none on progress,
 Holm-adjusted; McNemar on success, Holm-adjusted). The correction runs over the registered
 family, every entry of the registration: an entry not played yet counts with p = 1
-(:func:`over_family`), so an interim claim can only gain support as the rest is played.
+(:func:`deltamem_bench.report.endpoints`), so an interim claim can only gain support as the
+rest is played.
 
 Usage:
     .venv/bin/python benchmarks/rederive.py                      # every registration in results/
@@ -34,7 +35,6 @@ from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import unpack
 from deltamem_bench.registration import REGISTRATION_NAME, load_registration
 from deltamem_bench.report import _interval, endpoints, write_report
-from deltamem_bench.stats import holm
 
 
 def _strip(summary: dict[str, Any]) -> dict[str, Any]:
@@ -42,30 +42,6 @@ def _strip(summary: dict[str, Any]) -> dict[str, Any]:
     kinds = [{k: v for k, v in row.items() if k != "wall_s_per_episode"}
              for row in summary.get("kinds", [])]
     return {"kinds": kinds, "paired": summary.get("paired", {})}
-
-
-def over_family(judged: dict[str, Any], family: list[str]) -> dict[str, Any]:
-    """``judged`` (:func:`deltamem_bench.report.endpoints` over the played entries) with the
-    Holm adjustment redone over the whole registered ``family``.
-
-    An entry not played yet counts with p = 1. Each played entry's adjusted p is then at
-    least what it will be once every entry is played (its rank among the played entries is
-    never later than among all, and the played entries above it carry the larger
-    multipliers), so an entry judged above zero now stays above zero.
-    """
-    rows = judged["entries"]
-    names = list(family) + [n for n in rows if n not in family]
-    primary = holm([float(rows[n]["progress"]["p_value"]) if n in rows else 1.0
-                    for n in names])
-    secondary = holm([float(rows[n]["mcnemar"]["p_value"]) if n in rows else 1.0
-                      for n in names])
-    for name, p_adj, q_adj in zip(names, primary, secondary, strict=True):
-        if name in rows:
-            row = rows[name]
-            row["primary_p_holm"] = round(p_adj, 4)
-            row["secondary_p_holm"] = round(q_adj, 4)
-            row["above_zero"] = bool(p_adj < 0.05 and row["progress"]["mean"] > 0)
-    return {**judged, "family": names, "played": [n for n in names if n in rows]}
 
 
 def rederive(folder: Path, out: Path) -> dict[str, Any]:
@@ -99,8 +75,8 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
             checks[entry["name"]] = "re-derived identically"
         else:
             checks[entry["name"]] = "DIFFERS from the stored summary"
-    judged = over_family(endpoints(summaries), list(registration.get("family") or
-                                                    [e["name"] for e in registration["entries"]]))
+    judged = endpoints(summaries, family=registration.get("family") or
+                       [e["name"] for e in registration["entries"]])
     report = {"registration": registration["name"], "checks": checks, "endpoints": judged,
               "arms": {name: arm_rows(summary) for name, summary in summaries.items()}}
     target = out / registration["name"] / "endpoints.json"

@@ -8,6 +8,7 @@ import json
 import tarfile
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from deltamem.embed.hashing import HashingEmbedder
 from deltamem.errors import ConfigError
 from deltamem.testing.llm import FunctionLLM
 from deltamem_bench.artifacts import members, pack, unpack
-from deltamem_bench.report import write_report
+from deltamem_bench.report import endpoints, write_report
 from deltamem_bench.runner import run_bench
 from test_agent import CoinRoomDouble
 from test_registration import registered
@@ -134,22 +135,24 @@ def test_rederive_writes_its_output_into_the_marked_block_of_a_document(
 
 
 def test_interim_holm_runs_over_the_registered_family_and_only_loosens_later() -> None:
-    rederive = script("rederive")
-
-    def judged(p_values: dict[str, float]) -> dict[str, object]:
-        return {"entries": {n: {"progress": {"p_value": p, "mean": 0.1},
-                                "mcnemar": {"p_value": p}} for n, p in p_values.items()}}
+    def summaries(p_values: dict[str, float]) -> dict[str, dict[str, Any]]:
+        diff = {n: {"episodes": 40, "progress": {"p_value": p, "mean": 0.1},
+                    "mcnemar": {"p_value": p}} for n, p in p_values.items()}
+        return {n: {"paired": {"vs_none": {"deltamem": d}}} for n, d in diff.items()}
 
     family = ["a", "b", "c"]
-    interim = rederive.over_family(judged({"a": 0.01, "b": 0.04}), family)
+    interim = endpoints(summaries({"a": 0.01, "b": 0.04}), family=family)
     rows = interim["entries"]
     # The unplayed entry counts with p = 1: the multipliers are 3 and 2, not 2 and 1.
     assert (rows["a"]["primary_p_holm"], rows["b"]["primary_p_holm"]) == (0.03, 0.08)
     assert rows["a"]["above_zero"] and not rows["b"]["above_zero"]
     assert interim["played"] == ["a", "b"] and interim["family"] == family
+    # Without a family only the played entries count (multipliers 2 and 1).
+    alone = endpoints(summaries({"a": 0.01, "b": 0.04}))["entries"]
+    assert (alone["a"]["primary_p_holm"], alone["b"]["primary_p_holm"]) == (0.02, 0.04)
     # Whatever the last entry turns out to be, no adjusted p of a played entry rises.
     for last in (0.0001, 0.02, 0.5):
-        final = rederive.over_family(judged({"a": 0.01, "b": 0.04, "c": last}), family)
+        final = endpoints(summaries({"a": 0.01, "b": 0.04, "c": last}), family=family)
         for name in ("a", "b"):
             assert final["entries"][name]["primary_p_holm"] <= rows[name]["primary_p_holm"]
 

@@ -101,20 +101,32 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any] 
 PRIMARY = ("deltamem", BASELINE)
 
 
-def endpoints(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def endpoints(summaries: dict[str, dict[str, Any]],
+              family: Sequence[str] | None = None) -> dict[str, Any]:
     """The registered endpoints over a suite's entries (``{entry name: summary}``).
 
-    Primary: DeltaMem − none on progress, the bootstrap's p-value Holm-adjusted over the
-    entries that hold both arms; secondary: exact McNemar on success, Holm-adjusted likewise.
-    An entry is above zero when its adjusted primary p is below 0.05 and its mean above 0.
+    Primary: DeltaMem − none on progress, the bootstrap's p-value Holm-adjusted; secondary:
+    exact McNemar on success, Holm-adjusted likewise. An entry is above zero when its adjusted
+    primary p is below 0.05 and its mean above 0.
+
+    The correction runs over ``family`` (a registration's entry names) followed by any other
+    entry that holds both arms; without ``family``, over those entries alone. An entry of the
+    family not played yet counts with p = 1. Each played entry's adjusted p is then at least
+    what it will be once every entry is played (its rank among the played entries is never
+    later than among all, and the played entries above it carry the larger multipliers), so an
+    interim claim of "above zero" stays true as the rest is played.
     """
-    names = [n for n, s in summaries.items()
-             if PRIMARY[0] in s.get("paired", {}).get(f"vs_{BASELINE}", {})]
-    diffs = {n: summaries[n]["paired"][f"vs_{BASELINE}"][PRIMARY[0]] for n in names}
-    primary = holm([float(diffs[n]["progress"]["p_value"]) for n in names])
-    secondary = holm([float(diffs[n]["mcnemar"]["p_value"]) for n in names])
+    diffs = {n: s["paired"][f"vs_{BASELINE}"][PRIMARY[0]] for n, s in summaries.items()
+             if PRIMARY[0] in s.get("paired", {}).get(f"vs_{BASELINE}", {})}
+    names = list(family or ()) + [n for n in diffs if n not in (family or ())]
+
+    def adjusted(test: str) -> list[float]:
+        return holm([float(diffs[n][test]["p_value"]) if n in diffs else 1.0 for n in names])
+
     rows = {}
-    for n, p_adj, q_adj in zip(names, primary, secondary, strict=True):
+    for n, p_adj, q_adj in zip(names, adjusted("progress"), adjusted("mcnemar"), strict=True):
+        if n not in diffs:
+            continue
         d = diffs[n]
         rows[n] = {"episodes": d["episodes"], "progress": d["progress"],
                    "primary_p_holm": round(p_adj, 4),
@@ -122,7 +134,7 @@ def endpoints(summaries: dict[str, dict[str, Any]]) -> dict[str, Any]:
                    "mcnemar": d["mcnemar"], "secondary_p_holm": round(q_adj, 4),
                    "progress_by_thirds": d.get("progress_by_thirds")}
     return {"contrast": f"{PRIMARY[0]} - {PRIMARY[1]}", "correction": "holm",
-            "entries": rows}
+            "family": names, "played": list(rows), "entries": rows}
 
 
 def load_run(run_dir: Path) -> dict[str, list[dict[str, Any]]]:

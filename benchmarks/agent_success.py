@@ -36,6 +36,8 @@ Usage:
         results/heldout-1/registration.json --out runs/heldout-1
     .venv/bin/python benchmarks/rederive.py results/heldout-1
     .venv/bin/python benchmarks/agent_success.py --suite heldout --eval-split dev --out runs/dev
+    .venv/bin/python benchmarks/agent_success.py --suite heldout --eval-split dev --seed 1 \
+        --only alfworld-warm --arms none,deltamem --out runs/dev-alfworld
     .venv/bin/python benchmarks/agent_success.py --suite quick --out runs/suite-quick
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite
     .venv/bin/python benchmarks/agent_success.py --suite full --out runs/suite --only alfworld-warm
@@ -142,16 +144,23 @@ DOCUMENTED: dict[str, list[dict[str, Any]]] = {
 
 def run_suite(name: str, out: Path, console: Console, only: list[str] | None = None, *,
               seed: int = 0, fresh: bool = False, registry: Path | None = None,
-              eval_split: str | None = None) -> list[dict[str, Any]]:
+              eval_split: str | None = None,
+              arms: list[str] | None = None) -> list[dict[str, Any]]:
     """Run (or resume) every entry of suite ``name`` (or the ``only`` ones) on the episode
     stream of ``seed`` (``fresh``: only episodes ``registry`` does not hold); return one
-    summary per entry."""
+    summary per entry. ``arms`` keeps only those of each entry's arms (a dev pass that looks
+    at a few of them); an entry holding none of them is refused."""
     results = []
     for entry in SUITES[name]:
         if only and entry["name"] not in only:
             continue
         options = {"llm": "local", "extractor": "trace",
                    **{k: v for k, v in entry.items() if k != "name"}}
+        if arms:
+            kept = [a for a in str(options["memory"]).split(",") if a in arms]
+            if not kept:
+                raise DeltaMemError(f"entry {entry['name']!r} has none of the arms {arms}")
+            options["memory"] = ",".join(kept)
         started = time.perf_counter()
         console.print(f"[bold]{entry['name']}[/bold] -> {out / entry['name']}")
         if eval_split:
@@ -217,11 +226,16 @@ def main() -> None:
                         help="the registry of evaluated episodes (default: %(default)s)")
     parser.add_argument("--eval-split", choices=("dev",),
                         help="evaluate on the dev split (to tune and check rules; never test)")
+    parser.add_argument("--arms", help="comma list: play only these of each entry's arms "
+                        "(a dev pass; not with --registration)")
     parser.add_argument("--registration", type=Path,
                         help="play this registration's entries (benchmarks/register.py); "
                         "--suite, --seed and --fresh then come from it")
     args = parser.parse_args()
     only = args.only.split(",") if args.only else None
+    arms = args.arms.split(",") if args.arms else None
+    if arms and args.registration:
+        parser.error("--arms cannot narrow a registration: a registered run plays every arm")
     console = Console(width=140)
     try:
         family: list[str] | None = None
@@ -242,7 +256,7 @@ def main() -> None:
         else:
             results = run_suite(args.suite, args.out, console, only, seed=args.seed,
                                 fresh=args.fresh, registry=args.registry,
-                                eval_split=args.eval_split)
+                                eval_split=args.eval_split, arms=arms)
     except DeltaMemError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise SystemExit(2) from exc

@@ -169,3 +169,29 @@ def test_the_committed_registered_runs_rederive_identically(tmp_path: Path) -> N
                           "--write", str(copy)]) == 0
     # docs/results.md quotes the re-derivation verbatim: rewriting its blocks changes nothing.
     assert copy.read_text(encoding="utf-8") == docs.read_text(encoding="utf-8")
+
+
+def test_a_dev_pass_can_play_a_few_of_an_entrys_arms(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    agent_success = script("agent_success")
+    played: list[dict[str, Any]] = []
+
+    def recording_run_bench_command(**options: Any) -> dict[str, Any]:  # a test double
+        played.append(options)
+        return {"config": {}, "kinds": [], "paired": {}}
+
+    monkeypatch.setattr(agent_success, "run_bench_command", recording_run_bench_command)
+    console = agent_success.Console(file=io.StringIO())
+    agent_success.run_suite("heldout", tmp_path, console, ["alfworld-warm"], seed=1,
+                            eval_split="dev", arms=["deltamem", "none"])
+    # The entry's own order and options are kept; only the arms are narrowed.
+    assert played[0]["memory"] == "none,deltamem" and played[0]["eval_split"] == "dev"
+    assert played[0]["train_episodes"] == 24 and played[0]["seed"] == 1
+    with pytest.raises(agent_success.DeltaMemError, match="none of the arms"):
+        agent_success.run_suite("heldout", tmp_path, console, ["alfworld-warm"], arms=["nosuch"])
+    # A registered run plays every arm: --arms cannot narrow it.
+    monkeypatch.setattr("sys.argv", ["agent_success.py", "--registration",
+                                     "results/heldout-1/registration.json", "--arms", "none"])
+    with pytest.raises(SystemExit) as exit_info:
+        agent_success.main()
+    assert exit_info.value.code == 2 and len(played) == 1

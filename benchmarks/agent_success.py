@@ -57,7 +57,7 @@ from rich.table import Table
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import pack
 from deltamem_bench.cli import run_bench_command
-from deltamem_bench.registration import load_registration
+from deltamem_bench.registration import family_of, load_registration
 from deltamem_bench.report import endpoints
 
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
@@ -242,7 +242,7 @@ def main() -> None:
         if args.registration:
             registered = load_registration(args.registration)
             names = [e["name"] for e in registered["entries"]]
-            family = list(registered.get("family") or names)
+            family = family_of(registered)
             suite = f"registration {args.registration}"
         else:
             names = [e["name"] for e in SUITES[args.suite]]

@@ -33,7 +33,7 @@ from typing import Any
 
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import unpack
-from deltamem_bench.registration import REGISTRATION_NAME, load_registration
+from deltamem_bench.registration import REGISTRATION_NAME, family_of, load_registration
 from deltamem_bench.report import _interval, endpoints, write_report
 
 
@@ -75,8 +75,7 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
             checks[entry["name"]] = "re-derived identically"
         else:
             checks[entry["name"]] = "DIFFERS from the stored summary"
-    judged = endpoints(summaries, family=registration.get("family") or
-                       [e["name"] for e in registration["entries"]])
+    judged = endpoints(summaries, family=family_of(registration))
     report = {"registration": registration["name"], "checks": checks, "endpoints": judged,
               "arms": {name: arm_rows(summary) for name, summary in summaries.items()}}
     target = out / registration["name"] / "endpoints.json"

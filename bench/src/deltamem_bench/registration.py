@@ -199,6 +199,12 @@ def load_registration(path: Path) -> dict[str, Any]:
     return data
 
 
+def family_of(registration: dict[str, Any]) -> list[str]:
+    """The entries the registered correction runs over: the recorded ``family``, else (a file
+    written before it was recorded) every entry's name."""
+    return list(registration.get("family") or [e["name"] for e in registration["entries"]])
+
+
 def entry_of(registration: dict[str, Any], name: str) -> dict[str, Any]:
     """The registered entry called ``name``."""
     for entry in registration["entries"]:

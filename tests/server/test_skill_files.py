@@ -85,8 +85,9 @@ def test_a_prose_skill_imports_as_a_root_of_its_paragraphs_bullets_and_code(
     mem = fresh(tmp_path, "prose")
     done = import_skills(mem, tmp_path / "skills")
     (node,) = [mem.get(i) for i in done["imported"]]
-    assert node.is_root and node.key == parsed.description
-    recall = mem.recall(parsed.description)  # the hashing test embedder: the same words
+    assert node.is_root and node.key == parsed.key == (
+        "pdf fill: Fill in PDF forms: read the fields, then write the values.")
+    recall = mem.recall(parsed.key)  # the hashing test embedder: the same words
     assert recall.task.matched and "Check boxes take" in recall.context
     assert export_skills(mem, tmp_path / "out")["skills"] == ["pdf-fill/SKILL.md"]  # its name
 

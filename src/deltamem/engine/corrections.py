@@ -178,3 +178,29 @@ def correct(mem: Memory, node_id: str, *, success: bool | None = None,
                         mem.store.bump(mem.space, old.id, failures=need)
                         discredited.append(old.id)
     return Correction(root.id, node.id, kind, node.tree, reason, discredited)
+
+
+def withdrawn(nodes: Sequence[Node]) -> set[str]:
+    """The ids of the nodes a correction took back, which no export may hand out as guidance:
+    every node a correction root names (``meta["correction"]["of"]``) with its whole subtree
+    (its deltas compose on what was corrected), and every root a ``wrong`` correction wrote
+    (the retracted, empty experience)."""
+    out: set[str] = set()
+    for node in nodes:
+        record = node.meta.get("correction")
+        if isinstance(record, dict):
+            if isinstance(record.get("of"), str):
+                out.add(record["of"])
+            if record.get("kind") == "wrong":
+                out.add(node.id)
+    children: dict[str, list[str]] = {}
+    for node in nodes:
+        if node.parent_id is not None:
+            children.setdefault(node.parent_id, []).append(node.id)
+    stack = list(out)
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in out:
+                out.add(child)
+                stack.append(child)
+    return out

@@ -36,7 +36,7 @@ from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidat
 from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import Style, estimate_tokens, render_context
-from deltamem.core.tree import Placer, compose_chain
+from deltamem.core.tree import Placer, compose_chain, forest_problems
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
 from deltamem.engine import reports
@@ -55,6 +55,7 @@ from deltamem.engine.write import Writer
 from deltamem.errors import (
     ConfigError,
     EpisodeError,
+    InvalidExport,
     NodeNotFound,
     PatchError,
     ProviderError,
@@ -66,7 +67,7 @@ from deltamem.extract.base import Extractor
 from deltamem.formats import transfer
 from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy import scrub as scrubbing
-from deltamem.privacy.redact import redact, redact_episode, redact_experience, redact_value
+from deltamem.privacy.redact import redact_episode
 from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
@@ -453,24 +454,58 @@ class DeltaMem:
         Returns:
             Per item, the new node's id, or None where it was skipped.
         """
-        if not roots:
+        return self.add_nodes([new_root(tree, key, experience, dict(meta))
+                               for tree, key, experience, meta in roots])
+
+    def add_nodes(self, nodes: Sequence[Node]) -> list[str | None]:
+        """Store ready-made nodes -- roots and deltas with their own ids, counters and times,
+        parents before children -- in one transaction (all or nothing): the write path of
+        importers such as skill files.
+
+        Every key, meta and composed experience is redacted first (a delta's patch recomputed
+        against its redacted parent, ``privacy.scrub.composed_nodes``), and every key embedded
+        here. A delta's parent is an earlier node or one the space holds. A node whose id the
+        space holds with the same key and experience is skipped, as is a root identical to a
+        stored root or an earlier one (same tree, key and experience).
+
+        Returns:
+            Per node, its id, or None where it was skipped.
+
+        Raises:
+            StoreError: an id the space holds with other content (``InvalidExport``: a parent
+                that is nowhere, or nodes that would damage the trees); nothing is written.
+        """
+        if not nodes:
             return []
-        if self.settings.redact:
-            roots = [(tree, redact(key), redact_experience(experience), redact_value(dict(meta)))
-                     for tree, key, experience, meta in roots]
-        vectors = self._embed([key for _, key, _, _ in roots], Usage())
+        try:
+            ready = scrubbing.composed_nodes(nodes, self._stored_experience,
+                                             redacting=self.settings.redact)
+        except KeyError as exc:
+            raise InvalidExport(f"the parent {exc.args[0]} of a node is neither among the "
+                                f"nodes nor in space {self.space!r}; nothing was added") from None
+        vectors = self._embed([node.key for node, _ in ready], Usage())
         ids: list[str | None] = []
         with self._writing():
-            stored = {(n.tree, n.key, n.content) for n in self.store.nodes(self.space)
-                      if n.is_root}
-            for (tree, key, experience, meta), vector in zip(roots, vectors, strict=True):
-                if (tree, key, experience) in stored:
-                    ids.append(None)
+            held = {n.id: n for n in self.store.nodes(self.space)}
+            roots = {(n.tree, n.key, n.content) for n in held.values() if n.is_root}
+            new: list[tuple[Node, Vector]] = []
+            for (node, experience), vector in zip(ready, vectors, strict=True):
+                if node.id in held:
+                    if (held[node.id].key, self.experience(node.id)) != (node.key, experience):
+                        raise StoreError(f"node {node.id} is already in space {self.space!r} "
+                                         "with other content; nothing was added")
+                elif not (node.is_root and (node.tree, node.key, node.content) in roots):
+                    roots.add((node.tree, node.key, node.content))
+                    new.append((node, vector))
+                    ids.append(node.id)
                     continue
-                stored.add((tree, key, experience))
-                node = new_root(tree, key, experience, meta)
+                ids.append(None)
+            added = [node for node, _ in new]
+            for node_id, problem in forest_problems([*held.values(), *added],
+                                                    max_depth=self.settings.max_depth):
+                raise InvalidExport(f"node {node_id}: {problem}; nothing was added")
+            for node, vector in new:
                 self.store.add_node(self.space, node, vector)
-                ids.append(node.id)
         return ids
 
     # -- inspection -----------------------------------------------------------------------

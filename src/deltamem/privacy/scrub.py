@@ -78,21 +78,42 @@ def _node_record(record: dict[str, Any], original: dict[str, Experience],
 def redacted_nodes(nodes: Iterable[Node]) -> list[Node]:
     """Nodes in insertion order (parents first) with keys, meta and experiences redacted and
     each delta's patch recomputed against its redacted parent."""
+    return [node for node, _ in composed_nodes(nodes)]
+
+
+def composed_nodes(nodes: Iterable[Node], stored: ParentLookup | None = None, *,
+                   redacting: bool = True) -> list[tuple[Node, Experience]]:
+    """Nodes (parents first) with their composed experiences; with ``redacting``, keys, meta
+    and experiences redacted and each delta's patch recomputed against its redacted parent.
+    A delta's parent is an earlier node or, through ``stored``, one the space holds (its
+    stored experience, already redacted).
+
+    Raises:
+        KeyError: a delta whose parent is neither an earlier node nor stored (its id).
+    """
     original: dict[str, Experience] = {}
     cleaned: dict[str, Experience] = {}
     out = []
     for node in nodes:
         if node.content is not None:
             before = node.content
-            after = redact_experience(before)
+            after = redact_experience(before) if redacting else before
             new = replace(node, content=after)
         else:
-            assert node.parent_id is not None
-            before = apply(original[node.parent_id], node.patch)
-            after = redact_experience(before)
-            new = replace(node, patch=diff(cleaned[node.parent_id], after))
+            parent = node.parent_id
+            assert parent is not None
+            if parent not in original:
+                found = stored(parent) if stored is not None else None
+                if found is None:
+                    raise KeyError(parent)
+                original[parent] = cleaned[parent] = found
+            before = apply(original[parent], node.patch)
+            after = redact_experience(before) if redacting else before
+            new = replace(node, patch=diff(cleaned[parent], after)) if redacting else node
         original[node.id], cleaned[node.id] = before, after
-        out.append(replace(new, key=redact(node.key), meta=redact_value(dict(node.meta))))
+        if redacting:
+            new = replace(new, key=redact(node.key), meta=redact_value(dict(node.meta)))
+        out.append((new, after))
     return out
 
 

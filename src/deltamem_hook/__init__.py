@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import sys
 import time
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -72,11 +73,8 @@ class Target:
 
     @property
     def socket_path(self) -> str:
-        """The daemon's socket, in a private runtime folder."""
-        runtime = os.environ.get("XDG_RUNTIME_DIR")
-        base = runtime if runtime and os.path.isdir(runtime) else \
-            os.path.join(os.environ.get("TMPDIR") or "/tmp", f"deltamem-{os.getuid()}")
-        return os.path.join(base, f"hookd-{self.key}.sock")
+        """The daemon's socket, in the private runtime folder (:func:`runtime_dir`)."""
+        return os.path.join(runtime_dir(), f"hookd-{self.key}.sock")
 
     # The same as paths (pathlib is imported only by the daemon, not on a hook's hot path).
     @property
@@ -105,10 +103,102 @@ def target(db: str, space: str = "default", embedder: str | None = None) -> Targ
     return Target(db, space, embedder or os.environ.get("DELTAMEM_EMBEDDER", ""))
 
 
+def runtime_dir() -> str:
+    """The folder of the daemons' sockets: ``$XDG_RUNTIME_DIR`` when it is a private folder of
+    this user (:func:`private_problem`), else ``~/.deltamem/run``. Never a folder of a shared
+    place such as ``/tmp``, whose predictable name another user could create first."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and private_problem(runtime) is None:
+        return runtime
+    return os.path.join(os.path.expanduser("~"), ".deltamem", "run")
+
+
+def private_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is not a private folder of this user (None when it is): read with
+    ``lstat``, so a symbolic link is refused rather than followed."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if st.st_uid != os.getuid():
+        return f"belongs to uid {st.st_uid}, not to this user (uid {os.getuid()})"
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        return f"has mode {stat.S_IMODE(st.st_mode):04o}; only its owner may enter it (0700)"
+    return None
+
+
 def private_dir(path: P) -> P:
-    """``path`` created with mode 0700 (what it holds is the user's alone)."""
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    """``path`` as a folder only this user may enter (mode 0700), created when missing (its
+    missing parents too, each 0700). A folder of this user that others could only read (an
+    older install's 0755) is tightened to 0700.
+
+    Raises:
+        PermissionError: ``path`` is a symbolic link, not a folder, another user's folder, or
+            one that others may write into (never repaired: it may already hold what they
+            planted).
+    """
+    missing = []
+    folder = os.path.abspath(path)
+    while not os.path.lexists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for new in reversed(missing):  # exist_ok: a concurrent hook may make it (checked below)
+        os.makedirs(new, 0o700, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:  # ELOOP (a link) or ENOTDIR
+        raise PermissionError(f"refusing the folder {os.fspath(path)}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        mode = stat.S_IMODE(st.st_mode)
+        problem = (f"it belongs to uid {st.st_uid}, not to this user" if st.st_uid != os.getuid()
+                   else f"others may write into it (mode {mode:04o})" if mode & 0o022 else None)
+        if problem is not None:
+            raise PermissionError(f"refusing the folder {os.fspath(path)}: {problem}")
+        if mode & 0o077:
+            os.fchmod(fd, 0o700)
+    finally:
+        os.close(fd)
     return path
+
+
+def open_lock(path: str) -> int:
+    """A daemon's lock file opened for ``flock`` (a file descriptor), never through a link.
+
+    Raises:
+        PermissionError: the lock is a link, not a regular file, or another user's.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # ELOOP: a symbolic link in its place
+        raise PermissionError(f"refusing the lock {path}: {exc.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+        os.close(fd)
+        raise PermissionError(f"refusing the lock {path}: not a file of this user")
+    return fd
+
+
+def peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end of a Unix socket; None where the OS does not
+    report it (``SO_PEERCRED`` is Linux's; elsewhere the private folder is the guard)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:  # pragma: no cover - not Linux
+        return None
+    import struct
+
+    raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    return int(struct.unpack("3i", raw)[1])
+
+
+def same_user(conn: socket.socket) -> bool:
+    """Whether the other end of ``conn`` runs as this user (True where the OS cannot say)."""
+    uid = peer_uid(conn)
+    return uid is None or uid == os.getuid()
 
 
 def daemon_enabled() -> bool:
@@ -144,9 +234,13 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
 def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dict[str, Any] | None:
     """One request to the running daemon; None when none answers."""
     try:
+        if private_problem(os.path.dirname(t.socket_path)) is not None:
+            return None  # never talk through a folder someone else controls
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.settimeout(timeout)
             conn.connect(t.socket_path)
+            if not same_user(conn):
+                return None  # another user's process bound the name: tell it nothing
             conn.sendall(json.dumps(request).encode() + b"\n")
             data = b""
             while not data.endswith(b"\n"):
@@ -168,7 +262,8 @@ def start_daemon(t: Target) -> subprocess.Popen[bytes]:
     import subprocess
 
     home = private_dir(t.home_dir)
-    log = open(os.path.join(home, "hookd.log"), "ab")  # noqa: SIM115 - handed to the child
+    log = os.open(os.path.join(home, "hookd.log"),  # private, and never through a link
+                  os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         return subprocess.Popen(
             [sys.executable, "-m", "deltamem.integrations.hookd", "--db", t.db, "--space",
@@ -176,7 +271,7 @@ def start_daemon(t: Target) -> subprocess.Popen[bytes]:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             close_fds=True)
     finally:
-        log.close()
+        os.close(log)
 
 
 def wait_for(t: Target, child: subprocess.Popen[bytes], request: dict[str, Any],
@@ -216,6 +311,10 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         return {}
     request = {"event": event, "payload": payload, "budget_tokens": budget_tokens,
                "scope": scope}
+    try:
+        private_dir(os.path.dirname(t.socket_path))
+    except OSError as exc:
+        raise LookupError(f"no private folder for the daemon's socket: {exc}") from None
     answer = ask(t, request)
     if answer is None:
         answer = wait_for(t, start_daemon(t), request)

@@ -52,7 +52,7 @@ from deltamem.integrations.claude_code import (
     read_transcript,
     run_hook,
 )
-from deltamem_hook import Target, private_dir, target
+from deltamem_hook import Target, open_lock, private_dir, same_user, target
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
@@ -232,6 +232,9 @@ class Daemon:
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
+                if not same_user(self.connection):  # another uid: answer nothing
+                    log.warning("refused a connection from another user")
+                    return
                 line = self.rfile.readline(8 * 1024 * 1024)
                 try:
                     request = json.loads(line)
@@ -300,8 +303,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")
     t = target(args.db, args.space, args.embedder)
-    private_dir(t.socket.parent)
-    lock = open(str(t.socket) + ".lock", "w")  # noqa: SIM115 - held for the process's life
+    try:
+        private_dir(t.socket.parent)
+        lock = open_lock(str(t.socket) + ".lock")  # held for the process's life
+    except PermissionError as exc:
+        log.error("%s", exc)
+        return 1
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:

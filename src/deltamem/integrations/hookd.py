@@ -68,7 +68,7 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     """
     if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
         local = Path(db.removeprefix("sqlite:")).expanduser()
-        local.parent.mkdir(parents=True, exist_ok=True)
+        local.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
         db = str(local)
     try:
         # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)

@@ -66,7 +66,7 @@ def save(where: Path, index: TreeIndex, stamp: Stamp) -> None:
     process rebuilds; the error is swallowed here and the old snapshot, if any, stays.
     """
     n = index.size
-    where.parent.mkdir(parents=True, exist_ok=True)
+    where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the vectors: the user's alone
     tmp = Path(tempfile.mkdtemp(prefix=f".{where.name}.", dir=where.parent))
     try:
         arrays = {"matrix": index._matrix[:n], "codes": index._codes[:n],

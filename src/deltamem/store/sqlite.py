@@ -15,6 +15,7 @@ statements are in :mod:`._sql_sqlite`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -76,7 +77,7 @@ class SQLiteStore(SQLStore):
                 raise SpaceNotFound(f"no database at {self.path}; learn or import into it "
                                     "first (writers create it)")
             if create:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                create_private(Path(self.path))
         self._timeout = busy_timeout
         self._write_lock = threading.RLock()
         self._current: _Block | None = None
@@ -251,3 +252,18 @@ class SQLiteStore(SQLStore):
                 conn.close()
             self._readers.clear()
             self._db.close()
+
+
+def create_private(path: Path) -> None:
+    """Create a missing database file with mode 0600 (SQLite gives its ``-wal`` and ``-shm``
+    files the same mode) and its missing folders with 0700: a memory holds what agents did,
+    which is its user's alone. What exists already is left as it is."""
+    missing = []
+    folder = path.parent
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for new in reversed(missing):
+        new.mkdir(mode=0o700, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

@@ -23,7 +23,7 @@ from deltamem.testing.conformance import DIM, make_root, vec
 OPERATIONS = {
     "ensure_space", "spaces", "write", "add_node", "get_nodes", "metas", "chains", "children",
     "nodes", "vectors", "bump", "mark_consolidated", "delete_subtree", "forget_space", "scan",
-    "add_episode", "episodes", "count_episodes", "audit_log", "close",
+    "add_episode", "episodes", "count_episodes", "audit_log", "compact", "close",
 }
 CONVENIENCES = ("get_node", "chain", "vector")
 BACKENDS = (SQLiteStore, PostgresStore, InMemoryStore)

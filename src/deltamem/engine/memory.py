@@ -633,7 +633,8 @@ class DeltaMem:
 
     def scrub(self, *, every_space: bool = False) -> dict[str, int]:
         """Redact every stored node and episode in place (``deltamem.privacy.redact``'s rules), then
-        compact a SQLite file (``VACUUM`` and a truncated WAL) so that no old byte remains.
+        compact a SQLite file (``VACUUM`` and a truncated WAL) so that no old byte remains; on
+        PostgreSQL the old row versions stay in the table files and the WAL until :meth:`purge`.
 
         Each space is rewritten in one write transaction: ids, counters and tree shape are
         kept, chains compose as before, minus secrets. ``every_space`` scrubs every space of
@@ -653,10 +654,18 @@ class DeltaMem:
                 total["episodes"] += counts["episodes"]
                 total["spaces"] += 1
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
-        path = getattr(self.store, "path", None)
-        if isinstance(path, str) and path != ":memory:" and self.store.url.startswith("sqlite:"):
-            scrubbing.compact(path)
+        if self.store.url.startswith("sqlite:"):  # cheap for a file; PostgreSQL: purge()
+            self.store.compact()
         return total
+
+    def purge(self) -> list[str]:
+        """Drop what a rewrite such as :meth:`scrub` left behind in the store's files: on
+        SQLite ``VACUUM`` and a truncated WAL (which ``scrub`` already runs), on PostgreSQL
+        ``VACUUM FULL`` of the tables and WAL checkpoints (an exclusive lock on each table
+        while it is rewritten, for every space). Returns what ran, one line per step, and
+        what the role could not run. docs/security.md says what no command can reach (WAL
+        archives, replicas, backups)."""
+        return self.store.compact()
 
     def correct(self, node_id: str, *, success: bool | None = None,
                 steps: Sequence[str] | None = None, wrong: bool = False,

@@ -7,15 +7,12 @@ diff from its (redacted) parent's experience. Chains compose exactly as before, 
 
 * :func:`redact_records` -- export records (``DeltaMem.import_records``) before they are loaded;
 * :func:`scrub_space` -- every node and episode of a space rewritten in one write transaction;
-* :func:`compact` -- a SQLite file vacuumed and its WAL truncated, so no old page remains.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from deltamem.core.delta import PatchError, apply, diff, patch_from_json, patch_to_json
@@ -154,15 +151,3 @@ def scrub_space(store: Store, space: str,
 def _node_changed(a: Node, b: Node) -> bool:
     return (a.key, a.content, a.meta) != (b.key, b.content, b.meta) or \
         (a.patch is not None and patch_to_json(a.patch) != patch_to_json(b.patch))
-
-
-def compact(path: str | Path) -> None:
-    """Rewrite a SQLite file without its free pages and empty its WAL, so that no page holding
-    text from before a scrub remains (``VACUUM``, then ``wal_checkpoint(TRUNCATE)``)."""
-    conn = sqlite3.connect(str(path), timeout=60, isolation_level=None)
-    try:
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    finally:
-        conn.close()

@@ -180,6 +180,12 @@ class Store(ABC):
         """The space's deletions, oldest first: ``{"action", "detail", "at"}`` dicts."""
 
     @abstractmethod
+    def compact(self) -> list[str]:
+        """Drop every stored byte that a rewrite replaced (after ``scrub``): old row versions,
+        free pages and the write-ahead log as far as the backend allows. Returns what it ran,
+        and what it could not run and why, one line each."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release connections and files; the store is not used afterwards."""
 

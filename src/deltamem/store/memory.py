@@ -241,6 +241,10 @@ class InMemoryStore(Store):
     def audit_log(self, space: str) -> list[dict[str, Any]]:
         return [dict(e) for e in self._view().audit.get(space, [])]
 
+    def compact(self) -> list[str]:
+        """Nothing to drop: a replaced value is gone with its Python object."""
+        return []
+
     def close(self) -> None:
         """Nothing to release (the state lives as long as the object)."""
 

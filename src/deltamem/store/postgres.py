@@ -201,6 +201,39 @@ class PostgresStore(SQLStore):
                      params: Sequence[Any]) -> Iterable[Sequence[Any]]:
         return conn.execute(sql, params, binary=True).fetchall()
 
+    def compact(self) -> list[str]:
+        """``VACUUM FULL`` of the tables that hold text (new table files; the old ones are
+        unlinked), then ``CHECKPOINT``, ``pg_switch_wal()`` and ``CHECKPOINT`` again, so the WAL
+        segments that hold the old values are no longer needed. A step the role may not run
+        (``CHECKPOINT`` needs superuser or ``pg_checkpoint``) is reported, not fatal.
+
+        What this cannot reach: WAL segments PostgreSQL recycles keep their bytes until they
+        are reused (``wal_recycle = off`` deletes them instead), and WAL archives, replicas
+        and backups keep the old values until they expire (docs/security.md).
+        """
+        done: list[str] = []
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("SET statement_timeout = 0")  # a rewrite of a large table
+                try:
+                    for table in ("nodes", "episodes", "audit"):
+                        conn.execute(f"VACUUM FULL {table}")
+                        done.append(f"VACUUM FULL {table}")
+                    for step in ("CHECKPOINT", "SELECT pg_switch_wal()", "CHECKPOINT"):
+                        try:
+                            conn.execute(step)
+                            done.append(step)
+                        except psycopg.errors.InsufficientPrivilege as exc:
+                            done.append(f"{step}: not run ({exc.diag.message_primary})")
+                finally:
+                    conn.execute("SELECT set_config('statement_timeout', %s, false)",
+                                 (self._statement_ms,))
+        except psycopg_pool.PoolTimeout as exc:
+            raise StoreError(_busy("write", self._wait_s)) from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL error on {_safe(self.url)}: {exc}") from exc
+        return done
+
     def close(self) -> None:
         self._pool.close()
         self._reads.close()

@@ -246,6 +246,20 @@ class SQLiteStore(SQLStore):
         with self._read() as conn:
             return [r[0] for r in conn.execute("PRAGMA integrity_check")]
 
+    def compact(self) -> list[str]:
+        """Rewrite the file without its free pages and empty its WAL (``VACUUM`` between two
+        ``wal_checkpoint(TRUNCATE)``), with ``secure_delete`` on, so no page holding text from
+        before a rewrite remains in the file or its WAL."""
+        if self._memory:
+            return []
+        with self._write_lock, self._errors():
+            self._db.execute("PRAGMA secure_delete=ON")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.execute("VACUUM")
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return ["PRAGMA secure_delete=ON", "PRAGMA wal_checkpoint(TRUNCATE)", "VACUUM",
+                "PRAGMA wal_checkpoint(TRUNCATE)"]
+
     def close(self) -> None:
         with self._write_lock:
             for conn in self._readers:

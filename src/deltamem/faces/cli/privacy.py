@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -24,6 +24,10 @@ def scrub(
     db: DbOpt = DEFAULT_DB,
     space: Annotated[str | None, typer.Option(
         "--space", help="Only this space (default: every space of the database).")] = None,
+    purge: Annotated[bool, typer.Option(
+        "--purge", help="Then drop the old values from the store's files: on PostgreSQL "
+        "VACUUM FULL of the tables (each locked while it is rewritten) and WAL checkpoints "
+        "(CHECKPOINT needs superuser or pg_checkpoint); SQLite is always compacted.")] = False,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -31,15 +35,20 @@ def scrub(
 
     What was stored before redaction existed (or with DELTAMEM_REDACT=false) is rewritten with
     each secret replaced by [REDACTED:<kind>] and <private> spans dropped; a SQLite file is then
-    vacuumed and its WAL truncated, so no byte of the old text remains in either. Ids, counters
-    and the trees' shape are kept. Exports made before stay as they were: delete them.
+    vacuumed and its WAL truncated, so no byte of the old text remains in either. On PostgreSQL
+    the old row versions stay in the table files and the WAL until --purge. Ids, counters and
+    the trees' shape are kept. Exports, backups, WAL archives and replicas made before stay as
+    they were: delete them (docs/security.md).
     """
     mem = open_memory(db, space, embedder) if space else _any_space(db, embedder)
     with mem:
-        counts = mem.scrub(every_space=space is None)
+        counts: dict[str, Any] = dict(mem.scrub(every_space=space is None))
+        if purge:
+            counts["purged"] = mem.purge()
     emit(counts, as_json, lambda: typer.echo(
         f"scrubbed {counts['spaces']} space(s): {counts['nodes']} node(s) and "
-        f"{counts['episodes']} episode(s) redacted"))
+        f"{counts['episodes']} episode(s) redacted"
+        + "".join(f"\npurge: {step}" for step in counts.get("purged", []))))
 
 
 def _any_space(db: str, embedder: str | None) -> DeltaMem:

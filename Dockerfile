@@ -1,18 +1,32 @@
+# syntax=docker/dockerfile:1
 # The deltamem REST server. Build: docker build -t deltamem-server .
-# Run on SQLite (a volume):  docker run -p 8080:8080 -v deltamem:/data deltamem-server
+# Run on SQLite (a volume):  docker run -p 127.0.0.1:8080:8080 -v deltamem:/data deltamem-server
 # Run on PostgreSQL:          compose.yaml (docker compose up), see docs/deployment.md.
 # Keys:                       docker run --rm -v deltamem:/data deltamem-server keys create --space agent-1
-FROM python:3.11-slim AS build
+#
+# Base image: a tag by default; pin it by digest for a reproducible build, e.g.
+#   docker build --build-arg PYTHON_IMAGE=python:3.11-slim@sha256:<digest> .
+# (docs/deployment.md: how to read the digest; none is written here because none was verified).
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN pip wheel --no-cache-dir --wheel-dir /wheels ".[server,postgres]"
+# Only deltamem's own wheel: its build backend comes through pip's build isolation; no
+# dependency is fetched here.
+RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
-FROM python:3.11-slim
+FROM ${PYTHON_IMAGE}
+# PIP_NO_INDEX=1: install the dependencies only from ./wheelhouse (an offline build; fill it
+# with `pip download -d wheelhouse "deltamem[server,postgres]"` on a connected machine).
+ARG PIP_NO_INDEX=0
 RUN useradd --uid 10001 --create-home deltamem && mkdir /data && chown deltamem /data
-COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir --no-index --find-links /wheels "deltamem[server,postgres]" \
-    && rm -rf /wheels
+# The wheel and the wheelhouse are mounted for this one step, never copied into a layer.
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    --mount=type=bind,source=wheelhouse,target=/wheelhouse \
+    pip install --no-cache-dir --find-links /wheelhouse \
+    "$(ls /wheels/deltamem-*.whl)[server,postgres]"
 USER deltamem
 # A SQLite file in the volume unless DELTAMEM_DB names a postgresql:// URL.
 ENV DELTAMEM_DB=/data/deltamem.db \

@@ -35,6 +35,13 @@ def instructions() -> list[tuple[str, str]]:
     return out
 
 
+def interpolated(text: str) -> str:
+    """Compose's interpolation: ``${X:-default}`` gives the default, a required ``${X:?msg}``
+    a placeholder (as if X were set)."""
+    text = re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", text)
+    return re.sub(r"\$\{(\w+):\?[^}]*\}", r"<\1>", text)
+
+
 def compose() -> dict[str, Any]:
     data = yaml.safe_load((ROOT / "compose.yaml").read_text())
     assert isinstance(data, dict)
@@ -73,12 +80,11 @@ def test_the_image_installs_defined_extras_and_runs_a_real_command() -> None:
 def test_compose_runs_the_server_on_the_pgvector_database() -> None:
     services = compose()["services"]
     db, server = services["db"], services["server"]
-    assert db["image"].startswith("pgvector/pgvector:")
+    assert interpolated(db["image"]).startswith("pgvector/pgvector:")
     assert (ROOT / server["build"] / "Dockerfile").is_file()
     env = server["environment"]
-    url = urlsplit(re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", env["DELTAMEM_DB"]))
-    db_env = {k: re.sub(r"\$\{(\w+):-([^}]*)\}", r"\2", str(v))
-              for k, v in db["environment"].items()}
+    url = urlsplit(interpolated(env["DELTAMEM_DB"]))
+    db_env = {k: interpolated(str(v)) for k, v in db["environment"].items()}
     assert url.scheme == "postgresql" and url.hostname == "db"
     assert (url.username, url.password, url.path.lstrip("/")) == (
         db_env["POSTGRES_USER"], db_env["POSTGRES_PASSWORD"], db_env["POSTGRES_DB"])
@@ -120,3 +126,37 @@ def test_the_copied_files_build_the_wheel(tmp_path: Path) -> None:
     (wheel,) = (tmp_path / "wheels").glob("deltamem-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "deltamem/faces/cli/app.py" in names and "deltamem/faces/server/rest.py" in names
+
+
+def test_compose_requires_a_password_and_publishes_on_loopback() -> None:
+    """No silent default password, and the server on 127.0.0.1 unless DELTAMEM_BIND says
+    otherwise (compose's ``${X:?}`` stops ``docker compose up`` when X is unset)."""
+    text = (ROOT / "compose.yaml").read_text()
+    assert "POSTGRES_PASSWORD:-" not in text
+    services = compose()["services"]
+    for value in (services["db"]["environment"]["POSTGRES_PASSWORD"],
+                  services["server"]["environment"]["DELTAMEM_DB"]):
+        assert re.search(r"\$\{POSTGRES_PASSWORD:\?[^}]+\}", value), value
+    (published,) = services["server"]["ports"]
+    host = interpolated(published).rsplit(":", 2)[0]
+    assert host == "127.0.0.1", published
+
+
+def test_the_image_is_built_from_the_wheel_without_a_dependency_fetch_in_the_build_stage():
+    """Stage one builds deltamem's wheel alone (``--no-deps``); the runtime stage installs it
+    from a bind mount (no layer keeps the wheels), with an optional offline wheelhouse; the
+    base image is an argument, so a digest can pin it."""
+    steps = instructions()
+    froms = [args for word, args in steps if word == "FROM"]
+    assert froms[0] == "${PYTHON_IMAGE} AS build" and froms[1] == "${PYTHON_IMAGE}"
+    assert any(word == "ARG" and args.startswith("PYTHON_IMAGE=") for word, args in steps)
+    first, second = [i for i, (word, _) in enumerate(steps) if word == "FROM"]
+    build = steps[first:second]
+    (wheel,) = [args for word, args in build if word == "RUN"]
+    assert "pip wheel" in wheel and "--no-deps" in wheel
+    runtime = steps[second:]
+    assert not any(word == "COPY" and args.startswith("--from=") for word, args in runtime)
+    (install,) = [args for word, args in runtime if word == "RUN" and "pip install" in args]
+    assert "--mount=type=bind,from=build,source=/wheels" in install
+    assert "--mount=type=bind,source=wheelhouse" in install
+    assert (ROOT / "wheelhouse").is_dir()

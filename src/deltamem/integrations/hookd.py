@@ -238,9 +238,10 @@ class Daemon:
                 line = self.rfile.readline(8 * 1024 * 1024)
                 try:
                     request = json.loads(line)
-                    answer = daemon.handle(request if isinstance(request, dict) else {})
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested past the parser
                     answer = {"error": "not a JSON request"}
+                else:
+                    answer = daemon.handle(request if isinstance(request, dict) else {})
                 self.wfile.write(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
 
         with contextlib.suppress(FileNotFoundError):

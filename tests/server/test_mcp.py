@@ -168,16 +168,22 @@ class HttpServer(str):
     reader: str
     other: str
     limited: str
+    lacking: dict[str, str]  # per scope, a key on the space holding every other scope
 
 
-def _keys(db: Path) -> tuple[str, str, str, str]:
+SCOPES = ("read", "write", "admin")
+
+
+def _keys(db: Path) -> tuple[str, str, str, str, dict[str, str]]:
     from deltamem.faces.server.keys import open_keys
 
     keys = open_keys(str(db))
     try:
+        lacking = {scope: keys.create(["s1"], scopes=[s for s in SCOPES if s != scope])[1]
+                   for scope in SCOPES}
         return (keys.create(["s1"])[1], keys.create(["s1"], scopes=["read"])[1],
                 keys.create(["elsewhere"], scopes=["read", "write", "admin"])[1],
-                keys.create(["s1"], rate_limit=2)[1])
+                keys.create(["s1"], rate_limit=2)[1], lacking)
     finally:
         keys.close()
 
@@ -193,7 +199,7 @@ def http_server(tmp_path: Path) -> Iterator[HttpServer]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    key, reader, other, limited = _keys(tmp_path / "h.db")
+    key, reader, other, limited, lacking = _keys(tmp_path / "h.db")
     proc = subprocess.Popen([sys.executable, str(LAUNCHER), str(tmp_path / "h.db"), "s1", "http",
                              str(port)], stderr=subprocess.PIPE,
                             env={**os.environ, "DELTAMEM_EXPORT_DIR": str(tmp_path)})
@@ -209,6 +215,7 @@ def http_server(tmp_path: Path) -> Iterator[HttpServer]:
                 time.sleep(0.1)
         url = HttpServer(f"http://127.0.0.1:{port}/mcp")
         url.key, url.reader, url.other, url.limited = key, reader, other, limited
+        url.lacking = lacking
         yield url
     finally:
         proc.terminate()
@@ -355,6 +362,42 @@ def test_http_tools_need_the_key_scope(http_server: HttpServer) -> None:
     assert not recall_failed
     assert learned.is_error and "lacks the 'write' scope" in learned.content[0].text
     assert stats is not None and stats["episodes"] == 0
+
+
+def test_every_tool_refuses_a_key_lacking_its_scope(http_server: HttpServer) -> None:
+    """Every tool the server lists, called over HTTP with a key holding every scope but the
+    tool's own, is refused before it runs, whatever the tool's signature; the memory is left
+    as it was (a read key once deleted and corrected nodes through forget_node and correct)."""
+    from deltamem.faces.server.mcp import TOOL_SCOPES
+
+    async def run() -> tuple[list[str], dict[str, Any], Any, Any]:
+        async with _authed(http_server, http_server.key) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            learned = await s.call_tool("learn", {"task": "heat the apple", "steps": STEPS,
+                                                  "success": True})
+            node = learned.structured_content["task"]["node"]
+            names = sorted(t.name for t in (await s.list_tools()).tools)
+        answers: dict[str, Any] = {}
+        args = {"node_id": node, "node_ids": [node], "wrong": True, "success": False,
+                "task": "heat the apple", "steps": STEPS, "dir": "x"}
+        for name in names:
+            lacking = http_server.lacking[TOOL_SCOPES[name]]
+            async with _authed(http_server, lacking) as (r, w), ClientSession(r, w) as s:
+                await s.initialize()
+                answers[name] = await s.call_tool(name, args)
+        async with _authed(http_server, http_server.key) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            shown = await s.call_tool("show", {"node_id": node})
+            stats = await s.call_tool("stats", {})
+        return names, answers, shown, stats.structured_content
+
+    names, answers, shown, stats = anyio.run(run)
+    assert set(names) == set(TOOL_SCOPES)
+    for name, answer in answers.items():
+        assert answer.is_error, name
+        assert f"lacks the {TOOL_SCOPES[name]!r} scope" in answer.content[0].text, name
+    assert not shown.is_error  # not deleted
+    assert stats["episodes"] == 1 and stats["task"]["nodes"] == 1  # not corrected, not learned
 
 
 def test_export_skills_writes_only_under_the_configured_folder(mem, tmp_path: Path) -> None:

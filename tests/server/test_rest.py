@@ -368,3 +368,29 @@ def test_recall_and_list_take_metadata_filters(live: LiveServer) -> None:
         assert both.status_code == 400 and "given twice" in both.json()["error"]["message"]
         bad = c.post("/v1/spaces/a/recall", json={"task": "x", "filters": {"user": [1]}})
         assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("filters")
+
+
+def test_a_retracted_skill_and_a_keyless_import_answer_4xx_never_500(live: LiveServer) -> None:
+    """After ``correct ... wrong=true`` on a skill, recall of that task answers 200 (showing
+    nothing of it) rather than 500; an export whose node record lacks ``key`` is refused with a
+    4xx naming the field, and nothing is imported."""
+    with live.client(live.key_all) as c:
+        node = c.post("/v1/spaces/a/learn", json=episode()).json()["task"]["node"]
+        assert c.post(f"/v1/spaces/a/nodes/{node}/correct", json={"wrong": True}).status_code \
+            == 200
+        for explain in (False, True):
+            recall = c.post("/v1/spaces/a/recall", json={"task": "heat the apple",
+                                                         "env": KITCHEN, "explain": explain})
+            assert recall.status_code == 200, recall.text
+            assert recall.json()["task"]["skill"] is None
+            assert "lesson" not in recall.json()["task"]
+        records = [json.loads(line) for line in c.get("/v1/spaces/a/export").text.splitlines()]
+        for record in records:
+            if record.get("record") == "node":
+                del record["key"]
+        body = "".join(json.dumps(r) + "\n" for r in records)
+        imported = c.post("/v1/spaces/b/import", content=body,
+                          headers={"Content-Type": "application/x-ndjson"})
+        assert 400 <= imported.status_code < 500, imported.text
+        assert "'key'" in imported.json()["error"]["message"]
+        assert c.get("/v1/spaces/b/stats").json()["task"]["nodes"] == 0

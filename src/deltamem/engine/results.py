@@ -14,7 +14,7 @@ import numpy as np
 
 from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
-from deltamem.core.model import Experience, Node, Outcome, Tree, experience_to_dict
+from deltamem.core.model import Experience, Lesson, Node, Outcome, Tree, experience_to_dict
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import Action, compose_chain, success_prefix
 from deltamem.formats import api
@@ -77,7 +77,8 @@ class TreeRecall:
             "chain": [link.to_wire() for link in self.links],
             name: _fields(guide) if guide is not None and name == guide.TYPE else None,
         }
-        if self.node is not None and self.node.outcome is Outcome.FAILURE and self.experience:
+        if (self.node is not None and self.node.outcome is Outcome.FAILURE
+                and isinstance(self.experience, Lesson)):  # a retracted skill shows nothing
             out["lesson"] = _fields(self.experience)
         model = api.TaskRecallOut if self.tree is Tree.TASK else api.EnvRecallOut
         return model.build(**out)

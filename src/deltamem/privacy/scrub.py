@@ -66,7 +66,8 @@ def _node_record(record: dict[str, Any], original: dict[str, Experience],
         original[node_id], cleaned[node_id] = before, after
     except (KeyError, TypeError, ValueError, PatchError):
         return record  # malformed: the verifier names it
-    record["key"] = redact(record["key"]) if isinstance(record.get("key"), str) else record["key"]
+    if isinstance(record.get("key"), str):  # a missing or bad key: the verifier names it
+        record["key"] = redact(record["key"])
     if isinstance(record.get("meta"), dict):
         record["meta"] = redact_value(record["meta"])
     return record

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 # The key scope each tool needs over HTTP (the REST server's scopes).
-TOOL_SCOPES = {"recall": "read", "show": "read", "list_": "read", "stats": "read",
+TOOL_SCOPES = {"recall": "read", "show": "read", "list": "read", "stats": "read",
                "learn": "write", "record_outcome": "write", "consolidate": "write",
                "export_skills": "write", "correct": "write", "forget_node": "admin"}
 KEY_STATE = "deltamem_key"  # where the HTTP auth layer leaves the verified key
@@ -98,18 +98,12 @@ def _library_errors(mem: DeltaMem) -> Callable[[Callable[P, CallToolResult]],
                                                Callable[P, CallToolResult]]:
     """A decorator turning library errors into tool errors whose message reaches the agent
     (without the server's addresses, ``mem``'s database file or a secret: see
-    :func:`~deltamem.faces.server.http_errors.public_message`), after checking that an HTTP caller's
-    key has the tool's scope (see :func:`_check_scope`)."""
+    :func:`~deltamem.faces.server.http_errors.public_message`)."""
     paths = private_paths(getattr(mem.store, "path", ""))
 
     def decorate(fn: Callable[P, CallToolResult]) -> Callable[P, CallToolResult]:
-        scope = TOOL_SCOPES[fn.__name__]
-
         @functools.wraps(fn)
         def wrapper(*args: P.args, **kwargs: P.kwargs) -> CallToolResult:
-            ctx = kwargs.get("ctx")
-            _check_scope(ctx if isinstance(ctx, Context) else None, scope,
-                         fn.__name__.rstrip("_"))
             try:
                 return fn(*args, **kwargs)
             except DeltaMemError as exc:
@@ -120,7 +114,19 @@ def _library_errors(mem: DeltaMem) -> Callable[[Callable[P, CallToolResult]],
     return decorate
 
 
-def _check_scope(ctx: Context | None, scope: str, tool: str) -> None:
+class ScopedServer(MCPServer):
+    """The MCP server whose one tool dispatcher (:meth:`call_tool`, which every ``tools/call``
+    goes through) checks an HTTP caller's key for the tool's scope before the tool runs,
+    whatever the tool's own signature. A tool missing from :data:`TOOL_SCOPES` needs
+    ``admin``."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        _check_scope(context, TOOL_SCOPES.get(name, "admin"), name)
+        return await super().call_tool(name, arguments, context)
+
+
+def _check_scope(ctx: Context[Any, Any] | None, scope: str, tool: str) -> None:
     """Refuse an HTTP call whose key lacks ``scope``. The key was verified (and checked to
     cover the space) by :class:`KeyAuth` before the request reached the SDK; a call with no
     HTTP request (stdio, or in process) is the local operator's own."""
@@ -192,7 +198,7 @@ def build_server(mem: DeltaMem, *, name: str = "deltamem",
     Args:
         export_root: the folder ``export_skills`` may write under (None: the tool is refused).
     """
-    server: MCPServer = MCPServer(name=name, instructions=INSTRUCTIONS)
+    server: MCPServer = ScopedServer(name=name, instructions=INSTRUCTIONS)
     _experience_tools(server, mem)
     _inspection_tools(server, mem,
                       None if export_root is None else Path(export_root).expanduser().resolve())

@@ -76,6 +76,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = Path(__file__).resolve().parent / "coding_sessions"
+SESSIONS_STACKS = Path(__file__).resolve().parent / "coding_sessions_stacks"
+SETS = Path(__file__).resolve().parent / "coding_sets"
 HOOKS_JSON = ROOT / "plugins" / "deltamem" / "hooks" / "hooks.json"
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
 DEFAULT_BUDGETS = {"session-start": 200, "user-prompt": 300}
@@ -112,16 +114,31 @@ class Suite:
         if repo not in self._texts:
             parts: list[str] = []
             for session in self.sessions:
-                path = self.folder / str(session.get("file", ""))
-                if session["repo"] == repo and path.is_file():
+                if session["repo"] != repo or "file" not in session:
+                    continue
+                path = session_file(session, self.folder)
+                if path.is_file():
                     parts += json_strings(read_records(path))
             self._texts[repo] = "\n".join(parts)
         return self._texts[repo]
 
 
-def load_suite(folder: Path, smoke: bool = False) -> Suite:
-    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
-    suite = Suite(folder, list(labels["sessions"]), list(labels["probes"]))
+def load_suite(folders: Sequence[Path], split: str = "all", smoke: bool = False) -> Suite:
+    """The sessions and probes of ``folders`` (each holding a ``labels.json``), those of
+    ``split`` only (``dev``, ``test`` or ``all``; a row without a split is dev: the first suite
+    was written together with the rules). Each session keeps its folder (``_folder``)."""
+    sessions: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
+    for folder in folders:
+        labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+        for session in labels["sessions"]:
+            sessions.append({**session, "_folder": str(folder),
+                             "id": f"{folder.name}/{session['id']}"})
+        probes += [{**p, "id": f"{folder.name}/{p['id']}"} for p in labels["probes"]]
+    if split != "all":
+        sessions = [s for s in sessions if s.get("split", "dev") == split]
+        probes = [p for p in probes if p.get("split", "dev") == split]
+    suite = Suite(folders[0] if folders else Path("."), sessions, probes)
     if smoke:
         suite.sessions = suite.sessions[:4]
         def taught(probe: Mapping[str, Any]) -> bool:  # its phrases are in the kept sessions
@@ -134,6 +151,11 @@ def load_suite(folder: Path, smoke: bool = False) -> Suite:
         outside = [p for p in suite.probes if not p["inject"]]
         suite.probes = inside[:4] + outside[:2]
     return suite
+
+
+def session_file(session: Mapping[str, Any], folder: Path = Path(".")) -> Path:
+    """A session's transcript file (under its own suite folder, else ``folder``)."""
+    return Path(str(session.get("_folder", folder))) / str(session["file"])
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -592,8 +614,8 @@ def feed(arm: Arm, suite: Suite, scanner: SecretScanner, transcripts: Path,
     rows = []
     transient: dict[str, set[str]] = {}
     for session in suite.sessions:
-        records = read_records(suite.folder / session["file"])
-        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, str(session["file"])))
+        records = read_records(session_file(session))
+        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, str(session["id"])))
         path = transcript_path(transcripts, session, sid)
         path.parent.mkdir(parents=True, exist_ok=True)
         stored: str | None = None
@@ -745,8 +767,11 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=Path, default=SESSIONS,
-                        help="suite folder holding labels.json and the transcripts")
+    parser.add_argument("--sessions", type=Path, action="append",
+                        help="a suite folder holding labels.json and the transcripts; repeat "
+                        "for several (default: coding_sessions and coding_sessions_stacks)")
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="all",
+                        help="the labelled split to measure (sessions, probes and sets)")
     parser.add_argument("--arms", default="deltamem,flat", help="comma-separated arms")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--smoke", action="store_true",
@@ -757,7 +782,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after each "
                         "Stop call before reading the database (a background learner)")
     args = parser.parse_args(argv)
-    suite = load_suite(args.sessions, smoke=args.smoke)
+    folders = args.sessions or [SESSIONS, SESSIONS_STACKS]
+    suite = load_suite(folders, args.split, smoke=args.smoke)
     count = TokenCounter()
     results: dict[str, Any] = {}
     for name in [a.strip() for a in args.arms.split(",") if a.strip()]:
@@ -773,7 +799,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {
         "command": "python benchmarks/coding_memory.py " + " ".join(
             argv if argv is not None else sys.argv[1:]),
-        "suite": {"folder": str(args.sessions), "sessions": len(suite.sessions),
+        "suite": {"folders": [str(f) for f in folders], "split": args.split,
+                  "sessions": len(suite.sessions),
                   "probes": len(suite.probes), "repos": len(suite.repos),
                   "formats": sorted({s["format"] for s in suite.sessions}),
                   "secrets": len({x for s in suite.sessions for x in s["secrets"]})},

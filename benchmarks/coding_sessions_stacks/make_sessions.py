@@ -19,6 +19,8 @@ rule was written; probes carry their repository's split.
     python benchmarks/coding_sessions_stacks/make_sessions.py   # rewrites in place
 """
 
+# ruff: noqa: E501, E702  (a data table: one row per line reads best)
+
 from __future__ import annotations
 
 import importlib.util
@@ -605,7 +607,7 @@ def sessions() -> list[tuple[Stack, str, Any]]:
 
 def probes(played: list[tuple[Stack, str, Any]]) -> list[dict[str, Any]]:
     out = []
-    for st, name, (kind, prompt, _, lessons, _) in played:
+    for st, _name, (kind, _prompt, _, lessons, _) in played:
         if kind == "fix":
             out.append((st, f"the {st.topic} tests are failing again", lessons))
         elif kind == "convention":
@@ -636,7 +638,7 @@ def main(folder: Path = HERE) -> None:
         (folder / sub).mkdir(parents=True, exist_ok=True)
         for old in (folder / sub).glob("*.jsonl"):
             old.unlink()
-    for i, (st, name, (kind, task, outcome, lessons, turns)) in enumerate(played, 1):
+    for i, (st, _name, (kind, task, outcome, lessons, turns)) in enumerate(played, 1):
         slug = f"{st.key}-{kind}"
         session = Session(slug, st.fmt, st.repo, st.repo, task, outcome, lessons, turns)
         clock = Clock(start + timedelta(hours=3 * i))

@@ -11,6 +11,8 @@ carries a ``split`` (``dev`` or ``test``) fixed by a hash of its id, written bef
     python benchmarks/coding_sets/make_identities.py   # rewrites identities.jsonl
 """
 
+# ruff: noqa: E501, E702  (a data table: one row per line reads best)
+
 from __future__ import annotations
 
 import hashlib
@@ -76,7 +78,7 @@ def root(os_: str) -> str:
         drive = RNG.choice(["C:", "D:", "c:"])
         return sep.join([drive, "Users", user, *RNG.choice(HOMES_WIN).split("/"), name])
     base = RNG.choice([f"/home/{user}/{RNG.choice(HOMES_LINUX)}", "/workspaces", "/srv/app",
-                       f"/home/{user}", "/opt/build/repo", f"/var/lib/jenkins/workspace",
+                       f"/home/{user}", "/opt/build/repo", "/var/lib/jenkins/workspace",
                        f"/builds/{RNG.choice(ORGS)}", "/github/workspace", f"/tmp/pytest-of-{user}"])
     return f"{base}/{name}"
 

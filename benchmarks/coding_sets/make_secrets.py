@@ -10,6 +10,8 @@ written before any rule.
     python benchmarks/coding_sets/make_secrets.py   # rewrites secrets.jsonl
 """
 
+# ruff: noqa: E501, E702  (a data table: one row per line reads best)
+
 from __future__ import annotations
 
 import base64

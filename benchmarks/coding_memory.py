@@ -76,6 +76,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = Path(__file__).resolve().parent / "coding_sessions"
+SESSIONS_STACKS = Path(__file__).resolve().parent / "coding_sessions_stacks"
+SETS = Path(__file__).resolve().parent / "coding_sets"
 HOOKS_JSON = ROOT / "plugins" / "deltamem" / "hooks" / "hooks.json"
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
 DEFAULT_BUDGETS = {"session-start": 200, "user-prompt": 300}
@@ -86,7 +88,8 @@ WINDOW, STEP = 20, 10
 TARGETS = {"outcome_accuracy": ">= 0.95", "lesson_recall": ">= 0.8", "false_injections": "0",
            "cross_project_injections": "0", "stale_injected": "0", "secrets_stored": "0",
            "secrets_injected": "0", "tokens_p95": "<= 250", "latency_user_prompt_p95_ms":
-           "<= 150"}
+           "<= 150", "latency_user_prompt_warm_p95_ms": "<= 150",
+           "identities_changed": "0", "secrets_removed": "all", "prompt_accuracy": ">= 0.9"}
 
 
 # ---- the suite ------------------------------------------------------------------------------
@@ -112,16 +115,31 @@ class Suite:
         if repo not in self._texts:
             parts: list[str] = []
             for session in self.sessions:
-                path = self.folder / str(session.get("file", ""))
-                if session["repo"] == repo and path.is_file():
+                if session["repo"] != repo or "file" not in session:
+                    continue
+                path = session_file(session, self.folder)
+                if path.is_file():
                     parts += json_strings(read_records(path))
             self._texts[repo] = "\n".join(parts)
         return self._texts[repo]
 
 
-def load_suite(folder: Path, smoke: bool = False) -> Suite:
-    labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
-    suite = Suite(folder, list(labels["sessions"]), list(labels["probes"]))
+def load_suite(folders: Sequence[Path], split: str = "all", smoke: bool = False) -> Suite:
+    """The sessions and probes of ``folders`` (each holding a ``labels.json``), those of
+    ``split`` only (``dev``, ``test`` or ``all``; a row without a split is dev: the first suite
+    was written together with the rules). Each session keeps its folder (``_folder``)."""
+    sessions: list[dict[str, Any]] = []
+    probes: list[dict[str, Any]] = []
+    for folder in folders:
+        labels = json.loads((folder / "labels.json").read_text(encoding="utf-8"))
+        for session in labels["sessions"]:
+            sessions.append({**session, "_folder": str(folder),
+                             "id": f"{folder.name}/{session['id']}"})
+        probes += [{**p, "id": f"{folder.name}/{p['id']}"} for p in labels["probes"]]
+    if split != "all":
+        sessions = [s for s in sessions if s.get("split", "dev") == split]
+        probes = [p for p in probes if p.get("split", "dev") == split]
+    suite = Suite(folders[0] if folders else Path("."), sessions, probes)
     if smoke:
         suite.sessions = suite.sessions[:4]
         def taught(probe: Mapping[str, Any]) -> bool:  # its phrases are in the kept sessions
@@ -134,6 +152,11 @@ def load_suite(folder: Path, smoke: bool = False) -> Suite:
         outside = [p for p in suite.probes if not p["inject"]]
         suite.probes = inside[:4] + outside[:2]
     return suite
+
+
+def session_file(session: Mapping[str, Any], folder: Path = Path(".")) -> Path:
+    """A session's transcript file (under its own suite folder, else ``folder``)."""
+    return Path(str(session.get("_folder", folder))) / str(session["file"])
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -592,8 +615,8 @@ def feed(arm: Arm, suite: Suite, scanner: SecretScanner, transcripts: Path,
     rows = []
     transient: dict[str, set[str]] = {}
     for session in suite.sessions:
-        records = read_records(suite.folder / session["file"])
-        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, str(session["file"])))
+        records = read_records(session_file(session))
+        sid = str(uuid.uuid5(uuid.NAMESPACE_URL, str(session["id"])))
         path = transcript_path(transcripts, session, sid)
         path.parent.mkdir(parents=True, exist_ok=True)
         stored: str | None = None
@@ -678,6 +701,7 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
     tokens = {e: [p["tokens"][e] for p in probes] for e in ("session-start", "user-prompt")}
     every = tokens["session-start"] + tokens["user-prompt"]
     latency = {e: [c.seconds * 1000 for c in arm.calls if c.event == e] for e in EVENTS}
+    warm = latency["user-prompt"][1:]  # the first call starts the hook daemon
     return {
         "outcome_accuracy": sum(s["correct"] for s in sessions) / len(sessions),
         "unlearned_sessions": sum(s["stored"] == "none" for s in sessions),
@@ -695,12 +719,92 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
         "tokens_p95": percentile(every, 95),
         "latency_ms": {e: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)}
                        for e, v in latency.items()},
+        "latency_user_prompt_warm_p95_ms": percentile(warm, 95),
         "latency_note": arm.latency_note,
         "hook_failures": sum(c.code != 0 for c in arm.calls),
         "seconds": elapsed,
         "sessions": sessions,
         "probes": probes,
     }
+
+
+# ---- the labelled sets (identities, secrets, prompts) -----------------------------------------
+def set_rows(name: str, split: str) -> list[dict[str, Any]]:
+    rows = [json.loads(line) for line in (SETS / name).read_text(encoding="utf-8").splitlines()]
+    return [r for r in rows if split == "all" or r["split"] == split]
+
+
+_TOKEN = re.compile(r"[A-Za-z0-9+/_\-]{20,}")
+
+
+def entropy_redact(text: str) -> str:
+    """The baseline: a redactor by randomness alone (any 20+ character token of two or more
+    character classes with Shannon entropy of 3.5 bits or more), as common scanners do."""
+    def one(match: re.Match[str]) -> str:
+        token = match.group(0)
+        counts = {c: token.count(c) for c in set(token)}
+        entropy = -sum(k / len(token) * np.log2(k / len(token)) for k in counts.values())
+        classes = sum((any(c.isupper() for c in token), any(c.islower() for c in token),
+                       any(c.isdigit() for c in token)))
+        return "[REDACTED]" if entropy >= 3.5 and classes >= 2 else token
+    return _TOKEN.sub(one, text)
+
+
+def evaluate_sets(split: str) -> dict[str, Any]:
+    """Redaction on the identity and secret sets, prompt classification on the prompt set, for
+    deltamem's rules and for a baseline measured here (entropy-only redaction; the majority
+    label)."""
+    from deltamem.privacy.redact import redact
+    from deltamem.scenes.coding import prompt_kind
+
+    identities = set_rows("identities.jsonl", split)
+    secrets = set_rows("secrets.jsonl", split)
+    prompts = set_rows("prompts.jsonl", split)
+    out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets),
+                                     "prompts": len(prompts)}}
+    for name, fn in (("deltamem", redact), ("entropy", entropy_redact)):
+        started = time.perf_counter()
+        changed = [r for r in identities if fn(r["text"]) != r["text"]]
+        missed = [r for r in secrets if any(x in fn(r["text"]) for x in r["secrets"])]
+        lost = [r for r in secrets if any(k not in fn(r["text"]) for k in r["keep"])]
+        out[name] = {"identities_changed": len(changed),
+                     "secrets_removed": len(secrets) - len(missed),
+                     "context_lost": len(lost), "seconds": time.perf_counter() - started,
+                     "changed": [r["id"] for r in changed][:50],
+                     "missed": [r["id"] for r in missed]}
+    labels = [r["label"] for r in prompts]
+    majority = max(set(labels), key=labels.count) if labels else ""
+    got = [prompt_kind(r["prompt"]) for r in prompts]
+    confusion: dict[str, int] = {}
+    for r, g in zip(prompts, got, strict=True):
+        if g != r["label"]:
+            confusion[f"{r['label']} -> {g}"] = confusion.get(f"{r['label']} -> {g}", 0) + 1
+    out["deltamem"]["prompt_accuracy"] = (sum(g == r["label"] for r, g in zip(
+        prompts, got, strict=True)) / len(prompts)) if prompts else 0.0
+    out["deltamem"]["prompt_confusion"] = confusion
+    out["deltamem"]["prompt_misses"] = [{"id": r["id"], "label": r["label"], "got": g,
+                                         "prompt": r["prompt"]}
+                                        for r, g in zip(prompts, got, strict=True)
+                                        if g != r["label"]]
+    out["entropy"]["prompt_accuracy"] = labels.count(majority) / len(labels) if labels else 0.0
+    out["entropy"]["prompt_baseline"] = f"majority label ({majority})"
+    return out
+
+
+def sets_table(sets: Mapping[str, Any]) -> str:
+    n = sets["sizes"]
+    rows = [("identities changed", "identities_changed", f"/{n['identities']}", "0"),
+            ("secrets removed", "secrets_removed", f"/{n['secrets']}", f"{n['secrets']}"),
+            ("secret context lost", "context_lost", "", "0"),
+            ("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9")]
+    lines = [f"{'':34}{'deltamem':>12}{'baseline':>12}  target"]
+    for label, key, tail, target in rows:
+        a, b = sets["deltamem"][key], sets["entropy"][key]
+        fa = f"{a:.3f}" if isinstance(a, float) else f"{a}{tail}"
+        fb = f"{b:.3f}" if isinstance(b, float) else f"{b}{tail}"
+        lines.append(f"{label:34}{fa:>12}{fb:>12}  {target}")
+    lines.append("(baseline: entropy-only redaction; the majority label for prompts)")
+    return "\n".join(lines)
 
 
 def table(results: Mapping[str, Mapping[str, Any]]) -> str:
@@ -730,6 +834,8 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
     for event in EVENTS:
         add(f"latency {event} p50/p95 ms", spread("latency_ms", event, "{p50:.0f}/{p95:.0f}"),
             "p95 <= 150" if event == "user-prompt" else "")
+    add("latency user-prompt warm p95 ms",
+        lambda r: f"{r['latency_user_prompt_warm_p95_ms']:.0f}", "<= 150")
     add("latency measured", lambda r: r["latency_note"])
     add("hook calls failed", lambda r: r["hook_failures"])
     width = max(len(label) for label, _, _ in rows)
@@ -745,8 +851,11 @@ def table(results: Mapping[str, Mapping[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=Path, default=SESSIONS,
-                        help="suite folder holding labels.json and the transcripts")
+    parser.add_argument("--sessions", type=Path, action="append",
+                        help="a suite folder holding labels.json and the transcripts; repeat "
+                        "for several (default: coding_sessions and coding_sessions_stacks)")
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="all",
+                        help="the labelled split to measure (sessions, probes and sets)")
     parser.add_argument("--arms", default="deltamem,flat", help="comma-separated arms")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--smoke", action="store_true",
@@ -756,11 +865,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--flat-n", type=int, default=3, help="sessions the flat arm injects")
     parser.add_argument("--settle", type=float, default=0.0, help="seconds to wait after each "
                         "Stop call before reading the database (a background learner)")
+    parser.add_argument("--sets-only", action="store_true",
+                        help="measure only the labelled sets (identities, secrets, prompts)")
     args = parser.parse_args(argv)
-    suite = load_suite(args.sessions, smoke=args.smoke)
+    folders = args.sessions or [SESSIONS, SESSIONS_STACKS]
+    suite = load_suite(folders, args.split, smoke=args.smoke)
+    sets = evaluate_sets(args.split)
     count = TokenCounter()
     results: dict[str, Any] = {}
-    for name in [a.strip() for a in args.arms.split(",") if a.strip()]:
+    for name in ([] if args.sets_only else [a.strip() for a in args.arms.split(",")
+                                            if a.strip()]):
         with tempfile.TemporaryDirectory(prefix=f"coding-{name}-home-",
                                          ignore_cleanup_errors=True) as home:
             if name == "deltamem":
@@ -773,16 +887,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     report: dict[str, Any] = {
         "command": "python benchmarks/coding_memory.py " + " ".join(
             argv if argv is not None else sys.argv[1:]),
-        "suite": {"folder": str(args.sessions), "sessions": len(suite.sessions),
+        "suite": {"folders": [str(f) for f in folders], "split": args.split,
+                  "sessions": len(suite.sessions),
                   "probes": len(suite.probes), "repos": len(suite.repos),
                   "formats": sorted({s["format"] for s in suite.sessions}),
                   "secrets": len({x for s in suite.sessions for x in s["secrets"]})},
         "budgets": budgets(hook_commands()), "token_counter": "MiniLM tokenizer "
         "(embed/all-MiniLM-L6-v2/tokenizer.json, no special tokens)",
-        "targets": TARGETS, "arms": results}
-    print(f"{report['suite']['sessions']} sessions, {report['suite']['probes']} probes, "
-          f"{report['suite']['repos']} repositories")
-    print(table(results))
+        "targets": TARGETS, "sets": sets, "arms": results}
+    print(f"split {args.split}: {report['suite']['sessions']} sessions, "
+          f"{report['suite']['probes']} probes, {report['suite']['repos']} repositories")
+    if results:
+        print(table(results))
+    print(sets_table(sets))
+    print(json.dumps({"split": args.split, "sets": {k: {m: v for m, v in sets[k].items()
+                                                         if not isinstance(v, list | dict)}
+                                                     for k in ("deltamem", "entropy")},
+                      "arms": {a: {m: v for m, v in r.items()
+                                   if not isinstance(v, list | dict)}
+                               for a, r in results.items()}}, indent=1))
     if args.out:
         args.out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     return report

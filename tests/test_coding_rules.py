@@ -161,15 +161,21 @@ def test_tasks_span_follow_ups_and_corrections_after_an_interrupt() -> None:
     assert [t.request for t in tasks] == ["why does the checkout test fail?", deploy]
     assert len(tasks[0].turns) == 2 and len(tasks[1].turns) == 2
     assert [t.request for t in to_learn(tasks)] == [deploy]
-    assert to_learn(split_tasks(messages[:4])) == []  # it waits on the user's answer
+    # A turn that ends asking the user is learned as it stands (no task waits on an answer).
+    assert [t.request for t in to_learn(split_tasks(messages[:4]))] == [
+        "why does the checkout test fail?"]
     # An interrupted task followed by a new request is learned at that request's end.
     other = messages[:13] + _turn("add a changelog entry", ("true", ""))
     assert [t.request for t in to_learn(split_tasks(other))] == [deploy, "add a changelog entry"]
-    # A waiting task's question is answered by the next message, whatever its words.
-    waiting = (_turn("deploy api v2 to prod", ("kubectl apply -f prod/", "error: denied"),
-                     reply="Gatekeeper denied it: it needs a change ticket. Do you have one?")
-               + _turn("the ticket is CHG-4821, add it", ("kubectl apply -f prod/", "ok")))
-    assert [len(t.turns) for t in split_tasks(waiting)] == [2]
+    # A short reply that points back answers the question the agent asked; without the
+    # question, the same words start a task.
+    asked = (_turn("publish the docs site", ("make publish", "error: missing DOCS_BUCKET"),
+                   reply="It needs the bucket name. Which bucket should it use?")
+             + _turn("the bucket is docs-prod-7, use that", ("make publish", "ok")))
+    assert [len(t.turns) for t in split_tasks(asked)] == [2]
+    told = (_turn("publish the docs site", ("make publish", "ok"), reply="Published.")
+            + _turn("the bucket is docs-prod-7, move it", ("make move", "ok")))
+    assert [len(t.turns) for t in split_tasks(told)] == [1, 1]
 
 
 def test_outcome_rules() -> None:
@@ -241,3 +247,112 @@ def test_client_scaffolding_is_no_request() -> None:
                  "[Request interrupted by user]", "<environment_context><cwd>/a</cwd>"):
         assert not is_request({"role": "user", "content": text}), text
     assert is_request({"role": "user", "content": "fix the login test"})
+
+
+# ---- issue 44: tasks and feedback by mechanism ----------------------------------------------
+SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "coding_sets"
+
+
+def test_prompts_of_the_dev_split_are_classified_by_their_form() -> None:
+    import json
+
+    from deltamem.scenes.coding import prompt_kind
+
+    rows = [json.loads(line) for line in (SETS / "prompts.jsonl").read_text().splitlines()]
+    dev = [r for r in rows if r["split"] == "dev"]
+    wrong = [(r["prompt"], r["label"], prompt_kind(r["prompt"])) for r in dev
+             if prompt_kind(r["prompt"]) != r["label"]]
+    assert len(wrong) <= len(dev) // 10, wrong
+
+
+@pytest.mark.parametrize("text", ["ok now implement the login page",
+                                  "Next, add pagination to the /orders endpoint",
+                                  "thanks! can you look at why the docker build is slow?",
+                                  "right, let's switch to the billing bug"])
+def test_a_new_prompt_after_an_acknowledgement_is_a_new_task(text: str) -> None:
+    assert not is_follow_up(text)
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("that didn't work, the page is still blank", "negative-feedback"),
+    ("wait, what does this function return?", "question-or-request"),
+    ("no wait, show me the test output", "question-or-request"),
+    ("we use uv, not pip", "convention"),
+    ("use vitest instead of jest", "convention"),
+    ("never push to main", "convention"),
+])
+def test_feedback_questions_and_conventions_are_told_apart(text: str, kind: str) -> None:
+    from deltamem.scenes.coding import is_correction, prompt_kind
+
+    assert prompt_kind(text) == kind
+    assert is_correction(text) == (kind == "convention")
+
+
+def test_negative_feedback_marks_the_last_task_failed_unless_a_check_passes_after() -> None:
+    messages = (_turn("the invoice page is blank, fix it", ("npm run build", "built in 2s"),
+                      reply="Done: the page renders now.")
+                + _turn("that didn't work, the page is still blank", ("true", ""),
+                        reply="Sorry, can you share the console output?"))
+    tasks = split_tasks(messages)
+    assert [len(t.turns) for t in tasks] == [2]
+    from deltamem.extract.coding import episode_calls
+    from deltamem.formats.transcripts import episode_from_messages
+
+    calls = episode_calls(episode_from_messages(tasks[0].messages, success=True))
+    assert judge(calls) == (False, "the user said the result did not work")
+    fixed = messages + _turn("try again", ("npm test", "Tests: 12 passed, 12 total"))
+    calls = episode_calls(episode_from_messages(split_tasks(fixed)[0].messages, success=True))
+    assert judge(calls)[0] is True
+
+
+@pytest.mark.parametrize(("command", "output"), [
+    ("./mvnw verify", "[ERROR] Tests run: 9, Failures: 1, Errors: 0, Skipped: 0\n"
+                      "[INFO] BUILD FAILURE"),
+    ("yarn jest", "Tests:       1 failed, 23 passed, 24 total"),
+    ("bin/rails test", "12 runs, 30 assertions, 1 failures, 0 errors, 0 skips"),
+    ("bundle exec rake spec", "12 examples, 1 failure"),
+    ("swift test", "\t Executed 12 tests, with 1 failure (0 unexpected) in 0.03 seconds"),
+    ("php artisan test", "  Tests:    1 failed, 23 passed (61 assertions)"),
+    ("npx cypress run", "  ✖  1 of 4 failed (25%)"),
+    ("docker compose run --rm web pytest -q", "1 failed, 63 passed in 2.48s"),
+    ("cargo test", "test result: FAILED. 11 passed; 1 failed; 0 ignored"),
+    ("dotnet test", "Failed!  - Failed:     1, Passed:    23, Skipped:     0, Total:    24"),
+])
+def test_a_runners_own_failure_summary_fails_a_run_without_an_exit_code(command: str,
+                                                                        output: str) -> None:
+    run = call(f"Bash: {command}", output)
+    assert (run.purpose, run.status) == ("tests", "error")  # type: ignore[attr-defined]
+
+
+def test_a_test_run_with_no_output_is_never_a_pass() -> None:
+    edit = call("Edit: /home/bob/src/shop/a.py", "The file has been updated.")
+    empty = call("Bash: pytest -q", "")
+    assert empty.status == "unknown"  # type: ignore[attr-defined]
+    assert judge([edit, empty])[0] is False
+
+
+def test_a_report_naming_a_variable_makes_no_env_fact() -> None:
+    steps = (Step("Bash: pytest -q", "3 passed in 0.2s"),
+             Step("reply", "Note: the run printed AWS_ACCESS_KEY_ID and uses STRIPE_KEY."))
+    facts = CodingScene().facts(Episode("t", f"software project shop at {ROOT}", steps=steps,
+                                        success=True), 240)
+    assert not [f for f in facts if f.startswith("env ")]
+
+
+def test_a_focused_run_keeps_the_whole_suite_command() -> None:
+    steps = (Step("Bash: ./mvnw verify", "error: Exit code 1\n[ERROR] Tests run: 9, Failures: 1"),
+             Step("Edit: /home/bob/src/shop/A.java", "The file has been updated."),
+             Step("Bash: ./mvnw -q test -Dtest=OrderTest", "[INFO] Tests run: 9, Failures: 0, "
+                                                          "Errors: 0, Skipped: 0"))
+    facts = CodingScene().facts(Episode("t", f"software project shop at {ROOT}", steps=steps,
+                                        success=True), 240)
+    assert [f for f in facts if f.startswith("tests (mvnw)")] == [
+        "tests (mvnw): `./mvnw verify` runs the whole suite; `./mvnw -q test -Dtest=OrderTest` "
+        "works ([INFO] Tests run: 9, Failures: 0, Errors: 0, Skipped: 0)"]
+    from deltamem.scenes.coding import keep_canonical
+
+    known = "tests (mvnw): `./mvnw verify` works (BUILD SUCCESS)"
+    newer = "tests (mvnw): `./mvnw test -Dtest=B` works"
+    assert keep_canonical(known, newer).startswith("tests (mvnw): `./mvnw verify` runs the whole")
+    assert keep_canonical(known, "tests (mvnw): `./mvnw verify` fails") == \
+        "tests (mvnw): `./mvnw verify` fails"

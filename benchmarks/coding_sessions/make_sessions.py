@@ -1382,6 +1382,7 @@ def probes() -> list[dict[str, Any]]:
     ]
     for i, probe in enumerate(out, 1):
         probe["id"] = f"p{i:02d}"
+        probe["split"] = "dev"  # the rules were written on this suite: it is never test data
     return out
 
 
@@ -1541,7 +1542,7 @@ def main(folder: Path = HERE) -> None:
         labels["sessions"].append({
             "id": f"s{i:02d}", "file": name, "format": s.fmt, "repo": s.repo, "cwd": s.cwd,
             "task": s.task, "outcome": s.outcome, "lessons": s.lessons,
-            "secrets": s.secrets, "stale": s.stale})
+            "secrets": s.secrets, "stale": s.stale, "split": "dev"})
     (folder / "labels.json").write_text(
         json.dumps(labels, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{len(labels['sessions'])} sessions, {len(labels['probes'])} probes -> {folder}")

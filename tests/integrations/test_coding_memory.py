@@ -407,7 +407,9 @@ def test_a_request_gets_the_project_facts_it_touches_and_a_follow_up_gets_nothin
     assert POLICY in start + rollout
     assert not set(start.splitlines()[1:]) & set(rollout.splitlines())  # nothing said twice
     note = start + prompt_note(mem, root, "stripe webhooks fail in the staging environment")
-    assert "env STRIPE_WEBHOOK_SECRET: The webhook handler reads STRIPE_WEBHOOK_SECRET" in note
+    # The variable is known from the failing run's output, not from the words of a report.
+    assert "env STRIPE_WEBHOOK_SECRET: needed by `pytest -q tests/test_webhooks.py`" in note
+    assert "env STRIPE_WEBHOOK_SECRET: The webhook handler" not in note
     assert "whsec_test" not in note
     for follow_up in ("yes, go ahead", "now run the whole suite", "ok commit it"):
         assert prompt_note(mem, root, follow_up) == ""

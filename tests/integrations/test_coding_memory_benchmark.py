@@ -17,6 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "benchmarks" / "coding_sessions"
+STACKS = ROOT / "benchmarks" / "coding_sessions_stacks"
+BOTH = pytest.mark.parametrize("folder", [SUITE, STACKS], ids=["first", "stacks"])
 
 
 def _load() -> ModuleType:
@@ -48,7 +50,7 @@ def tool_result(call_id: str, text: str, error: bool = False) -> dict[str, Any]:
 
 # ---- the suite ------------------------------------------------------------------------------
 def test_suite_has_the_size_and_variety_issue_31_asks_for() -> None:
-    suite = cm.load_suite(SUITE)
+    suite = cm.load_suite([SUITE])
     assert len(suite.sessions) >= 24 and len(suite.probes) >= 30
     assert len(suite.repos) >= 6
     assert {s["format"] for s in suite.sessions} == {"claude", "codex"}
@@ -58,10 +60,11 @@ def test_suite_has_the_size_and_variety_issue_31_asks_for() -> None:
     assert sum(len(s["stale"]) for s in suite.sessions) >= 5
 
 
-def test_labels_name_what_each_transcript_holds() -> None:
-    suite = cm.load_suite(SUITE)
+@BOTH
+def test_labels_name_what_each_transcript_holds(folder: Path) -> None:
+    suite = cm.load_suite([folder])
     for session in suite.sessions:
-        records = cm.read_records(SUITE / session["file"])
+        records = cm.read_records(cm.session_file(session))
         text = "\n".join(cm.json_strings(records))
         for phrase in [*session["lessons"], *session["stale"]]:
             assert cm.phrases_found(text, [phrase]), (session["id"], phrase)
@@ -74,8 +77,9 @@ def test_labels_name_what_each_transcript_holds() -> None:
         assert first == session["task"]
 
 
-def test_probes_ask_only_what_sessions_of_their_own_repository_taught() -> None:
-    suite = cm.load_suite(SUITE)
+@BOTH
+def test_probes_ask_only_what_sessions_of_their_own_repository_taught(folder: Path) -> None:
+    suite = cm.load_suite([folder])
     for probe in suite.probes:
         repo = suite.repo_of(probe["cwd"])
         assert probe["inject"] == (repo is not None), probe["id"]
@@ -84,14 +88,24 @@ def test_probes_ask_only_what_sessions_of_their_own_repository_taught() -> None:
             probe["must_contain"]), probe["id"]
 
 
-def test_the_suite_regenerates_byte_for_byte(tmp_path: Path) -> None:
-    subprocess.run([sys.executable, str(SUITE / "make_sessions.py"), str(tmp_path)], check=True,
+@BOTH
+def test_the_suite_regenerates_byte_for_byte(folder: Path, tmp_path: Path) -> None:
+    subprocess.run([sys.executable, str(folder / "make_sessions.py"), str(tmp_path)], check=True,
                    capture_output=True, timeout=120)
     made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    assert made == sorted(p.relative_to(SUITE) for p in SUITE.rglob("*")
+    assert made == sorted(p.relative_to(folder) for p in folder.rglob("*")
                           if p.is_file() and p.suffix in (".json", ".jsonl"))
     for rel in made:
-        assert (tmp_path / rel).read_bytes() == (SUITE / rel).read_bytes(), rel
+        assert (tmp_path / rel).read_bytes() == (folder / rel).read_bytes(), rel
+
+
+def test_the_stacks_suite_is_split_by_repository_before_any_rule() -> None:
+    dev = cm.load_suite([STACKS], "dev")
+    test = cm.load_suite([STACKS], "test")
+    assert len(dev.sessions) + len(test.sessions) == len(cm.load_suite([STACKS]).sessions)
+    assert not set(dev.repos) & set(test.repos)
+    assert len(dev.sessions) >= 40 and len(test.sessions) >= 40
+    assert all(s.get("split", "dev") == "dev" for s in cm.load_suite([SUITE]).sessions)
 
 
 # ---- metric functions -----------------------------------------------------------------------

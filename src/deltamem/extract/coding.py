@@ -2,25 +2,26 @@
 that turns a coding task into a short skill, a failure lesson and project knowledge.
 
 **Tasks across turns** (:func:`split_tasks`). A session is a list of user requests, each with the
-agent's messages after it (a *turn*). A turn whose request is a *follow-up*
-(:func:`is_follow_up`: "yes please fix it", "go ahead", "now run the whole suite", "no, use
-pnpm", three words at most that point back: "commit that") continues the task before it, so the
-task keeps the original request as its key and holds the whole procedure. After a turn the user
-interrupted or in which they rejected a tool call, a correction ("don't pip install, we use uv",
-"stop. revert that") continues the task too; a new request leaves the interrupted task to be
-learned on its own, as a failure. A task *waits* (:attr:`Task.pending`) when its last turn
-found a problem, changed nothing and ends asking the user ("Do you have the ticket?"): it is not
-learned yet, and the user's next message, the answer, continues it.
+agent's messages after it (a *turn*). Each request is classified by its form
+(``scenes.coding.prompt_kind``): a *new task* starts a task; anything else -- a continuation
+("yes", "go ahead", "commit that", "run the tests again"), negative feedback on the last result
+("that didn't work, the page is still blank"), a stated convention ("we use pnpm here") or a
+question or request about the work ("wait, what does this function return?") -- continues the
+task before it, so the task keeps the original request as its key and holds the whole
+procedure. When the agent's last reply asked a question, a short reply that points back ("the
+id is 42, add it") answers it and continues the task.
 
 **Outcome rules** (:func:`judge`), in order; the first that applies decides:
 
 1. the agent's own verdict (the memory's ``record_outcome`` tool; see the hooks);
-2. a user interrupt or a rejected tool call -> failure, unless a verifying run after the
-   last one passed (the user redirected the agent and it got there);
+2. a user interrupt, a rejected tool call or the user's negative feedback on the result (the
+   corrections path) -> failure, unless a verifying run after the last one passed (the user
+   redirected the agent and it got there);
 3. the first two sentences of the assistant's final report say it did not get there ("I
    couldn't fix", "still fails", "was denied", "blocked by") -> failure;
 4. the last verifying run (tests, type checks, lint, build, deploy, migration) decides: it
-   passed -> success, it failed -> failure; earlier errors do not count;
+   passed -> success, it failed -> failure, it shows nothing (no output, no exit code: a
+   result never written) -> failure, never a pass; earlier errors do not count;
 5. otherwise the last call that acts (an edit or a command that is not a read or a check): a
    failure when it failed, else success.
 
@@ -44,12 +45,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from deltamem.core.knowledge import supersede
+from deltamem.core.knowledge import fact_subject, supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.formats.transcripts import content_text
 from deltamem.scenes.coding import (
-    GATED,
     INTERRUPT_MARKS,
     VERIFYING,
     CodingScene,
@@ -57,8 +57,11 @@ from deltamem.scenes.coding import (
     command_text,
     flat,
     is_correction,
+    is_negative_feedback,
+    keep_canonical,
     names_project_files,
     parse_call,
+    prompt_kind,
     reason,
     signature_of,
     summary,
@@ -70,19 +73,12 @@ Message = Mapping[str, Any]
 # User texts that are not requests: tool scaffolding both clients record as user messages.
 NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
                  "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>", "<bash-",
+                 "<user_shell_command>", "<subagent_notification>", "<skill>",
+                 "<permissions instructions>",
                  "This session is being continued from a previous conversation",
                  *INTERRUPT_MARKS)
-_FOLLOW_UP = re.compile(
-    r"^(yes|yeah|yep|yup|sure|ok(ay)?|k|go ahead|go for it|do it|do that|please do|proceed|"
-    r"continue|carry on|keep going|sounds good|looks good|lgtm|great|perfect|thanks?|thank you|"
-    r"good|nice|cool|right|correct|exactly|now\b|then\b|also\b|and\b|next\b|after that|"
-    r"finally|same\b|again\b|try again|retry|one more|fix (it|that|this|them|those)\b|"
-    r"(please )?(fix|run|apply|commit|push|continue|do|go|try|use|revert|undo)\b.{0,40}"
-    r"\b(it|that|this|them|those|these|again|too|as well|instead)\b|"
-    r"run (the )?(whole|full|entire|complete) (suite|test suite|tests?)|no\b|nope\b|"
-    r"don'?t\b|do not\b|instead\b|actually\b|wait\b|but\b|hmm|what about|how about)",
-    re.IGNORECASE)
-_BACK_REFERENCE = re.compile(r"\b(it|that|this|them|those|these|the same|there)\b", re.I)
+_SENTENCES = re.compile(r"(?<=[.!?])\s+")
+_QUESTION_END = re.compile(r"\?\s*(?:\*+)?\s*$")
 _NEGATIVE_REPORT = re.compile(
     r"\b(i (couldn'?t|could not|wasn'?t able to|was not able to|am unable to|can'?t|cannot|"
     r"did not manage to|didn'?t manage to) (fix|get|make|deploy|resolve|complete|finish|apply|"
@@ -91,8 +87,6 @@ _NEGATIVE_REPORT = re.compile(
     r"(is|was|were|got|been) (blocked|denied|refused)|blocked by|not (yet )?"
     r"(fixed|resolved|deployed)|(has|have) failed|could not be (fixed|deployed|applied))\b",
     re.IGNORECASE)
-_SENTENCES = re.compile(r"(?<=[.!?])\s+")
-_QUESTION_END = re.compile(r"\?\s*(?:\*+)?\s*$")
 
 
 def is_request(message: Message) -> bool:
@@ -101,13 +95,10 @@ def is_request(message: Message) -> bool:
     return message.get("role") == "user" and bool(text) and not text.startswith(NOT_A_REQUEST)
 
 
-def is_follow_up(text: str) -> bool:
-    """Whether a request continues the task before it (see the module docstring)."""
-    text = flat(text)
-    if _FOLLOW_UP.match(text):
-        return True
-    words = text.split()
-    return len(words) <= 3 and bool(_BACK_REFERENCE.search(text))
+def is_follow_up(text: str, *, asked: bool = False) -> bool:
+    """Whether a request continues the task before it: anything but a new task (see the module
+    docstring); ``asked``: the agent's last reply asked a question."""
+    return prompt_kind(text, asked=asked) != "new-task"
 
 
 def interrupted(messages: Sequence[Message]) -> bool:
@@ -138,18 +129,11 @@ class Task:
         return bool(self.turns) and interrupted(self.turns[-1])
 
     @property
-    def pending(self) -> bool:
-        """Whether the task waits on the user: its last turn found a problem, changed nothing
-        and its last reply asks a question ("... applied twice. Want me to fix it?")."""
-        if not self.turns or self.ended_by_user:
-            return False
-        last = self.turns[-1]
-        calls = _calls(last)
-        if any(not c.failed and (c.kind == "edit" or c.purpose in GATED)
-               for c in calls) or not any(c.failed for c in calls):
-            return False
-        replies = [content_text(m.get("content")) for m in last
-                   if m.get("role") == "assistant" and not m.get("tool_calls")]
+    def asked(self) -> bool:
+        """Whether the agent's last reply in this task ends with a question."""
+        replies = [content_text(m.get("content")) for m in self.turns[-1]
+                   if m.get("role") == "assistant" and not m.get("tool_calls")] \
+            if self.turns else []
         return bool(replies) and bool(_QUESTION_END.search(replies[-1]))
 
 
@@ -161,11 +145,7 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
         if is_request(message):
             text = content_text(message.get("content"))
             turn = [dict(message)]
-            # A follow-up; a correction after an interrupt; the answer to the question a
-            # waiting task asked ("Do you have the ticket?" - "the ticket is CHG-4821").
-            continues = is_follow_up(text) or bool(tasks) and (
-                (tasks[-1].ended_by_user and is_correction(text)) or tasks[-1].pending)
-            if tasks and tasks[-1].turns and continues:
+            if tasks and tasks[-1].turns and is_follow_up(text, asked=tasks[-1].asked):
                 tasks[-1].turns.append(turn)
             else:
                 tasks.append(Task(text, [turn]))
@@ -175,10 +155,10 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
 
 
 def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
-    """The tasks the end of a turn should learn: the last task unless it waits on the user,
-    and the one before it when that one ended in an interrupt and the last task has just begun
-    (no Stop hook runs after an interrupt). At the session's end, only a last task that ended
-    in an interrupt (the turns before were learned when they ended)."""
+    """The tasks the end of a turn should learn: the last task, and the one before it when
+    that one ended in an interrupt and the last task has just begun (no Stop hook runs after an
+    interrupt). At the session's end, only a last task that ended in an interrupt (the turns
+    before were learned when they ended)."""
     if not tasks:
         return []
     if session_end:
@@ -186,9 +166,7 @@ def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
     last = tasks[-1]
     out = [tasks[-2]] if len(tasks) > 1 and len(last.turns) == 1 and tasks[-2].ended_by_user \
         else []
-    if not last.pending:
-        out.append(last)
-    return out
+    return [*out, last]
 
 
 def _calls(messages: Sequence[Message]) -> list[ToolCall]:
@@ -208,22 +186,31 @@ def _calls(messages: Sequence[Message]) -> list[ToolCall]:
 def judge(calls: Sequence[ToolCall], report: str = "") -> tuple[bool, str]:
     """A task's outcome and the rule that decided it (rules 2-5 of the module docstring)."""
     stopped = [i for i, c in enumerate(calls) if c.status in ("interrupted", "rejected")]
-    recovered = stopped and any(c.kind == "run" and c.purpose in VERIFYING and not c.failed
-                                for c in calls[stopped[-1] + 1:])
-    if stopped and not recovered:
+    if stopped and not _recovered(calls, stopped[-1]):
         return False, "the user interrupted the task or rejected a call"
+    disowned = [i for i, c in enumerate(calls) if any(is_negative_feedback(u) for u in c.user)]
+    if disowned and not _recovered(calls, disowned[-1]):
+        return False, "the user said the result did not work"
     verdict_text = " ".join(_SENTENCES.split(report.strip())[:2])  # reports lead with it
     if verdict_text and _NEGATIVE_REPORT.search(verdict_text):
         return False, "the final report says it did not succeed"
     verifying = [c for c in calls if c.kind == "run" and c.purpose in VERIFYING]
     if verifying:
         last = verifying[-1]
+        if last.status == "unknown":
+            return False, f"the last {last.purpose} run shows no result (never a pass)"
         verdict = "failed" if last.failed else "passed"
         return not last.failed, f"the last {last.purpose} run {verdict}"
     acting = [c for c in calls if c.acts]
     if acting and acting[-1].failed:
         return False, "the last call that acts failed"
     return True, "no failure at the end"
+
+
+def _recovered(calls: Sequence[ToolCall], after: int) -> bool:
+    """Whether a verifying run after call ``after`` passed."""
+    return any(c.kind == "run" and c.purpose in VERIFYING and c.status == "ok"
+               for c in calls[after + 1:])
 
 
 def episode_calls(episode: Episode) -> list[ToolCall]:
@@ -350,9 +337,9 @@ class CodingExtractor:
                 why = reason(call.output, self.max_chars - 20) or tail_cut(call.output, 120)
                 what = f"`{command_text(call, 80)}`" if call.command else call.tool
                 failed.append(f'{what} -> "{why}"' if why else what)
-        for call in calls:  # why the user stopped or redirected it, in their words
+        for call in calls:  # why the user stopped, redirected or disowned it, in their words
             failed += [f'the user said: "{tail_cut(u, self.max_chars - 20)}"' for u in call.user
-                       if is_correction(u)]
+                       if is_correction(u) or is_negative_feedback(u)]
         report = report_summary(final_report(calls), self.stale)
         if report:
             failed.append(f'reported: "{report}"')
@@ -376,6 +363,9 @@ class CodingExtractor:
         edited = {p for c in episode_calls(episode) if c.kind == "edit" for p in c.paths}
         names = {p.rsplit("/", 1)[-1] for p in edited} | edited
         kept = [f for f in known.facts if not (edited and _stale(f, names))]
+        by_subject = {fact_subject(f): f for f in kept}
+        own = tuple(keep_canonical(by_subject[fact_subject(f)], f)
+                    if fact_subject(f) in by_subject else f for f in own)
         merged = list(supersede(kept, own))
         if len(merged) > self.max_facts:
             own_set = set(own)

@@ -1,0 +1,61 @@
+"""The labelled sets of issue 44 (benchmarks/coding_sets): their size and variety, a dev/test
+split fixed in the files, and that they regenerate from their generators byte for byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+SETS = Path(__file__).resolve().parents[2] / "benchmarks" / "coding_sets"
+
+
+def rows(name: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (SETS / name).read_text(encoding="utf-8").splitlines()]
+
+
+def test_identity_set_has_a_thousand_varied_identities_split_in_two() -> None:
+    data = rows("identities.jsonl")
+    assert len(data) >= 1000 and len({r["text"] for r in data}) == len(data)
+    assert set(Counter(r["kind"] for r in data)) >= {"root", "path", "branch", "test", "digest"}
+    texts = " ".join(str(r["text"]) for r in data)
+    assert "/Users/" in texts and "C:" in texts and "/home/" in texts
+    splits = Counter(r["split"] for r in data)
+    assert set(splits) == {"dev", "test"} and min(splits.values()) >= 400
+
+
+def test_secret_set_has_fifty_shapes_each_present_in_its_text() -> None:
+    data = rows("secrets.jsonl")
+    assert len(data) >= 50
+    assert {r["where"] for r in data} == {"shell", "config", "output"}
+    for r in data:
+        assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
+        assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
+    assert {r["split"] for r in data} == {"dev", "test"}
+
+
+def test_prompt_set_has_two_hundred_labelled_prompts_over_ten_stacks() -> None:
+    data = rows("prompts.jsonl")
+    assert len(data) >= 200
+    labels = Counter(r["label"] for r in data)
+    assert set(labels) == {"new-task", "continuation", "negative-feedback", "convention",
+                           "question-or-request"}
+    assert len({r["stack"] for r in data} - {"any"}) >= 10
+    for split in ("dev", "test"):
+        assert set(Counter(r["label"] for r in data if r["split"] == split)) == set(labels)
+
+
+@pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),
+                                           ("make_secrets.py", "secrets.jsonl"),
+                                           ("make_prompts.py", "prompts.jsonl")])
+def test_sets_regenerate_byte_for_byte(script: str, output: str, tmp_path: Path) -> None:
+    for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt"):
+        shutil.copy(SETS / name, tmp_path / name)
+    subprocess.run([sys.executable, str(tmp_path / script)], check=True, capture_output=True,
+                   timeout=120, cwd=tmp_path)
+    assert (tmp_path / output).read_bytes() == (SETS / output).read_bytes()

@@ -20,8 +20,9 @@ lint: setup
 	$(VENV)/bin/ruff check src tests bench benchmarks scripts
 	$(VENV)/bin/mypy
 
+## One table of ratios, each against its peer or reference measured in the same run (minutes).
 bench: setup
-	$(PY) benchmarks/recall.py
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 $(PY) benchmarks/bench_all.py
 
 clean:
 	rm -rf $(VENV) .cache .pytest_cache .mypy_cache .ruff_cache runs artifacts

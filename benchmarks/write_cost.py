@@ -9,9 +9,14 @@ trajectories are where the dedup-before-the-model rule pays.
 * **paper** -- counted on the same stream: the reference code calls the model once per tree per
   episode (the skip decision is itself a model answer) plus once per consolidation. We count its
   consolidations with the same trigger our run used, so the comparison isolates the dedup rule.
-* **trace** -- the deterministic extractor: no model calls at all.
+* **trace** -- the deterministic extractor: no model calls at all (measured: its run over the
+  same stream gives the consolidation count when there is no model run).
+
+``--llm none`` (and ``--tiny``, what the test suite runs: 2 episodes, static embedder) runs no
+model: the trace extractor's run and the paper's count over it.
 
     python benchmarks/write_cost.py [--episodes 8] [--passes 2] [--llm local]
+    python benchmarks/write_cost.py --tiny
 """
 
 from __future__ import annotations
@@ -40,13 +45,15 @@ def stream(n: int, passes: int) -> list[Any]:
 
 
 def run_ours(episodes: list[Any], llm_spec: str, embedder: str) -> dict[str, Any]:
-    llm = make_llm(llm_spec)
+    """The stream learned with the LLM extractor on ``llm_spec`` (``"none"``: the trace
+    extractor, no model)."""
+    extractor: Any = "trace" if llm_spec == "none" else LLMExtractor(make_llm(llm_spec))
     total = Usage()
     consolidations = 0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         mem = DeltaMem.open(Path(tmp) / "cost.db", embedder=embedder,
-                            extractor=LLMExtractor(llm), settings=Settings(k_cons=3))
+                            extractor=extractor, settings=Settings(k_cons=3))
         for episode in episodes:
             result = mem.learn(episode)
             total.add(result.usage)
@@ -54,7 +61,8 @@ def run_ours(episodes: list[Any], llm_spec: str, embedder: str) -> dict[str, Any
         stats = mem.stats()
         mem.close()
     n = len(episodes)
-    return {"scheme": "ours (llm extractor)", "episodes": n, "llm_calls": total.llm_calls,
+    scheme = "trace extractor" if llm_spec == "none" else "ours (llm extractor)"
+    return {"scheme": scheme, "episodes": n, "llm_calls": total.llm_calls,
             "calls_per_episode": round(total.llm_calls / n, 3),
             "tokens_per_episode": round(total.total_tokens / n, 1),
             "calls_saved_by_dedup": total.llm_calls_saved, "consolidations": consolidations,
@@ -68,7 +76,12 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--llm", default="local")
     parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--tiny", action="store_true",
+                        help="seconds, no model (the test suite): --episodes 2 --passes 1 "
+                             "--llm none --embedder static")
     args = parser.parse_args()
+    if args.tiny:
+        args.episodes, args.passes, args.llm, args.embedder = 2, 1, "none", "static"
     episodes = stream(args.episodes, args.passes)
     ours = run_ours(episodes, args.llm, args.embedder)
     n = len(episodes)
@@ -79,7 +92,7 @@ def main() -> None:
              "consolidations": ours["consolidations"]}
     trace = {"scheme": "trace extractor", "episodes": n, "llm_calls": 0, "calls_per_episode": 0.0,
              "tokens_per_episode": 0.0, "calls_saved_by_dedup": 0, "consolidations": None}
-    rows = [ours, paper, trace]
+    rows = [paper, ours] if args.llm == "none" else [ours, paper, trace]
     print(f"{'scheme':<42} {'calls':>6} {'calls/ep':>9} {'tokens/ep':>10} {'saved':>6}")
     for r in rows:
         print(f"{r['scheme']:<42} {r['llm_calls']:>6} {r['calls_per_episode']:>9} "

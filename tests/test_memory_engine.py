@@ -114,7 +114,7 @@ def test_a_plan_made_outside_the_lock_is_redone_when_the_memory_changed(tmp_path
         extraction = mem.writer.extract(episode, reads[Tree.TASK].recall,
                                         deltamem.engine.memory.Usage())
         stale = mem.writer.plan(Tree.TASK, episode.task, reads[Tree.TASK].recall.query,
-                                extraction.experience, reads[Tree.TASK].scanned)
+                                extraction.experience, reads[Tree.TASK])
         assert stale is not None and stale.placement.anchor == first
         mem.delete(first)
         with mem.transaction():
@@ -158,3 +158,44 @@ def test_a_recall_makes_a_bounded_number_of_store_calls(tmp_path):
     assert many["get_node"] == 0
     assert many == few
     assert sum(many.values()) <= 10
+
+
+def test_a_learn_on_an_unchanged_memory_scans_nothing_inside_the_write_block(tmp_path):
+    """The plans stand when no node was added or deleted since before their scans: the block
+    holds no scan (``Store.changes``), and the writes are those a fresh placement makes."""
+    store = CountingStore(tmp_path / "d.db")
+    scans_in_block: list[bool] = []
+    scan = store.scan
+
+    def probe(*args, **kwargs):  # type: ignore[no-untyped-def]
+        scans_in_block.append(store._block() is not None)
+        return scan(*args, **kwargs)
+
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem:
+        first = mem.learn(make_episode()).task.node
+        store.scan = probe  # type: ignore[method-assign]
+        result = mem.learn(make_episode(actions=LONGER))
+    assert result.task.action.value == "delta" and result.task.parent == first
+    assert scans_in_block and not any(scans_in_block)
+
+
+def test_a_write_between_the_plan_and_the_block_is_placed_against(tmp_path):
+    """Another writer's node committed after the plan's scan changes ``Store.changes``: the
+    block scans again and places the episode against the memory as it is (a dedup here)."""
+    store = SQLiteStore(tmp_path / "d.db")
+    other = SQLiteStore(tmp_path / "d.db")
+    with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as mem, \
+            DeltaMem(other, HashingEmbedder(), TraceExtractor(), settings=TEST_SETTINGS) as rival:
+        mem.learn(make_episode())
+        plan = mem.writer.plan
+        written: list[str | None] = []
+
+        def late(*args, **kwargs):  # type: ignore[no-untyped-def]
+            made = plan(*args, **kwargs)
+            if not written:  # the rival commits the same episode after this learn's plan
+                written.append(rival.learn(make_episode(actions=LONGER)).task.node)
+            return made
+
+        mem.writer.plan = late  # type: ignore[method-assign]
+        result = mem.learn(make_episode(actions=LONGER))
+    assert result.task.action.value == "dedup" and result.task.node == written[0]

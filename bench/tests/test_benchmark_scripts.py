@@ -1,13 +1,17 @@
 """Every script under benchmarks/ runs at a smoke size, so none can rot unnoticed.
 
 Each runs in a subprocess with its arguments cut to seconds (the figures are not asserted: a
-smoke size measures nothing); what is asserted is that it exits 0 and prints its result. Scripts
-that need the real model, environments or PostgreSQL carry those markers. A new script must be
-added to :data:`SMOKE`: a test fails on any script that is not listed.
+smoke size measures nothing); what is asserted is that it exits 0 and prints its report: a table
+(lines of text) and one valid JSON object. Scripts that need the real model, environments or
+PostgreSQL carry those markers; a script with no run that avoids them says why in
+:data:`NEEDS`, and the few that are tools rather than measurements (they print no table) in
+:data:`TOOLS`. A new script must be added to :data:`SMOKE`: a test fails on any script that is
+not listed.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -32,7 +36,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "recall_pg.py": (["--sizes", "200", "--queries", "5"], ["postgres", "slow"]),
     "serve_scale.py": (["--replicas", "1", "--clients", "1", "--requests", "2", "--embedder",
                         "hashing"], ["postgres", "server", "slow"]),
-    "write_cost.py": (["--episodes", "1", "--passes", "1"], ["llm", "slow"]),
+    "write_cost.py": (["--tiny"], []),
+    "learn_cost.py": (["--tiny", "--profile"], []),
+    "scale_listing.py": (["--tiny"], []),
+    "bench_all.py": (["--tiny"], ["slow"]),
     "write_lock.py": (["--steps", "30", "--old-steps", "5"], ["slow"]),
     "recall_roundtrips.py": (["--episodes", "4"], ["postgres", "slow"]),
     "open.py": (["--sizes", "400", "--repeats", "1"], ["slow"]),
@@ -56,14 +63,51 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
 }
 
 
+# Scripts whose smallest run still needs the model or the environments, and why no tiny mode
+# without them can exist.
+NEEDS = {
+    "choice_models.py": "measures the local models' own speed: without them it has no subject",
+    "agent_success.py": "plays real text games with the local model; its smoke suite is the "
+                        "smallest run",
+}
+# Not measurements: tools of the evaluation protocol, which print what they did (no table).
+TOOLS = {"register.py", "rederive.py", "backfill_registry.py"}
+
+
 def _params() -> list[object]:
     return [pytest.param(name, args, marks=[getattr(pytest.mark, m) for m in marks], id=name)
             for name, (args, marks) in SMOKE.items()]
 
 
+def report_of(stdout: str) -> tuple[list[str], dict[str, object]]:
+    """The table lines and the JSON object a script printed (its last one; it may span lines,
+    as an indented dump does)."""
+    lines = stdout.strip().splitlines()
+    for start in range(len(lines) - 1, -1, -1):
+        if not lines[start].startswith("{"):
+            continue
+        try:
+            found = json.loads("\n".join(lines[start:]))
+        except json.JSONDecodeError:
+            try:
+                found = json.loads(lines[start])
+            except json.JSONDecodeError:
+                continue
+        if isinstance(found, dict):
+            return [line for line in lines[:start] if line.strip()], found
+    return [line for line in lines if line.strip()], {}
+
+
 def test_every_script_has_a_smoke_run() -> None:
     scripts = {p.name for p in BENCHMARKS.glob("*.py")}
     assert scripts == set(SMOKE), f"add a smoke run for {sorted(scripts - set(SMOKE))}"
+    assert set(NEEDS) | TOOLS <= set(SMOKE)
+
+
+def test_a_report_is_a_table_and_one_json_object() -> None:
+    table, found = report_of("name  ms\nscan  1.0\n{\n \"a\": 1\n}\n")
+    assert table == ["name  ms", "scan  1.0"] and found == {"a": 1}
+    assert report_of("no json here\n")[1] == {}
 
 
 @pytest.mark.parametrize(("name", "args"), _params())
@@ -77,3 +121,8 @@ def test_script_runs_at_smoke_size(name: str, args: list[str], tmp_path: Path) -
                           timeout=600, check=False)
     assert done.returncode == 0, f"{name} failed:\n{done.stdout[-2000:]}\n{done.stderr[-4000:]}"
     assert done.stdout.strip(), f"{name} printed nothing"
+    if name in TOOLS:
+        return
+    table, found = report_of(done.stdout)
+    assert found, f"{name} printed no JSON object:\n{done.stdout[-2000:]}"
+    assert len(table) >= 2, f"{name} printed no table:\n{done.stdout[-2000:]}"

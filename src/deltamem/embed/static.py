@@ -45,6 +45,7 @@ FORMAT_VERSION = 1
 DEFAULT_PCA_DIMS = 256
 CHUNK_TOKENS = 2048
 _BATCH = 512
+_FEW = 4  # texts encoded one by one rather than through the tokenizer's thread pool
 
 
 @dataclass(frozen=True)
@@ -252,9 +253,11 @@ class StaticEmbedder:
             return out
         loaded = self._load()
         tok = loaded.tokenizer
-        # encode_batch_fast (tokenizers >= 0.20) skips character offsets we never use.
-        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
-        encodings = encode(list(texts), add_special_tokens=False)
+        if len(texts) <= _FEW:  # a recall's two keys: the batch call's thread pool costs more
+            encodings = [tok.encode(t, add_special_tokens=False) for t in texts]
+        else:  # encode_batch_fast (tokenizers >= 0.20) skips character offsets we never use
+            encode = getattr(tok, "encode_batch_fast", tok.encode_batch)
+            encodings = encode(list(texts), add_special_tokens=False)
         lengths = np.array([len(e.ids) for e in encodings], dtype=np.int64)
         rows = np.flatnonzero(lengths)
         if rows.size == 0:

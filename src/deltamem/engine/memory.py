@@ -70,7 +70,7 @@ from deltamem.privacy import scrub as scrubbing
 from deltamem.privacy.redact import redact_episode
 from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
-from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
+from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
 
 __all__ = ["POOL", "TREES", "DeltaMem", "check_space", "new_node_id", "trace_signature"]
@@ -250,11 +250,14 @@ class DeltaMem:
                       context_tokens=estimate_tokens(context))
 
     def _read(self, task: str, env: str, k: int, usage: Usage,
-              filters: dict[str, FilterValue] | None = None) -> dict[Tree, TreeRead]:
-        """Both trees' reads for ``task`` and ``env`` (embedded in one call), nothing rendered."""
+              filters: dict[str, FilterValue] | None = None, *,
+              placing: bool = False) -> dict[Tree, TreeRead]:
+        """Both trees' reads for ``task`` and ``env`` (embedded in one call), nothing rendered
+        (``placing``: reads for learning, see ``Reader.tree``)."""
         q_task, q_env = self._embed([task, env], usage)
         with self._intact():
-            return {tree: self.reader.tree(tree, key, q, k, scene=env, filters=filters)
+            return {tree: self.reader.tree(tree, key, q, k, scene=env, filters=filters,
+                                           placing=placing)
                     for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))}
 
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
@@ -351,8 +354,10 @@ class DeltaMem:
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
                                                                            episode.env)
         reads: dict[Tree, TreeRead | None] = {Tree.TASK: None, Tree.ENV: None}
+        before = None if self._batch.get() else self.store.changes(self.space)
         if recall is None or not shown:
-            reads = {**self._read(episode.task, episode.env, self.settings.top_k, usage)}
+            reads = {**self._read(episode.task, episode.env, self.settings.top_k, usage,
+                                  placing=not self._batch.get())}
             seen = {tree: read.recall for tree, read in reads.items() if read is not None}
         else:
             seen = {Tree.TASK: recall.task, Tree.ENV: recall.env}
@@ -363,13 +368,16 @@ class DeltaMem:
         batch = self._batch.get()  # inside learn_many's block everything is placed in it
         plans = {tree: None if batch else self.writer.plan(
             tree, keys[tree], queries[tree], extractions[tree].experience,
-            _scanned(reads[tree]), scope=scope_of(episode.meta)) for tree in TREES}
+            reads[tree], scope=scope_of(episode.meta)) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
         steps = episode_to_dict(episode)["steps"]
         with self._writing():
+            # No node added or deleted since before the plans' scans: the plans stand as made.
+            unchanged = before is not None and self.store.changes(self.space) == before
             writes = {
                 tree: self.writer.write_tree(tree, keys[tree], queries[tree], extractions[tree],
-                                             episode, episode_id, plans[tree])
+                                             episode, episode_id, plans[tree],
+                                             unchanged=unchanged)
                 for tree in TREES
             }
             recalled = self.writer.count_recalled(recall, writes, episode.success) \
@@ -703,6 +711,3 @@ def check_space(space: str) -> str:
         )
     return space
 
-
-def _scanned(read: TreeRead | None) -> list[Candidate] | None:
-    return None if read is None else read.scanned

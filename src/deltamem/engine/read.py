@@ -41,6 +41,9 @@ class TreeRead:
     scanned: list[Candidate] | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
     ranked: list[Candidate] | None = None  # the task tree's ranking, before the top k
+    # A read for learning: the chains of the scan's placement candidates (``placing``), fetched
+    # with the match's own chain in one call.
+    chains: dict[str, list[Node]] | None = None
 
 
 class Reader:
@@ -58,9 +61,13 @@ class Reader:
         self.signature = signature
 
     def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",
-             filters: dict[str, FilterValue] | None = None) -> TreeRead:
+             filters: dict[str, FilterValue] | None = None, placing: bool = False) -> TreeRead:
         """What ``tree`` recalls for ``key`` (``scene``: the agent's scene, for task ties;
-        ``filters``: only nodes whose episode meta matches, see the module docstring)."""
+        ``filters``: only nodes whose episode meta matches, see the module docstring).
+
+        ``placing``: a read for learning, which places the episode against the same scan: the
+        placement candidates' chains (:meth:`placement_candidates`) come with the match's in one
+        call (``TreeRead.chains``), and no link similarities are computed."""
         threshold = self.settings.threshold(tree.value)
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         read = TreeRead(result)
@@ -80,16 +87,41 @@ class Reader:
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
-        if result.best is None or not accepts(result.best.score, threshold):
+        accepted = result.best is not None and accepts(result.best.score, threshold)
+        if placing and read.scanned is not None:
+            ids, read.nodes = self.placement_candidates(tree, key, read.scanned, read.nodes)
+            read.chains = self.store.chains(self.space, ids + (
+                [result.best.id] if result.best is not None and accepted else []))
+        if result.best is None or not accepted:
             return read
-        result.chain = self.store.chain(self.space, result.best.id)
+        result.chain = read.chains.get(result.best.id, []) if read.chains is not None else \
+            self.store.chain(self.space, result.best.id)
         if not result.chain:  # deleted by another writer since the scan: nothing matched
             result.best = None
             return read
         result.experience = compose_chain(result.chain)
+        if placing:
+            return read
         vectors = self.store.vectors(self.space, [n.id for n in result.chain])
         result.links = [self.link(node, query, vectors.get(node.id)) for node in result.chain]
         return read
+
+    def placement_candidates(self, tree: Tree, key: str, found: list[Candidate],
+                             have: dict[str, Node] | None = None
+                             ) -> tuple[list[str], dict[str, Node]]:
+        """The ids of the scanned nodes an episode keyed ``key`` is placed against, best first:
+        those that clear the tree's threshold (in the environment tree, only scenes of the same
+        layout), with the nodes fetched for the layout (``have``: fetched already).
+
+        The threshold comes first: the layout filter keeps the order of what it keeps (it
+        reorders only exact ties, which the threshold keeps or drops together), so only the
+        nodes of candidates that clear it are fetched."""
+        threshold = self.settings.threshold(tree.value)
+        found = [c for c in found if accepts(c.score, threshold)]
+        nodes = dict(have or {})
+        if tree is Tree.ENV:
+            found, nodes = self.same_scene(key, found, have=nodes)
+        return [c.id for c in found], nodes
 
     def filtered(self, tree: Tree, key: str, query: Vector, need: int,
                  filters: dict[str, FilterValue], scene: str
@@ -150,26 +182,30 @@ class Reader:
                 return ranked.candidates, nodes, first
             k *= 4
 
-    def same_scene(self, key: str, found: list[Candidate], limit: int | None = None
+    def same_scene(self, key: str, found: list[Candidate], limit: int | None = None, *,
+                   have: dict[str, Node] | None = None
                    ) -> tuple[list[Candidate], dict[str, Node]]:
         """Environment candidates of ``key``'s layout, newest first among ties
-        (``core.ranking.same_scene``), with the nodes fetched in one or two batch calls."""
+        (``core.ranking.same_scene``), with the nodes fetched in one or two batch calls
+        (``have``: nodes fetched already, not fetched again)."""
         layout = self.signature(key)
         first = len(found) if limit is None else ranking.first_round(found, limit)
         kept, nodes = self.fetching(found, first, partial(
-            ranking.same_scene, found, layout=layout, signature=self.signature, limit=limit))
+            ranking.same_scene, found, layout=layout, signature=self.signature, limit=limit),
+            have)
         assert kept is not None  # every node was fetched by the second call
         return kept, nodes
 
     def fetching(self, found: Sequence[Candidate], first: int,
-                 rule: Callable[..., _R]) -> tuple[_R, dict[str, Node]]:
+                 rule: Callable[..., _R], have: dict[str, Node] | None = None
+                 ) -> tuple[_R, dict[str, Node]]:
         """Run a ranking ``rule(nodes, fetched=n)`` over ``found`` with the nodes of its first
         ``first`` candidates fetched in one call, then (if it asks for more) the rest in one
-        more call."""
-        nodes = self.store.get_nodes(self.space, [c.id for c in found[:first]])
+        more call; nodes in ``have`` are not fetched again."""
+        nodes = self.nodes_of(found[:first], dict(have or {}))
         answer = rule(nodes, fetched=first)
         if _asks_more(answer) and first < len(found):
-            nodes.update(self.store.get_nodes(self.space, [c.id for c in found[first:]]))
+            nodes = self.nodes_of(found[first:], nodes)
             answer = rule(nodes, fetched=len(found))
         return answer, nodes
 

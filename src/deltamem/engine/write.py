@@ -6,10 +6,12 @@
 2. **plan** the placement (``core.tree.choose_placement``: the candidate chains fetched in one
    call, diffed with the bounded diff of ``core.delta`` only while their lower bound can still
    win) -- outside the lock, from the reader's scan when it has one;
-3. **write**, inside the space's write block: scan again, and if the candidates are still the
-   ones the plan saw (same ids and scores: nodes are immutable apart from their counters, and a
-   deleted candidate leaves the scan) keep the plan, else place again against the memory as it
-   is now; then bump the matched node and add the new one.
+3. **write**, inside the space's write block: keep the plan when no node was added or deleted
+   since before its scan (``Store.changes``, one cheap state read for both trees); else scan
+   again, and if the candidates are still the ones the plan saw (same ids and scores: nodes are
+   immutable apart from their counters, and a deleted candidate leaves the scan) keep the plan,
+   else place again against the memory as it is now; then bump the matched node and add the
+   new one.
 
 So a concurrent writer never makes a placement stale, and the lock is held for a scan, at
 worst one bounded placement, and the row writes.
@@ -34,7 +36,6 @@ from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import POOL, Candidate, matches, scope_of, trace_signature
-from deltamem.core.scoring import accepts
 from deltamem.core.tree import (
     Action,
     Placement,
@@ -97,29 +98,33 @@ class Writer:
         return extraction
 
     def plan(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
-             scanned: list[Candidate] | None = None, *,
+             read: TreeRead | None = None, *,
              scope: dict[str, Any] | None = None) -> Plan | None:
-        """Decide the placement against the memory as it is now (``scanned``: the reader's
-        scan of the best :data:`POOL`, saving a scan; ``scope``: the episode's scoping keys,
-        see the module docstring); ``None`` when the tree takes a root without looking (no
-        key)."""
+        """Decide the placement against the memory as it is now (``read``: the reader's read
+        of the tree, whose scan of the best :data:`POOL` and fetched nodes it reuses, saving a
+        scan and a fetch; ``scope``: the episode's scoping keys, see the module docstring);
+        ``None`` when the tree takes a root without looking (no key)."""
         if not key.strip() or query is None:
             return None
-        found = scanned if scanned is not None else self.reader.scan(tree, query, POOL)
-        chain, placement = self._place(tree, key, found, experience, scope or {})
+        if read is not None and read.scanned is not None:
+            found = read.scanned
+            chain, placement = self._place(tree, key, found, experience, scope or {},
+                                           read.nodes, read.chains)
+        else:
+            found = self.reader.scan(tree, query, POOL)
+            chain, placement = self._place(tree, key, found, experience, scope or {})
         return Plan([(c.id, c.score) for c in found], chain, placement)
 
     def _place(self, tree: Tree, key: str, found: list[Candidate],
-               experience: Experience, scope: dict[str, Any] | None = None
+               experience: Experience, scope: dict[str, Any] | None = None,
+               have: dict[str, Node] | None = None,
+               chains_of: dict[str, list[Node]] | None = None
                ) -> tuple[list[Node], Placement]:
-        """Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
-        environment tree, only scenes of the same layout), best first; their chains come in
-        one call and ``core.tree.choose_placement`` decides."""
-        threshold = self.settings.threshold(tree.value)
-        if tree is Tree.ENV:
-            found, _ = self.reader.same_scene(key, found)
-        ids = [c.id for c in found if accepts(c.score, threshold)]
-        fetched = self.store.chains(self.space, ids)
+        """The candidates are ``Reader.placement_candidates`` of ``found`` (``have``: nodes
+        fetched already); their chains come in one call (or from ``chains_of``, a read's
+        chains of the same scan) and ``core.tree.choose_placement`` decides."""
+        ids, _ = self.reader.placement_candidates(tree, key, found, have)
+        fetched = chains_of if chains_of is not None else self.store.chains(self.space, ids)
         chains = [fetched[i] for i in ids if i in fetched]
         placement, index = self.placer(experience, chains, max_depth=self.settings.max_depth)
         chain = chains[index] if index is not None else []
@@ -148,11 +153,16 @@ class Writer:
 
     # -- inside the lock --------------------------------------------------------------------
     def write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
-                   episode: Episode, episode_id: str, plan: Plan | None) -> TreeWrite:
-        """Place (keeping ``plan`` when the memory did not change under it) and write."""
+                   episode: Episode, episode_id: str, plan: Plan | None, *,
+                   unchanged: bool = False) -> TreeWrite:
+        """Place (keeping ``plan`` when the memory did not change under it: ``unchanged`` says
+        no node was added or deleted since before the plan's scan) and write."""
         outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
-        chain, placement = self._placement(tree, key, query, extraction.experience, plan,
-                                           scope_of(episode.meta))
+        if plan is not None and unchanged:
+            chain, placement = plan.chain, plan.placement
+        else:
+            chain, placement = self._placement(tree, key, query, extraction.experience, plan,
+                                               scope_of(episode.meta))
         hit = None
         if placement.action is not Action.ROOT:
             # The node the episode was placed on: the one it duplicates, or the end of the chain

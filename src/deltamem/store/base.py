@@ -21,7 +21,7 @@ Semantics every backend must keep:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,3 +201,9 @@ class Store(ABC):
     def vector(self, space: str, node_id: str) -> Vector | None:
         """One node's vector (None when there is none): :meth:`vectors` of one id."""
         return self.vectors(space, [node_id]).get(node_id)
+
+    def changes(self, space: str) -> Hashable | None:
+        """A token equal between two calls only if no node of ``space`` was added or deleted in
+        between, as this context sees it (so a :meth:`scan` made between them still holds);
+        ``None`` when the store cannot tell cheaply (then callers assume a change)."""
+        return None

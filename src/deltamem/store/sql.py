@@ -24,7 +24,7 @@ import json
 import threading
 import time
 from abc import abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from types import ModuleType
@@ -308,6 +308,14 @@ class SQLStore(Store):
         with self._read() as conn:
             rows = conn.execute(self.sql.SELECT_AUDIT, (space,)).fetchall()
         return [{"action": r[0], "detail": json.loads(r[1]), "at": float(r[2])} for r in rows]
+
+    def changes(self, space: str) -> Hashable | None:
+        """(generation, position) of the space as this context sees it: the position is the
+        newest committed row of the database (any space: a cautious token), the generation
+        counts deletions."""
+        with self._read() as conn:
+            state = self._state(conn, space)
+        return None if state is None else (int(state[0]), int(state[1]))
 
     # -- retrieval --------------------------------------------------------------------------
     def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,

@@ -291,6 +291,29 @@ class StoreConformance:
             if other is not store:
                 other.close()
 
+    def test_changes_tells_every_addition_and_deletion_of_another_handle(
+            self, store: Store, space: str, store_factory: Callable[[], Store]) -> None:
+        """``changes`` (when a store can tell) stays equal while nothing is written, and
+        differs once another handle added or deleted a node."""
+        other = store_factory()
+        try:
+            with store.write(space):
+                store.add_node(space, make_root("r1"), vec(1))
+            before = store.changes(space)
+            if before is None:
+                return
+            assert store.changes(space) == before
+            with other.write(space):
+                other.add_node(space, make_root("r2"), vec(2))
+            added = store.changes(space)
+            assert added != before
+            with other.write(space):
+                other.delete_subtree(space, "r2")
+            assert store.changes(space) not in (before, added)
+        finally:
+            if other is not store:
+                other.close()
+
     def test_scan_inside_a_block_sees_own_nodes_and_deletions(self, store: Store,
                                                               space: str) -> None:
         """In a block, scans see the block's own new nodes and not the ones it deleted."""

@@ -60,6 +60,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                      "--registry", "{tmp}/registry.jsonl", "--results", "{tmp}/results"],
                     ["envs"]),
     "backfill_registry.py": (["--registry", "{tmp}/registry.jsonl"], ["envs", "slow"]),
+    "probe.py": (["--games", "2", "--train", "2", "--embedder", "hashing"], ["envs", "slow"]),
 }
 
 

@@ -4,10 +4,11 @@ Claude Code and Codex run a hook command on every prompt and at the end of every
 for it. Importing deltamem and loading its embedder takes seconds, so the hook command does
 neither:
 
-* ``stop`` (and ``session-end``) writes the transcript's path, its size at this moment and
-  the hook's metadata to a spool file (never the transcript's contents), pokes the background
-  learner and returns at once. The learner (``deltamem.integrations.hookd``) learns each
-  spooled turn, the transcript read up to that size, and deletes the spool file only after
+* ``stop`` (and ``session-end``) writes the transcript's path, its size at this moment, a
+  digest of the turn's final reply and the hook's metadata to a spool file (never the
+  transcript's contents), pokes the background learner and returns at once. The learner
+  (``deltamem.integrations.hookd``) learns each spooled turn, the transcript read to the end of
+  that turn (``claude_code.read_turn``), and deletes the spool file only after
   the turn is stored (or, for a transcript that cannot be read, moves it to ``failed/``), so a
   crash loses nothing.
 * ``user-prompt`` and ``session-start`` ask the warm daemon over a Unix socket. When none runs,
@@ -115,6 +116,14 @@ def daemon_enabled() -> bool:
     return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
 
 
+def reply_digest(text: str) -> str:
+    """A digest of a turn's final reply (whitespace-insensitive): the spool records it, never the
+    text, so the learner can tell when the client has flushed that reply to the transcript."""
+    import hashlib
+
+    return hashlib.blake2b(" ".join(text.split()).encode(), digest_size=12).hexdigest()
+
+
 def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
                event: str = "stop") -> str:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
@@ -126,9 +135,11 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
         size = os.path.getsize(path) if path else 0
     except OSError:
         size = 0
+    reply = payload.get("last_assistant_message")
     entry = {"transcript_path": path, "size": size, "cwd": str(payload.get("cwd") or ""),
              "session_id": str(payload.get("session_id") or ""), "scope": scope, "event": event,
-             "queued_at": time.time()}
+             "queued_at": time.time(),
+             "reply_digest": reply_digest(reply) if isinstance(reply, str) and reply else None}
     folder = private_dir(t.spool_dir)
     name = f"{time.time_ns():020d}-{os.getpid()}.json"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")

@@ -92,14 +92,15 @@ def read_transcript(path: str | Path) -> Transcript:
 
 def read_turn(path: str | Path, size: int = 0, *, reply: str | None = None,
               digest: str | None = None, since: float | None = None,
-              wait: float = FLUSH_WAIT) -> Transcript:
+              wait: float = FLUSH_WAIT, failed: Mapping[str, bool] | None = None) -> Transcript:
     """The transcript as it is at the end of the turn that ended when it was ``size`` bytes long
     (0: its end now). A client may flush the turn's last lines after its end hook ran (Claude
     Code runs Stop first): the lines after ``size`` up to the next turn are read too, and until
     the turn's final reply is there (``reply``, the Stop hook's ``last_assistant_message``, or
     its ``digest``, :func:`deltamem_hook.reply_digest`) the file is read again, up to ``wait``
     seconds after ``since`` (default: now). A reply still missing then is added from ``reply``
-    when it is known.
+    when it is known. ``failed`` are the calls Claude Code's ``PostToolUseFailure`` hook
+    reported (``{tool_use_id: is_interrupt}``): their results read as failures.
 
     Raises:
         EpisodeError: the file cannot be read.
@@ -112,7 +113,7 @@ def read_turn(path: str | Path, size: int = 0, *, reply: str | None = None,
         except OSError as exc:
             raise EpisodeError(f"cannot read transcript: {exc}", where=str(path)) from exc
         text = data[:turn_end(data, size)].decode("utf-8", errors="replace")
-        transcript = parse_transcript(text.splitlines())
+        transcript = parse_transcript(text.splitlines(), failed=failed)
         found = want is None or _last_reply_is(transcript.messages, want)
         if found or time.time() >= deadline:
             break
@@ -131,8 +132,10 @@ def _last_reply_is(messages: list[Message], digest: str) -> bool:
     return False
 
 
-def parse_transcript(lines: list[str]) -> Transcript:
-    """A transcript from its lines (Claude Code JSONL or a Codex rollout)."""
+def parse_transcript(lines: list[str], *, failed: Mapping[str, bool] | None = None
+                     ) -> Transcript:
+    """A transcript from its lines (Claude Code JSONL or a Codex rollout); the results of the
+    ``failed`` calls (``{tool_use_id: is_interrupt}``) read as failures (or interrupts)."""
     out = Transcript()
     claude: list[Mapping[str, Any]] = []
     codex: list[Mapping[str, Any]] = []
@@ -157,8 +160,18 @@ def parse_transcript(lines: list[str]) -> Transcript:
     items = codex_items(codex)
     for item in items:
         out.replaced += _replaced_in_patch(item)
-    out.messages = _answered(messages_from_anthropic(claude) + messages_from_responses(items))
+    messages = messages_from_anthropic(claude) + messages_from_responses(items)
+    out.messages = _answered([_failed(m, failed) for m in messages] if failed else messages)
     return out
+
+
+def _failed(message: Message, failed: Mapping[str, bool]) -> Message:
+    call = str(message.get("tool_call_id") or "")
+    content = str(message.get("content") or "")
+    if message.get("role") != "tool" or call not in failed or content.startswith("error: "):
+        return message
+    mark = "error: Interrupted by user: " if failed[call] else "error: "
+    return {**message, "content": mark + content}
 
 
 def _answered(messages: list[Message]) -> list[Message]:

@@ -52,7 +52,7 @@ from deltamem.integrations.claude_code import (
     read_turn,
     run_hook,
 )
-from deltamem_hook import Target, private_dir, target
+from deltamem_hook import Target, answered_here, failures, private_dir, target
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
@@ -66,6 +66,8 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     Raises:
         EpisodeError: an unknown event, or a transcript that cannot be read.
     """
+    if answered_here(target(db, space, embedder), event, dict(payload)):
+        return {}
     if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
         local = Path(db.removeprefix("sqlite:")).expanduser()
         local.parent.mkdir(parents=True, exist_ok=True)
@@ -187,7 +189,7 @@ class Daemon:
             queued = data.get("queued_at")
             transcript = read_turn(path, size, digest=digest if isinstance(digest, str) else None,
                                    since=float(queued) if isinstance(queued, int | float)
-                                   else None)
+                                   else None, failed=failures(self.target, session))
             if transcript.messages:
                 writer = self.writer()
                 learn_turn(writer, transcript, cwd=cwd, scope=scope or config.scope(),

@@ -10,7 +10,9 @@
 #   - llama-cpp-python, compiled for a portable CPU baseline (GGML_NATIVE=OFF): the native build
 #     emits AMX instructions that crash on these VMs ("Illegal instruction"). The wheel is kept in
 #     .cache/wheels (not the shared pip cache, which could hand back a native build);
-#   - Debian's chromium for the viewer's browser test (only when running as root and missing).
+#   - Debian's chromium for the viewer's browser test (only when running as root and missing);
+#   - the pinned Claude Code and Codex CLIs from npm into .cache/clients
+#     (scripts/setup_clients.sh), which tests/test_realclients.py drives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,10 @@ LLAMA_VERSION=0.3.36
 LLAMA_CMAKE="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 STAMP="$VENV/.deltamem-setup"
 want=$(cat pyproject.toml bench/pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)
+
+# The pinned real agent CLIs the real-client tests drive (its own stamp: seconds when present).
+bash scripts/setup_clients.sh \
+  || echo "warning: the real-client CLIs are not installed; tests/test_realclients.py will fail" >&2
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ]; then
   exit 0

@@ -4,10 +4,11 @@ Claude Code and Codex run a hook command on every prompt and at the end of every
 for it. Importing deltamem and loading its embedder takes seconds, so the hook command does
 neither:
 
-* ``stop`` (and ``session-end``) writes the transcript's path, its size at this moment and
-  the hook's metadata to a spool file (never the transcript's contents), pokes the background
-  learner and returns at once. The learner (``deltamem.integrations.hookd``) learns each
-  spooled turn, the transcript read up to that size, and deletes the spool file only after
+* ``stop`` (and ``session-end``) writes the transcript's path, its size at this moment, a
+  digest of the turn's final reply and the hook's metadata to a spool file (never the
+  transcript's contents), pokes the background learner and returns at once. The learner
+  (``deltamem.integrations.hookd``) learns each spooled turn, the transcript read to the end of
+  that turn (``claude_code.read_turn``), and deletes the spool file only after
   the turn is stored (or, for a transcript that cannot be read, moves it to ``failed/``), so a
   crash loses nothing.
 * ``user-prompt`` and ``session-start`` ask the warm daemon over a Unix socket. When none runs,
@@ -36,11 +37,17 @@ if TYPE_CHECKING:
 
 P = TypeVar("P", bound="str | os.PathLike[str]")
 
-EVENTS = ("session-start", "user-prompt", "stop", "session-end")
+EVENTS = ("session-start", "user-prompt", "stop", "session-end", "tool-failure")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
 # answer from a running one: together well inside the plugin's 30 s hook timeout.
 START_WAIT = 15.0
 ANSWER_WAIT = 10.0
+# The whole wait of a recall hook (session-start, user-prompt), which the user waits on: past
+# it the hook answers nothing (fails open) and a daemon it started keeps starting for the next.
+RECALL_WAIT = 1.5
+# Prompts that turn the memory off (and on again) for the rest of a session.
+OFF_PROMPTS = ("deltamem off", "/deltamem off", "/deltamem:off")
+ON_PROMPTS = ("deltamem on", "/deltamem on", "/deltamem:on")
 
 
 class Target:
@@ -205,6 +212,14 @@ def daemon_enabled() -> bool:
     return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
 
 
+def reply_digest(text: str) -> str:
+    """A digest of a turn's final reply (whitespace-insensitive): the spool records it, never the
+    text, so the learner can tell when the client has flushed that reply to the transcript."""
+    import hashlib
+
+    return hashlib.blake2b(" ".join(text.split()).encode(), digest_size=12).hexdigest()
+
+
 def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
                event: str = "stop") -> str:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
@@ -216,9 +231,11 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
         size = os.path.getsize(path) if path else 0
     except OSError:
         size = 0
+    reply = payload.get("last_assistant_message")
     entry = {"transcript_path": path, "size": size, "cwd": str(payload.get("cwd") or ""),
              "session_id": str(payload.get("session_id") or ""), "scope": scope, "event": event,
-             "queued_at": time.time()}
+             "queued_at": time.time(),
+             "reply_digest": reply_digest(reply) if isinstance(reply, str) and reply else None}
     folder = private_dir(t.spool_dir)
     name = f"{time.time_ns():020d}-{os.getpid()}.json"
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
@@ -280,7 +297,7 @@ def wait_for(t: Target, child: subprocess.Popen[bytes], request: dict[str, Any],
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if os.path.exists(t.socket_path):
-            answer = ask(t, request)
+            answer = ask(t, request, timeout=max(0.05, deadline - time.monotonic()))
             if answer is not None:
                 return answer
         if child.poll() is not None and not os.path.exists(t.socket_path):
@@ -294,13 +311,18 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         scope: str | None = None) -> dict[str, Any]:
     """Handle one hook call through the daemon; return the JSON to print ({} for nothing).
 
+    A recall hook (``session-start``, ``user-prompt``) waits at most ``RECALL_WAIT`` seconds in
+    all and then answers nothing (fails open); a daemon it started keeps starting. A session
+    the user switched off (:func:`switched_off`) gets nothing and teaches nothing.
+
     Raises:
         RuntimeError: the daemon answered with an error (its message).
-        LookupError: no daemon could serve the call (the caller answers in process).
     """
     if event not in EVENTS:
         raise ValueError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
     t = target(db, space, embedder)
+    if answered_here(t, event, payload):
+        return {}
     if event in ("stop", "session-end"):  # both learn: queued for the daemon's learner
         transcript = payload.get("transcript_path")
         if transcript and not os.path.isfile(str(transcript)):
@@ -315,15 +337,96 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         private_dir(os.path.dirname(t.socket_path))
     except OSError as exc:
         raise LookupError(f"no private folder for the daemon's socket: {exc}") from None
-    answer = ask(t, request)
-    if answer is None:
-        answer = wait_for(t, start_daemon(t), request)
-    if answer is None:
-        raise LookupError("no hook daemon")
+    deadline = time.monotonic() + RECALL_WAIT
+    answer = ask(t, request, timeout=RECALL_WAIT)
+    if answer is None and not os.path.exists(t.socket_path):
+        answer = wait_for(t, start_daemon(t), request, limit=deadline - time.monotonic())
+    if answer is None:  # not ready in time (starting, busy or hung): no notes this time
+        return {}
     if "error" in answer:
         raise RuntimeError(str(answer["error"]))
     output = answer.get("output")
     return output if isinstance(output, dict) else {}
+
+
+def switched_off(t: Target, payload: dict[str, Any], event: str) -> bool:
+    """Whether the memory is off for this hook call: ``DELTAMEM_OFF`` set (for every session
+    started with it), or the session switched off by a prompt ``deltamem off`` (until a prompt
+    ``deltamem on``); the switch is a file named by the session's id in the spool folder."""
+    if os.environ.get("DELTAMEM_OFF", "").lower() in ("1", "true", "yes", "on"):
+        return True
+    session = "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in
+                      "-_")
+    if not session:
+        return False
+    marker = os.path.join(t.home_dir, "off", session)
+    if event == "user-prompt":
+        prompt = " ".join(str(payload.get("prompt") or "").lower().split())
+        if prompt in OFF_PROMPTS:
+            private_dir(os.path.dirname(marker))
+            with open(marker, "w", encoding="utf-8"):
+                pass
+            return True
+        if prompt in ON_PROMPTS:
+            if os.path.exists(marker):
+                os.unlink(marker)
+            return True
+    return os.path.exists(marker)
+
+
+def answered_here(t: Target, event: str, payload: dict[str, Any]) -> bool:
+    """Handle what needs no memory (a switched-off session, a failed tool call); True when the
+    call is done with and answers nothing."""
+    if switched_off(t, payload, event):
+        return True
+    if event == "tool-failure":
+        note_failure(t, payload)
+        return True
+    return False
+
+
+def failures(t: Target, session: str) -> dict[str, bool]:
+    """The calls of a session Claude Code reported failed: ``{tool_use_id: is_interrupt}``."""
+    name = "".join(c for c in session if c.isalnum() or c in "-_")
+    path = os.path.join(t.spool_dir, "failures", f"{name}.jsonl")
+    out: dict[str, bool] = {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    entry = json.loads(line)
+                    out[str(entry["tool_use_id"])] = bool(entry.get("is_interrupt"))
+                except (ValueError, KeyError, TypeError):
+                    continue
+    except OSError:
+        pass
+    return out
+
+
+def note_failure(t: Target, payload: dict[str, Any]) -> None:
+    """Claude Code's ``PostToolUseFailure``: keep which call failed and whether the user
+    interrupted it (its id and a flag, never its error text) for the learner, which marks that
+    call's result failed even where the transcript does not."""
+    session = "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in
+                      "-_")
+    call = payload.get("tool_use_id")
+    if not session or not isinstance(call, str) or not call:
+        return
+    folder = private_dir(os.path.join(t.spool_dir, "failures"))
+    line = json.dumps({"tool_use_id": call, "is_interrupt": bool(payload.get("is_interrupt"))})
+    with open(os.path.join(folder, f"{session}.jsonl"), "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def _budget(event: str) -> int | None:
+    """A recall hook's token budget from the environment: ``DELTAMEM_<EVENT>_TOKENS``, else the
+    plugin option ``CLAUDE_PLUGIN_OPTION_<EVENT>_TOKENS`` (Claude Code's userConfig)."""
+    name = f"{event.upper().replace('-', '_')}_TOKENS"
+    for key in (f"DELTAMEM_{name}", f"CLAUDE_PLUGIN_OPTION_{name}"):
+        raw = os.environ.get(key, "").strip()
+        if raw.isdigit():
+            return int(raw)
+    return None
 
 
 def _options(argv: list[str]) -> tuple[str, dict[str, Any]]:
@@ -342,8 +445,9 @@ def _options(argv: list[str]) -> tuple[str, dict[str, Any]]:
     parser.add_argument("--budget-tokens", type=int, default=None)
     parser.add_argument("--scope", choices=("project", "user", "global"), default=None)
     args = parser.parse_args(argv)
+    budget = args.budget_tokens if args.budget_tokens is not None else _budget(args.event)
     return args.event, {"db": args.db, "space": args.space, "embedder": args.embedder,
-                        "budget_tokens": args.budget_tokens, "scope": args.scope}
+                        "budget_tokens": budget, "scope": args.scope}
 
 
 FLAGS = {"--db": "db", "--space": "space", "--embedder": "embedder",
@@ -364,6 +468,8 @@ def _plain_options(argv: list[str]) -> tuple[str, dict[str, Any]] | None:
         if not options["budget_tokens"].isdigit():
             return None
         options["budget_tokens"] = int(options["budget_tokens"])
+    else:
+        options["budget_tokens"] = _budget(argv[0])
     return argv[0], options
 
 
@@ -378,8 +484,8 @@ def main(argv: list[str] | None = None) -> None:
         if not daemon_enabled():
             raise LookupError("daemon off")
         out = run(event, payload, **options)
-    except LookupError:
-        from deltamem.integrations.hookd import cold  # the slow path: import deltamem here
+    except LookupError:  # the daemon is off: the slow path, importing deltamem here
+        from deltamem.integrations.hookd import cold
 
         try:
             out = cold(event, payload, **options)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -152,10 +153,21 @@ def test_a_bad_hook_input_is_one_line_and_never_blocks_the_agent(tmp_path: Path)
     assert missing.returncode == 1 and "Traceback" not in missing.stderr
 
 
-def test_plugin_mcp_config_starts_the_server(tmp_path: Path) -> None:
-    """The plugin's .mcp.json command, with ${HOME} expanded as the clients do, serves tools."""
-    server = json.loads((PLUGIN / ".mcp.json").read_text())["mcpServers"]["deltamem"]
-    args = [a.replace("${HOME}", str(tmp_path)) for a in server["args"]]
+@pytest.mark.parametrize("client", ["claude", "codex"])
+def test_plugin_mcp_config_starts_the_server(tmp_path: Path, client: str) -> None:
+    """Each client's MCP config, with its variables filled in as that client does (Claude Code:
+    ``${user_config.db_path}`` from the option's default, not expanded by a shell; Codex:
+    ``${HOME}``), serves tools on the hooks' database."""
+    manifest = json.loads((PLUGIN / f".{client}-plugin" / "plugin.json").read_text())
+    assert manifest["name"] == "deltamem"
+    config = PLUGIN / str(manifest.get("mcpServers", "./.mcp.json"))
+    server = json.loads(config.read_text())["mcpServers"]["deltamem"]
+    options = {k: str(v["default"]) for k, v in manifest.get("userConfig", {}).items()}
+    args = [a.replace("${HOME}", str(tmp_path)).replace("${user_config.db_path}",
+                                                         options.get("db_path", ""))
+            for a in server["args"]]
+    assert str(tmp_path / ".deltamem" / "memory.db") in [
+        a.replace("~", str(tmp_path), 1) if a.startswith("~/") else a for a in args]
     (tmp_path / ".deltamem").mkdir()
 
     async def run() -> list[str]:
@@ -166,5 +178,3 @@ def test_plugin_mcp_config_starts_the_server(tmp_path: Path) -> None:
             return sorted(t.name for t in (await s.list_tools()).tools)
 
     assert "recall" in anyio.run(run)
-    for manifest in (".claude-plugin/plugin.json", ".codex-plugin/plugin.json"):
-        assert json.loads((PLUGIN / manifest).read_text())["name"] == "deltamem"

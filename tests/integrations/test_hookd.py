@@ -100,10 +100,11 @@ def test_stop_spools_and_the_background_learner_learns(home):
     assert done.returncode == 0 and done.stdout == "", done.stderr
     spool = db.parent / ".deltamem-hooks" / "spool"
     entries = [json.loads(p.read_text()) for p in spool.glob("*.json")] if spool.is_dir() else []
-    # The spool holds the transcript's path and size, never its contents.
+    # The spool holds the transcript's path and size, never its contents (the final reply
+    # only as a digest).
     for entry in entries:
         assert set(entry) == {"transcript_path", "size", "cwd", "session_id", "scope", "event",
-                              "queued_at"}
+                              "queued_at", "reply_digest"}
     assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
     assert _wait(lambda: not list(spool.glob("*.json")))
     # The recall hook answers from the warm daemon with what was learned.

@@ -273,3 +273,233 @@ def messages_from_anthropic(messages: Iterable[Mapping[str, Any]]) -> list[Messa
 
 # Episode.from_messages calls it (so the core imports nothing above it).
 register_message_reader(episode_from_messages)
+
+
+# -- the clients' own files: Claude Code transcripts and Codex rollouts ------------------------
+
+# The argument that says what a Claude Code tool call did (the rest is noise for a skill).
+CLAUDE_PRIMARY_ARGUMENT = {
+    "Bash": "command", "PowerShell": "command", "Read": "file_path", "Edit": "file_path",
+    "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
+    "Grep": "pattern", "Glob": "pattern", "WebFetch": "url", "WebSearch": "query",
+    "Agent": "description", "Task": "description", "TaskCreate": "subject",
+    "TaskUpdate": "status"}
+# Claude Code's tool names that the coding rules know under another name: PowerShell is its
+# Windows shell; Agent (formerly Task) runs a subagent; TaskCreate / TaskUpdate keep its todo
+# list (formerly TodoWrite).
+CLAUDE_TOOL_NAMES = {"PowerShell": "shell", "Agent": "task", "TaskCreate": "todowrite",
+                     "TaskUpdate": "todowrite", "TaskList": "todoread", "TaskGet": "todoread"}
+# Codex writes these into the user role, and none is a request: a command the user ran in the
+# shell (``!cmd``), a subagent's report, a skill's instructions.
+CODEX_CLIENT_NOTES = ("<user_shell_command>", "<subagent_notification>", "<skill>")
+# Unified exec's output (``exec_command``, Codex's default shell tool): a header, then
+# ``Output:``; ``Process exited with code N`` when the command finished.
+_UNIFIED_HEAD = re.compile(r"\A(?:Chunk ID: .*\n)?Wall time: .*\n(?:(?!Output:).*\n)*?Output:\n?")
+_UNIFIED_EXIT = re.compile(r"^Process exited with code (-?\d+)\s*$", re.MULTILINE)
+
+
+def claude_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Claude Code transcript message with each tool call reduced to its primary argument and
+    its name in the coding rules' vocabulary (:data:`CLAUDE_TOOL_NAMES`)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    blocks = []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "tool_use":
+            name = str(block.get("name"))
+            args = block.get("input") or {}
+            key = CLAUDE_PRIMARY_ARGUMENT.get(name)
+            if key and isinstance(args, Mapping) and key in args:
+                args = {key: args[key]}
+            block = {**block, "name": CLAUDE_TOOL_NAMES.get(name, name), "input": args}
+        blocks.append(block)
+    return {**message, "content": blocks}
+
+
+def unified_exec_output(text: str) -> str | None:
+    """The output of a unified exec call (``exec_command``) as the coding rules read outputs:
+    the command's output, prefixed ``error: exit code N:`` when it exited non-zero; None when
+    ``text`` is not in that format."""
+    head = _UNIFIED_HEAD.match(text)
+    if head is None:
+        return None
+    body = text[head.end():]
+    code = _UNIFIED_EXIT.search(head.group(0))
+    if code and int(code.group(1)) != 0:
+        return f"error: exit code {code.group(1)}: {body}"
+    return body
+
+
+def _command_output(code: Any, output: str) -> str:
+    return f"error: exit code {code}: {output}" if isinstance(code, int) and code else output
+
+
+def _shell_command(command: Any) -> str | None:
+    if isinstance(command, list) and command:
+        return str(command[-1])
+    return command if isinstance(command, str) else None
+
+
+def codex_items(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The Responses items of a Codex rollout's records (``response_item`` and ``event_msg``
+    lines), made readable:
+
+    * a shell call's command is its ``command`` (``exec_command``'s ``cmd``, a ``shell`` call's
+      argument list), and its output carries the exit code: from the call's own completed
+      ``CommandExecution`` event when there is one, else from the output's format (unified exec
+      ``Process exited with code N``, the old JSON ``metadata.exit_code``);
+    * a code-mode ``exec`` call (JavaScript calling ``tools.exec_command`` /
+      ``tools.apply_patch``) becomes the calls it made, read from the ``CommandExecution`` and
+      ``FileChange`` events recorded while it ran; one that made none stays a ``javascript``
+      step (never a shell command);
+    * the user-role client notes of :data:`CODEX_CLIENT_NOTES` become system messages.
+    """
+    records = list(records)
+    call_ids = {str(p.get("call_id")) for r in records
+                if r.get("type") == "response_item" and isinstance(p := r.get("payload"), Mapping)
+                and p.get("call_id")}
+    executions: dict[str, Mapping[str, Any]] = {}
+    nested: dict[str, list[Mapping[str, Any]]] = {}
+    open_exec: str | None = None
+    out: list[Mapping[str, Any]] = []
+    for record in records:
+        payload = record.get("payload")
+        if not isinstance(payload, Mapping):
+            continue
+        if record.get("type") == "event_msg":
+            item = _execution(payload)
+            if item is not None and str(item.get("id")) in call_ids:
+                executions[str(item.get("id"))] = item
+            elif item is not None and open_exec is not None:
+                nested.setdefault(open_exec, []).append(item)
+            continue
+        if record.get("type") != "response_item":
+            continue
+        kind = payload.get("type")
+        if kind == "custom_tool_call" and payload.get("name") == "exec":
+            open_exec = str(payload.get("call_id"))
+            out.append({**payload, "name": "javascript"})
+        elif kind == "custom_tool_call_output" and str(payload.get("call_id")) in nested:
+            call = str(payload.get("call_id"))
+            inner = nested.pop(call)
+            while out and out[-1].get("call_id") == call:
+                out.pop()  # the JavaScript call: replaced by the calls it made
+            out += [x for i, item in enumerate(inner) for x in _nested_call(f"{call}.{i}", item)]
+            open_exec = None
+        elif kind == "message" and payload.get("role") == "user" and content_text(
+                payload.get("content")).startswith(CODEX_CLIENT_NOTES):
+            out.append({**payload, "role": "system"})
+        else:
+            out.append(_codex_item(payload, executions))
+            if kind == "custom_tool_call_output" and str(payload.get("call_id")) == open_exec:
+                open_exec = None
+    return out
+
+
+def _execution(event: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The command or file change a Codex ``item_completed`` event records, else None."""
+    item = event.get("item") if event.get("type") == "item_completed" else None
+    if isinstance(item, Mapping) and item.get("type") in ("CommandExecution", "FileChange"):
+        return item
+    return None
+
+
+def _nested_call(call_id: str, item: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """One call a code-mode ``exec`` made, as a function call and its output."""
+    if item.get("type") == "FileChange":
+        changes = item.get("changes")
+        patch = ["*** Begin Patch"]
+        for path, change in (changes.items() if isinstance(changes, Mapping) else ()):
+            diff = change.get("unified_diff") if isinstance(change, Mapping) else ""
+            patch += [f"*** Update File: {path}", str(diff or "").rstrip("\n")]
+        patch.append("*** End Patch")
+        failed = item.get("status") not in (None, "completed")
+        text = str(item.get("stdout") or "") + str(item.get("stderr") or "")
+        return [{"type": "custom_tool_call", "call_id": call_id, "name": "apply_patch",
+                 "input": "\n".join(patch)},
+                {"type": "custom_tool_call_output", "call_id": call_id,
+                 "output": f"error: {text}" if failed else text}]
+    command = _shell_command(item.get("command")) or ""
+    output = str(item.get("aggregated_output") or "")
+    return [{"type": "function_call", "call_id": call_id, "name": "exec_command",
+             "arguments": json.dumps({"command": command})},
+            {"type": "function_call_output", "call_id": call_id,
+             "output": _command_output(item.get("exit_code"), output)}]
+
+
+def _codex_item(item: Mapping[str, Any],
+                executions: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+    """One Codex item with its shell command and exit code made readable."""
+    if item.get("type") == "function_call":
+        try:
+            args = json.loads(str(item.get("arguments") or "{}"))
+        except json.JSONDecodeError:
+            return item
+        command = _shell_command(args.get("command", args.get("cmd"))) if isinstance(
+            args, Mapping) else None
+        if command is not None:
+            return {**item, "arguments": json.dumps({"command": command})}
+        return item
+    if item.get("type") not in ("function_call_output", "custom_tool_call_output"):
+        return item
+    done = executions.get(str(item.get("call_id")))
+    if done is not None and "exit_code" in done:
+        return {**item, "output": _command_output(done.get("exit_code"),
+                                                  str(done.get("aggregated_output") or ""))}
+    output = item.get("output")
+    text = output if isinstance(output, str) else content_text(output)
+    unified = unified_exec_output(text)
+    if unified is not None:
+        return {**item, "output": unified}
+    try:
+        data = json.loads(text) if text.startswith("{") else None
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, Mapping) and "output" in data:
+        meta = data.get("metadata")
+        code = meta.get("exit_code", 0) if isinstance(meta, Mapping) else 0
+        return {**item, "output": _command_output(code, str(data["output"]))}
+    return item
+
+
+def starts_turn(record: Mapping[str, Any]) -> bool:
+    """Whether a transcript record starts a new turn: a Claude Code user line that is not a tool
+    result or a client note, a Codex ``task_started`` / ``user_message`` event."""
+    kind = record.get("type")
+    payload = record.get("payload")
+    if kind == "event_msg" and isinstance(payload, Mapping):
+        return payload.get("type") in ("task_started", "user_message")
+    message = record.get("message")
+    if kind != "user" or not isinstance(message, Mapping) or record.get("isMeta") or record.get(
+            "isSidechain") or record.get("isCompactSummary"):
+        return False
+    content = message.get("content")
+    if isinstance(content, list):
+        return not any(isinstance(b, Mapping) and b.get("type") == "tool_result"
+                       for b in content)
+    return isinstance(content, str)
+
+
+def turn_end(data: bytes, start: int) -> int:
+    """Where the turn that was being written at byte ``start`` of a transcript ends: before the
+    first later line that starts a new turn (:func:`starts_turn`), else after the last whole
+    line. Lines after ``start`` were flushed after the turn's end hook ran (Claude Code runs
+    Stop before it writes the turn's last lines) and belong to it."""
+    end = data.rfind(b"\n") + 1
+    if start <= 0:
+        return end
+    line_start = data.rfind(b"\n", 0, start) + 1 if start < len(data) else end
+    if line_start < start:  # ``start`` fell inside a line: that line is still this turn's
+        line_start = data.find(b"\n", start) + 1 or end
+    position = line_start
+    while position < end:
+        newline = data.index(b"\n", position)
+        try:
+            record = json.loads(data[position:newline])
+        except ValueError:
+            record = None
+        if isinstance(record, Mapping) and starts_turn(record):
+            return position
+        position = newline + 1
+    return end

@@ -29,6 +29,7 @@ lines holding Anthropic ``message`` objects) and Codex's rollout JSONL (``sessio
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,19 +44,23 @@ from deltamem.extract.coding import CodingExtractor, episode_calls, judge
 from deltamem.extract.coding import is_request as _is_request
 from deltamem.formats.transcripts import (
     Message,
+    claude_message,
+    codex_items,
     episode_from_messages,
     messages_from_anthropic,
     messages_from_responses,
+    turn_end,
 )
 from deltamem.integrations.coding import CodingMemory
 from deltamem.scenes.coding import project_root, project_scene
+from deltamem_hook import reply_digest
 
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
           "session-end": "SessionEnd"}
-# The argument that says what a Claude Code tool call did (the rest is noise for a skill).
-PRIMARY_ARGUMENT = {"Bash": "command", "Read": "file_path", "Edit": "file_path",
-                    "MultiEdit": "file_path", "Write": "file_path", "NotebookEdit": "notebook_path",
-                    "Grep": "pattern", "Glob": "pattern", "WebFetch": "url", "WebSearch": "query"}
+# The result of a tool call the transcript holds no result for (see ``parse_transcript``).
+NO_RESULT = "error: no result was recorded for this call"
+# How long a turn's learner waits for the client to flush the turn's final reply.
+FLUSH_WAIT = 3.0
 @dataclass
 class Transcript:
     """A session as chat messages, with the working directory it ran in."""
@@ -82,6 +87,55 @@ def read_transcript(path: str | Path) -> Transcript:
         lines = p.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise EpisodeError(f"cannot read transcript: {exc}", where=str(p)) from exc
+    return parse_transcript(lines)
+
+
+def read_turn(path: str | Path, size: int = 0, *, reply: str | None = None,
+              digest: str | None = None, since: float | None = None,
+              wait: float = FLUSH_WAIT, failed: Mapping[str, bool] | None = None) -> Transcript:
+    """The transcript as it is at the end of the turn that ended when it was ``size`` bytes long
+    (0: its end now). A client may flush the turn's last lines after its end hook ran (Claude
+    Code runs Stop first): the lines after ``size`` up to the next turn are read too, and until
+    the turn's final reply is there (``reply``, the Stop hook's ``last_assistant_message``, or
+    its ``digest``, :func:`deltamem_hook.reply_digest`) the file is read again, up to ``wait``
+    seconds after ``since`` (default: now). A reply still missing then is added from ``reply``
+    when it is known. ``failed`` are the calls Claude Code's ``PostToolUseFailure`` hook
+    reported (``{tool_use_id: is_interrupt}``): their results read as failures.
+
+    Raises:
+        EpisodeError: the file cannot be read.
+    """
+    want = digest or (reply_digest(reply) if reply else None)
+    deadline = (time.time() if since is None else since) + wait
+    while True:
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise EpisodeError(f"cannot read transcript: {exc}", where=str(path)) from exc
+        text = data[:turn_end(data, size)].decode("utf-8", errors="replace")
+        transcript = parse_transcript(text.splitlines(), failed=failed)
+        found = want is None or _last_reply_is(transcript.messages, want)
+        if found or time.time() >= deadline:
+            break
+        time.sleep(0.05)
+    if not found and reply:
+        transcript.messages.append({"role": "assistant", "content": reply.strip()})
+    return transcript
+
+
+def _last_reply_is(messages: list[Message], digest: str) -> bool:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and not message.get("tool_calls"):
+            return reply_digest(str(message.get("content") or "")) == digest
+        if message.get("role") in ("assistant", "tool"):
+            return False
+    return False
+
+
+def parse_transcript(lines: list[str], *, failed: Mapping[str, bool] | None = None
+                     ) -> Transcript:
+    """A transcript from its lines (Claude Code JSONL or a Codex rollout); the results of the
+    ``failed`` calls (``{tool_use_id: is_interrupt}``) read as failures (or interrupts)."""
     out = Transcript()
     claude: list[Mapping[str, Any]] = []
     codex: list[Mapping[str, Any]] = []
@@ -90,21 +144,48 @@ def read_transcript(path: str | Path) -> Transcript:
         payload = record.get("payload")
         if kind == "session_meta" and isinstance(payload, Mapping):
             out.cwd = str(payload.get("cwd") or out.cwd)
-        elif kind == "response_item" and isinstance(payload, Mapping):
-            out.replaced += _replaced_in_patch(payload)
-            codex.append(_codex_item(payload))
+        elif kind in ("response_item", "event_msg") and isinstance(payload, Mapping):
+            codex.append(record)
         elif kind in ("user", "assistant") and isinstance(record.get("message"), Mapping):
             if record.get("isSidechain") or record.get("isMeta") or record.get(
                     "isCompactSummary"):
                 continue  # a subagent's own conversation, a client note, a compaction summary
             out.cwd = str(record.get("cwd") or out.cwd)
             out.replaced += _replaced_by_edits(record["message"])
-            message = _claude_message(record["message"])
+            message = claude_message(record["message"])
             if claude and _same_reply(claude[-1], message):
                 # Claude Code writes one line per content block of a reply: join them again.
                 message = {**message, "content": [*claude.pop()["content"], *message["content"]]}
             claude.append(message)
-    out.messages = messages_from_anthropic(claude) + messages_from_responses(codex)
+    items = codex_items(codex)
+    for item in items:
+        out.replaced += _replaced_in_patch(item)
+    messages = messages_from_anthropic(claude) + messages_from_responses(items)
+    out.messages = _answered([_failed(m, failed) for m in messages] if failed else messages)
+    return out
+
+
+def _failed(message: Message, failed: Mapping[str, bool]) -> Message:
+    call = str(message.get("tool_call_id") or "")
+    content = str(message.get("content") or "")
+    if message.get("role") != "tool" or call not in failed or content.startswith("error: "):
+        return message
+    mark = "error: Interrupted by user: " if failed[call] else "error: "
+    return {**message, "content": mark + content}
+
+
+def _answered(messages: list[Message]) -> list[Message]:
+    """``messages`` with a result for every tool call: a call the transcript records no result
+    for (the client had not written it, or the call never finished) gets an error result, so a
+    missing output never reads as a pass."""
+    answered = {str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"}
+    out: list[Message] = []
+    for message in messages:
+        out.append(message)
+        for call in message.get("tool_calls") or []:
+            if call.get("id") and str(call["id"]) not in answered:
+                out.append({"role": "tool", "tool_call_id": call["id"],
+                            "content": NO_RESULT})
     return out
 
 
@@ -159,46 +240,6 @@ def _replaced_in_patch(item: Mapping[str, Any]) -> list[str]:
     removed = "\n".join(x[1:] for x in lines if x.startswith("-") and not x.startswith("---"))
     added = "\n".join(x[1:] for x in lines if x.startswith("+") and not x.startswith("+++"))
     return _replaced(removed, added)
-
-
-def _claude_message(message: Mapping[str, Any]) -> Mapping[str, Any]:
-    content = message.get("content")
-    if not isinstance(content, list):
-        return message
-    blocks = []
-    for block in content:
-        if isinstance(block, Mapping) and block.get("type") == "tool_use":
-            args = block.get("input") or {}
-            key = PRIMARY_ARGUMENT.get(str(block.get("name")))
-            if key and isinstance(args, Mapping) and key in args:
-                block = {**block, "input": {key: args[key]}}
-        blocks.append(block)
-    return {**message, "content": blocks}
-
-
-def _codex_item(item: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Codex items with their shell commands and exit codes made readable."""
-    if item.get("type") == "function_call":
-        try:
-            args = json.loads(str(item.get("arguments") or "{}"))
-        except json.JSONDecodeError:
-            return item
-        command = args.get("command", args.get("cmd")) if isinstance(args, Mapping) else None
-        if isinstance(command, list) and command:
-            command = str(command[-1])
-        if isinstance(command, str):
-            return {**item, "arguments": json.dumps({"command": command})}
-    if item.get("type") in ("function_call_output", "custom_tool_call_output"):
-        output = item.get("output")
-        try:
-            data = json.loads(output) if isinstance(output, str) else None
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, Mapping) and "output" in data:
-            code = (data.get("metadata") or {}).get("exit_code", 0)
-            text = str(data["output"])
-            return {**item, "output": f"error: exit code {code}: {text}" if code else text}
-    return item
 
 
 def is_request(message: Message) -> bool:
@@ -349,7 +390,9 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
     path = payload.get("transcript_path")
     if path:
         meta = {"session": str(payload["session_id"])} if payload.get("session_id") else {}
-        learn_turn(mem, read_transcript(str(path)), cwd=cwd, scope=scope,
+        reply = payload.get("last_assistant_message")
+        transcript = read_turn(str(path), reply=reply if isinstance(reply, str) else None)
+        learn_turn(mem, transcript, cwd=cwd, scope=scope,
                    extractor=extractor or hook_extractor(), meta=meta,
                    session_end=event == "session-end")
     return {}

@@ -11,8 +11,9 @@ hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain"}`` wakes th
 answers ``{"output": {}}``; ``{"event": "ping"}`` answers ``{"output": {"pid": ...}}``.
 
 The learner drains the spool in order: each entry is a transcript's path and its size when the
-turn ended; the transcript is read up to that size (a later turn already appended is not this
-turn), the turn learned (``claude_code.learn_turn``, which goes through the facade and so is
+turn ended; the transcript is read to the end of that turn (``claude_code.read_turn``: lines the
+client flushed after the hook are this turn's, a later turn already appended is not), the turn
+learned (``claude_code.learn_turn``, which goes through the facade and so is
 redacted), and only then is the entry deleted. A transcript that cannot be read is moved to
 ``failed/``; an entry whose learning failed for another reason (the store locked, the model
 unreachable) stays and is retried. The daemon exits after ``--idle`` seconds without a request
@@ -32,10 +33,9 @@ import os
 import shutil
 import signal
 import socketserver
-import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,18 @@ from deltamem.faces.cli.options import open_memory
 from deltamem.integrations.claude_code import (
     hook_extractor,
     learn_turn,
-    read_transcript,
+    read_turn,
     run_hook,
 )
-from deltamem_hook import Target, open_lock, private_dir, same_user, target
+from deltamem_hook import (
+    Target,
+    answered_here,
+    failures,
+    open_lock,
+    private_dir,
+    same_user,
+    target,
+)
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
@@ -66,6 +74,8 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     Raises:
         EpisodeError: an unknown event, or a transcript that cannot be read.
     """
+    if answered_here(target(db, space, embedder), event, dict(payload)):
+        return {}
     if "://" not in db and db != ":memory:":  # the plugin's own file, e.g. ~/.deltamem/
         local = Path(db.removeprefix("sqlite:")).expanduser()
         local.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
@@ -183,9 +193,12 @@ class Daemon:
             cwd = str(data.get("cwd") or "")
             scope = data.get("scope") if isinstance(data.get("scope"), str) else None
             session = str(data.get("session_id") or "")
-            with _prefix(path, size) as readable:
-                transcript = read_transcript(readable) if readable else None
-            if transcript is not None:
+            digest = data.get("reply_digest")
+            queued = data.get("queued_at")
+            transcript = read_turn(path, size, digest=digest if isinstance(digest, str) else None,
+                                   since=float(queued) if isinstance(queued, int | float)
+                                   else None, failed=failures(self.target, session))
+            if transcript.messages:
                 writer = self.writer()
                 learn_turn(writer, transcript, cwd=cwd, scope=scope or config.scope(),
                            extractor=self.extractor(),
@@ -268,29 +281,6 @@ class Daemon:
             for mem in (self._reader, self._writer):
                 if mem is not None:
                     mem.close()
-
-
-@contextlib.contextmanager
-def _prefix(path: str, size: int) -> Iterator[str | None]:
-    """``path`` as it was when the turn ended: its first ``size`` bytes (a private temporary
-    copy, removed afterwards, when the transcript has grown since). None when it is gone."""
-    try:
-        current = os.path.getsize(path)
-    except OSError:
-        raise EpisodeError("the transcript is gone", where=path) from None
-    if size <= 0 or current <= size:
-        yield path
-        return
-    with open(path, "rb") as handle:
-        head = handle.read(size)
-    fd, tmp = tempfile.mkstemp(prefix="deltamem-turn-", suffix=".jsonl")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(head)
-        yield tmp
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ default), ``:memory:``, or ``postgresql://...`` (needs the ``postgres`` extra).
 
 from __future__ import annotations
 
+import os
 import re
 
 from deltamem.errors import ConfigError
@@ -43,6 +44,8 @@ def open_store(url: str, *, create: bool = True) -> Store:
     path = sqlite_path(url)
     if not path:
         raise ConfigError("empty database path; pass a file path, sqlite:PATH or postgresql://...")
+    if path.startswith("~"):  # from a config that no shell expanded (a plugin option)
+        path = os.path.expanduser(path)
     return SQLiteStore(path, create=create)
 
 

@@ -1,0 +1,122 @@
+"""The real-client done-when measurement: the scripted two-session run, N times per client.
+
+    PYTHONPATH=src .venv/bin/python scripts/realclients/measure.py --repeats 20 [--client ...]
+        [--json results/realclients.json]
+
+Each repeat is two runs of the same scripts in fresh homes and repositories
+(``tests/realclients/harness.py``): one with the deltamem plugin installed through the client's
+own plugin commands, one without it (the baseline, same repeat, alternating which goes first).
+Session 1 is fix-the-test; in odd repeats its last test run still fails (under Codex that is
+unified exec's ``Process exited with code 1``), in even ones it passes; its reply never says
+which. Session 2, in the same repository with the bug put back, asks again.
+
+Per client it reports how many repeats had: session 1's episode complete (its last test run
+with its output, and the final reply), the right outcome, session 2 receiving the memory's
+notes; and the wall time the plugin added per session (median and mean over repeats of the
+with-plugin session minus the baseline session). One CLI process runs at a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests"))
+
+from realclients import harness as h  # noqa: E402
+
+PROMPT_1 = "The tests fail. Please fix the bug in calc.py."
+PROMPT_2 = "test_add is failing again, please fix calc.py"
+REPLY = "I changed add() in calc.py, which subtracted its arguments."
+
+
+def sessions(passes: bool) -> list[h.Session]:
+    return [h.Session(PROMPT_1, h.fix_the_test(passes, REPLY)),
+            h.Session(PROMPT_2, h.fix_the_test(True, REPLY), before="git checkout -q calc.py")]
+
+
+def check(run: h.RunResult, passes: bool) -> dict[str, Any]:
+    """What one with-plugin run shows (see the module docstring)."""
+    first = [e for e in run.episodes if e["task"] == PROMPT_1]
+    episode = first[0] if len(first) == 1 else None
+    runs = [s for s in (episode or {}).get("steps", []) if "pytest" in s.get("action", "")]
+    summary = "2 passed" if passes else "1 failed"
+    complete = bool(episode and runs and summary in (runs[-1].get("observation") or "")
+                    and episode["steps"][-1]["action"] == f"reply: {REPLY}")
+    return {"rc": [s.rc for s in run.sessions], "complete": complete,
+            "outcome": bool(episode) and episode["success"] is passes,
+            "notes": bool(h.notes_received(run.client, run.sessions[1].requests)),
+            "rule": (episode or {}).get("meta", {}).get("outcome_rule"),
+            "wall": [s.wall_s for s in run.sessions]}
+
+
+def measure(client: str, repeats: int) -> dict[str, Any]:
+    rows = []
+    for i in range(repeats):
+        passes = i % 2 == 1
+        order = (True, False) if i % 2 == 0 else (False, True)
+        runs = {}
+        for plugin in order:
+            runs[plugin] = h.run_sessions(client, sessions(passes), plugin=plugin)
+        row = check(runs[True], passes)
+        row["baseline_wall"] = [s.wall_s for s in runs[False].sessions]
+        row["baseline_rc"] = [s.rc for s in runs[False].sessions]
+        row["passes"] = passes
+        rows.append(row)
+        print(f"{client} {i + 1}/{repeats}: {json.dumps(row)}", flush=True)
+    added = [w - b for r in rows for w, b in zip(r["wall"], r["baseline_wall"], strict=True)]
+    added_1 = [r["wall"][0] - r["baseline_wall"][0] for r in rows]
+    added_2 = [r["wall"][1] - r["baseline_wall"][1] for r in rows]
+    return {"client": client, "version": h.VERSIONS[client], "repeats": repeats,
+            "complete": sum(r["complete"] for r in rows),
+            "outcome": sum(r["outcome"] for r in rows),
+            "notes": sum(r["notes"] for r in rows),
+            "failing_runs": sum(not r["passes"] for r in rows),
+            "added_s_median": statistics.median(added),
+            "added_s_mean": statistics.fmean(added),
+            "added_s_session1_median": statistics.median(added_1),
+            "added_s_session2_median": statistics.median(added_2),
+            "baseline_s_median": statistics.median(
+                [b for r in rows for b in r["baseline_wall"]]),
+            "rows": rows}
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    lines = ["| client | repeats | episode complete | right outcome | notes in session 2 | "
+             "plugin adds per session, median (mean) | session 1 / session 2 median | "
+             "baseline session median |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        n = r["repeats"]
+        lines.append(
+            f"| {r['client']} {r['version']} | {n} ({r['failing_runs']} with a failing last "
+            f"run) | {r['complete']}/{n} | {r['outcome']}/{n} | {r['notes']}/{n} | "
+            f"{r['added_s_median']:+.2f} s ({r['added_s_mean']:+.2f} s) | "
+            f"{r['added_s_session1_median']:+.2f} s / {r['added_s_session2_median']:+.2f} s | "
+            f"{r['baseline_s_median']:.2f} s |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--client", choices=sorted(h.VERSIONS), action="append")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    started = time.time()
+    results = [measure(client, args.repeats) for client in args.client or sorted(h.VERSIONS)]
+    print(table(results))
+    print(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in results]))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"results": results,
+                                         "seconds": time.time() - started}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,7 @@ class Tally:
     hangs: int = 0
     seconds: float = 0.0
     examples: list[dict[str, Any]] = field(default_factory=list)
+    tracebacks: dict[str, int] = field(default_factory=dict)
 
     def count(self, verdict: str, request: Any = None, answer: Any = None) -> None:
         self.tried += 1
@@ -86,14 +87,15 @@ class Tally:
             self.errors += 1
         else:
             setattr(self, verdict, getattr(self, verdict) + 1)
-        if verdict in ("error", "hangs") and len(self.examples) < 8:
+        if verdict in ("error", "hangs") and len(self.examples) < 25:
             self.examples.append({"verdict": verdict, "request": _short(request),
                                   "answer": _short(answer)})
 
     def row(self) -> dict[str, Any]:
         return {"face": self.face, "tried": self.tried, "ok": self.ok, "refused": self.refused,
                 "server_errors": self.errors, "hangs": self.hangs,
-                "seconds": round(self.seconds, 1), "examples": self.examples}
+                "seconds": round(self.seconds, 1), "tracebacks": self.tracebacks,
+                "examples": self.examples}
 
 
 def _short(value: Any, limit: int = 600) -> str:
@@ -228,7 +230,8 @@ def env(**extra: str) -> dict[str, str]:
 @contextlib.contextmanager
 def process(argv: list[str], ready: Callable[[], bool], environ: dict[str, str],
             **kwargs: Any) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(argv, env=environ, stderr=subprocess.DEVNULL, **kwargs)
+    log = open(SERVER_LOG[0], "ab") if SERVER_LOG else subprocess.DEVNULL  # noqa: SIM115
+    proc = subprocess.Popen(argv, env=environ, stderr=log, **kwargs)
     try:
         deadline = time.monotonic() + 120
         while not ready():
@@ -243,6 +246,28 @@ def process(argv: list[str], ready: Callable[[], bool], environ: dict[str, str],
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        if not isinstance(log, int):
+            log.close()
+
+
+SERVER_LOG: list[Path] = []  # where the servers' stderr goes (their tracebacks), per face
+_RAISED = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exit|Group)\b.*)$")
+
+
+def causes(log: Path) -> dict[str, int]:
+    """The last line of every traceback in a server log (the exception and its message),
+    counted."""
+    found: dict[str, int] = {}
+    if not log.exists():
+        return found
+    lines = log.read_text(errors="replace").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback") or "Traceback (most recent call last)" in line:
+            tail = next((m.group(1) for m in map(_RAISED.match, lines[i + 1:i + 400])
+                         if m), "?")
+            key = tail[:200]
+            found[key] = found.get(key, 0) + 1
+    return found
 
 
 def answers(url: str) -> Callable[[], bool]:
@@ -631,7 +656,6 @@ def _hook_request(values: Values) -> bytes:
 # -- skills import ---------------------------------------------------------------------------
 def fuzz_skills(tally: Tally, n: int, rng: random.Random, work: Path, timeout: float) -> None:
     sys.path.insert(0, str(ROOT / "src"))
-    os.environ.update({"DELTAMEM_EMBEDDER": "hashing"})
     from deltamem.faces.cli import app as cli
 
     values = Values(rng)
@@ -787,6 +811,7 @@ def run_face(face: str, n: int, seed: int, work: Path, timeout: float,
     folder.mkdir(parents=True)
     exports = folder / "exports"
     exports.mkdir()
+    SERVER_LOG[:] = [folder / "server.log"]
     if face == "rest-sqlite":
         fuzz_rest(tally, n, rng, str(folder / "rest.db"), timeout)
     elif face == "rest-pg":
@@ -816,6 +841,8 @@ def run_face(face: str, n: int, seed: int, work: Path, timeout: float,
     else:
         raise ValueError(f"unknown face {face!r} (one of {', '.join(FACES)})")
     tally.seconds = time.perf_counter() - started
+    tally.tracebacks = causes(SERVER_LOG[0])
+    SERVER_LOG.clear()
     return tally
 
 

@@ -148,24 +148,25 @@ def private_dir(path: P) -> P:
             one that others may write into (never repaired: it may already hold what they
             planted).
     """
+    where = str(path)  # a str or a pathlib path
     missing = []
-    folder = os.path.abspath(path)
+    folder = os.path.abspath(where)
     while not os.path.lexists(folder):
         missing.append(folder)
         folder = os.path.dirname(folder)
     for new in reversed(missing):  # exist_ok: a concurrent hook may make it (checked below)
         os.makedirs(new, 0o700, exist_ok=True)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(where, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:  # ELOOP (a link) or ENOTDIR
-        raise PermissionError(f"refusing the folder {os.fspath(path)}: {exc.strerror}") from None
+        raise PermissionError(f"refusing the folder {where}: {exc.strerror}") from None
     try:
         st = os.fstat(fd)
         mode = stat.S_IMODE(st.st_mode)
         problem = (f"it belongs to uid {st.st_uid}, not to this user" if st.st_uid != os.getuid()
                    else f"others may write into it (mode {mode:04o})" if mode & 0o022 else None)
         if problem is not None:
-            raise PermissionError(f"refusing the folder {os.fspath(path)}: {problem}")
+            raise PermissionError(f"refusing the folder {where}: {problem}")
         if mode & 0o077:
             os.fchmod(fd, 0o700)
     finally:

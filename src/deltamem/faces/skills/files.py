@@ -270,8 +270,8 @@ def _entry_node(mem: DeltaMem, entry: Entry, held: set[str], composed: dict[str,
                 depths: dict[str, int]) -> Node:
     """The node to store for ``entry`` (the facade skips it when the space holds it)."""
     meta = {"imported_from": source(entry.path), **entry.meta}
-    counters = {"hits": entry.counts[0], "successes": entry.counts[1],
-                "failures": entry.counts[2]}
+    counters: dict[str, Any] = {"hits": entry.counts[0], "successes": entry.counts[1],
+                                "failures": entry.counts[2]}
     if entry.node_id is None:  # a hand-written root
         return Node(id=new_node_id(entry.tree), tree=entry.tree, kind=NodeKind.ROOT,
                     outcome=Outcome.SUCCESS, key=entry.key, content=entry.experience,

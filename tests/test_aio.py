@@ -37,10 +37,27 @@ def test_async_facade_learns_recalls_and_overlaps(tmp_path: Path) -> None:
     assert all(node in ids for node in recalled)
 
 
-def test_every_method_keeps_the_sync_signature_and_doc() -> None:
-    for name in ("recall", "learn", "consolidate", "show", "list_nodes", "stats", "delete",
-                 "forget", "export", "import_", "check", "record_outcome"):
+def test_every_facade_method_is_offloaded_with_its_signature_and_doc() -> None:
+    """Every public method of DeltaMem (correct, learn_many, scrub, add_roots, import_records
+    were missing) is a coroutine of AsyncDeltaMem with the same signature and doc."""
+    from deltamem.engine.aio import NOT_OFFLOADED
+
+    public = {name for name in vars(DeltaMem) if not name.startswith("_")} - NOT_OFFLOADED
+    assert {"correct", "learn_many", "scrub", "add_roots", "import_records"} <= public
+    for name in sorted(public):
         wrapped = getattr(AsyncDeltaMem, name)
         assert inspect.iscoroutinefunction(wrapped), name
         assert wrapped.__doc__ == getattr(DeltaMem, name).__doc__, name
         assert inspect.signature(wrapped) == inspect.signature(getattr(DeltaMem, name)), name
+
+
+def test_correct_and_iter_export_await(tmp_path: Path) -> None:
+    async def scenario() -> tuple[str, list[str]]:
+        async with await AsyncDeltaMem.open(tmp_path / "c.db", embedder="hashing",
+                                            settings=TEST_SETTINGS) as mem:
+            learned = await mem.learn(make_episode())
+            done = await mem.correct(learned.task.node, wrong=True)
+            return done.of, [line async for line in mem.iter_export()]
+
+    of, lines = asyncio.run(scenario())
+    assert of.startswith("t-") and len(lines) == 1 + 3 + 1  # header, 2 nodes + correction, 1 ep

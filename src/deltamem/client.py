@@ -32,17 +32,18 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel
 
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.errors import DeltaMemError, EpisodeError, NodeNotFound, RemoteError
-from deltamem.formats import api
+from deltamem.formats import api, operations
 from deltamem.formats.episodes import episode_to_dict
 from deltamem.llm.http import parse_retry_after
 
@@ -132,12 +133,27 @@ class _Base:
         return f"/v1/spaces/{self.space}{suffix}"
 
     # -- the calls --------------------------------------------------------------------------
-    def _recall(self, task: str, env: str, top_k: int | None, explain: bool,
-                budget_tokens: int | None, filters: Mapping[str, Any] | None = None) -> _Call:
-        body = api.request_body(api.RecallRequest, task=task, env=env, explain=explain,
-                                top_k=top_k, budget_tokens=budget_tokens,
-                                filters=dict(filters) if filters else None)
-        return _Call("POST", self._path("/recall"), api.RecallOut, json=body, idempotent=True)
+    def _call(self, name: str, /, *args: Any, **inputs: Any) -> _Call:
+        """The request of the operation ``name`` (:mod:`deltamem.formats.operations`): the
+        path's node id (positional or by name) and the input model's fields; a None is left
+        out (the server's default)."""
+        op = operations.operation(name)
+        if "client" in op.custom:
+            raise AttributeError(f"{name} is not an operation the client derives")
+        path = dict(zip(op.path_fields, args, strict=False))
+        if len(args) > len(op.path_fields):
+            raise TypeError(f"{name}() takes {len(op.path_fields)} positional argument(s)")
+        path |= {f: inputs.pop(f) for f in op.path_fields if f in inputs}
+        missing = [f for f in op.path_fields if f not in path]
+        if missing:
+            raise TypeError(f"{name}() needs {missing[0]!r}")
+        url = self._path(op.path.format(**{k: quote(str(v), safe="") for k, v in path.items()}))
+        body = api.request_body(op.request, **inputs)
+        if op.in_query:
+            return _Call(op.method, url, op.answer, params=_query(body),
+                         node_id=path.get("node_id"), idempotent=op.idempotent)
+        return _Call(op.method, url, op.answer, json=body, node_id=path.get("node_id"),
+                     idempotent=op.idempotent)
 
     def _learn(self, episode: EpisodeLike) -> _Call:
         return _Call("POST", self._path("/learn"), api.LearnOut, json=_episode_json(episode))
@@ -146,54 +162,12 @@ class _Base:
         body = api.request_body(api.EpisodesIn, episodes=[_episode_json(e) for e in episodes])
         return _Call("POST", self._path("/learn"), api.BatchOut, json=body)
 
-    def _show(self, node_id: str) -> _Call:
-        return _Call("GET", self._path(f"/nodes/{node_id}"), api.ShowOut, node_id=node_id,
-                     idempotent=True)
-
-    def _list_nodes(self, tree: Tree | str | None, kind: NodeKind | str | None,
-                    outcome: Outcome | str | None, contains: str, limit: int | None,
-                    filters: Mapping[str, str] | None = None) -> _Call:
-        params: dict[str, Any] = {k: str(v) for k, v in (
-            ("tree", tree), ("kind", kind), ("outcome", outcome), ("limit", limit))
-            if v is not None}
-        if contains:
-            params["contains"] = contains
-        if filters:
-            params["filters"] = [f"{k}={v}" for k, v in filters.items()]
-        return _Call("GET", self._path("/nodes"), api.NodeListOut, params=params,
-                     idempotent=True)
-
-    def _stats(self) -> _Call:
-        return _Call("GET", self._path("/stats"), api.StatsOut, idempotent=True)
-
     def _export(self) -> _Call:
         return _Call("GET", self._path("/export"), idempotent=True)
-
-    def _record_outcome(self, nodes: Iterable[str], success: bool) -> _Call:
-        body = api.request_body(api.OutcomeRequest, nodes=list(nodes), success=success)
-        return _Call("POST", self._path("/outcome"), api.OutcomeOut, json=body)
-
-    def _correct(self, node_id: str, success: bool | None, steps: Iterable[str] | None,
-                 wrong: bool, reason: str) -> _Call:
-        body = api.request_body(api.CorrectRequest, success=success,
-                                steps=None if steps is None else list(steps), wrong=wrong,
-                                reason=reason)
-        return _Call("POST", self._path(f"/nodes/{node_id}/correct"), api.CorrectionOut,
-                     json=body, node_id=node_id)
-
-    def _consolidate(self, dry_run: bool) -> _Call:
-        return _Call("POST", self._path("/consolidate"), api.ConsolidateOut,
-                     params={"dry_run": "true"} if dry_run else {})
 
     def _import(self, path: str | Path) -> _Call:
         return _Call("POST", self._path("/import"), api.ImportOut,
                      content=Path(path).read_bytes())
-
-    def _delete(self, node_id: str) -> _Call:
-        return _Call("DELETE", self._path(f"/nodes/{node_id}"), api.DeleteOut, node_id=node_id)
-
-    def _forget(self) -> _Call:
-        return _Call("DELETE", self._path(), api.ForgetOut)
 
     # -- answers ----------------------------------------------------------------------------
     def _request_args(self, call: _Call) -> dict[str, Any]:
@@ -241,6 +215,16 @@ class Client(_Base):
     def close(self) -> None:
         self._http.close()
 
+    def __getattr__(self, name: str) -> Callable[..., BaseModel]:
+        """A table operation without a typed method here: ``client.NAME(node_id, **inputs)``
+        answers its answer model."""
+        op = _derived(name)
+
+        def call(*args: Any, **inputs: Any) -> BaseModel:
+            return self._send(self._call(name, *args, **inputs), op.answer)
+
+        return call
+
     def _send(self, call: _Call, model: type[M]) -> M:
         attempt = 0
         while True:
@@ -267,8 +251,9 @@ class Client(_Base):
                filters: Mapping[str, Any] | None = None) -> api.RecallOut:
         """Recall the skill for ``task`` and the knowledge for ``env`` (see DeltaMem.recall;
         ``filters``: only nodes whose episode meta has every key with an equal value)."""
-        return self._send(self._recall(task, env, top_k, explain, budget_tokens, filters),
-                          api.RecallOut)
+        return self._send(self._call("recall", task=task, env=env, top_k=top_k,
+                                     explain=explain, budget_tokens=budget_tokens,
+                                     filters=_filters(filters)), api.RecallOut)
 
     def learn(self, episode: EpisodeLike) -> api.LearnOut:
         """Learn one finished episode (an :class:`Episode` or its JSON form)."""
@@ -280,7 +265,7 @@ class Client(_Base):
 
     def show(self, node_id: str) -> api.ShowOut:
         """A node: its chain, composed experience, own patch and counters."""
-        return self._send(self._show(node_id), api.ShowOut)
+        return self._send(self._call("show", node_id), api.ShowOut)
 
     def list_nodes(self, tree: Tree | str | None = None, *, kind: NodeKind | str | None = None,
                    outcome: Outcome | str | None = None, contains: str = "",
@@ -288,36 +273,39 @@ class Client(_Base):
                    filters: Mapping[str, str] | None = None) -> api.NodeListOut:
         """Nodes (id, tree, kind, outcome, key, counters), oldest first, filtered (``filters``:
         string values, sent as ``key=value`` query parameters)."""
-        return self._send(self._list_nodes(tree, kind, outcome, contains, limit, filters),
-                          api.NodeListOut)
+        return self._send(self._call("list_nodes", tree=tree, kind=kind, outcome=outcome,
+                                     contains=contains, limit=limit,
+                                     filters=_filters(filters)), api.NodeListOut)
 
     def stats(self) -> api.StatsOut:
         """Tree shapes, episodes, and stored vs flat size."""
-        return self._send(self._stats(), api.StatsOut)
+        return self._send(self._call("stats"), api.StatsOut)
 
     def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
         """Count a success or a failure on recalled nodes (see DeltaMem.record_outcome)."""
-        return self._send(self._record_outcome(nodes, success), api.OutcomeOut)
+        return self._send(self._call("record_outcome", nodes=list(nodes), success=success),
+                          api.OutcomeOut)
 
     def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
         """Compile every frequently successful chain into a new root (``dry_run``: only list
         the chains that are due)."""
-        return self._send(self._consolidate(dry_run), api.ConsolidateOut).consolidated
+        return self._send(self._call("consolidate", dry_run=dry_run),
+                          api.ConsolidateOut).consolidated
 
     def correct(self, node_id: str, *, success: bool | None = None,
                 steps: Iterable[str] | None = None, wrong: bool = False,
                 reason: str = "") -> api.CorrectionOut:
         """Correct a node: its outcome, a skill's steps, or retract it (DeltaMem.correct)."""
-        return self._send(self._correct(node_id, success, steps, wrong, reason),
-                          api.CorrectionOut)
+        return self._send(self._call("correct", node_id, success=success, steps=_list(steps),
+                                     wrong=wrong, reason=reason), api.CorrectionOut)
 
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its subtree; return the deleted ids."""
-        return self._send(self._delete(node_id), api.DeleteOut).deleted
+        return self._send(self._call("delete", node_id), api.DeleteOut).deleted
 
     def forget(self) -> int:
         """Delete everything in the space; return the number of nodes removed."""
-        return self._send(self._forget(), api.ForgetOut).deleted_nodes
+        return self._send(self._call("forget"), api.ForgetOut).deleted_nodes
 
     def import_(self, path: str | Path) -> api.ImportOut:
         """Load an export file into the space in one transaction (all or nothing)."""
@@ -364,6 +352,15 @@ class AsyncClient(_Base):
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[BaseModel]]:
+        """See :meth:`Client.__getattr__`."""
+        op = _derived(name)
+
+        async def call(*args: Any, **inputs: Any) -> BaseModel:
+            return await self._send(self._call(name, *args, **inputs), op.answer)
+
+        return call
+
     async def _send(self, call: _Call, model: type[M]) -> M:
         attempt = 0
         while True:
@@ -389,8 +386,9 @@ class AsyncClient(_Base):
                      explain: bool = False, budget_tokens: int | None = None,
                      filters: Mapping[str, Any] | None = None) -> api.RecallOut:
         """See :meth:`Client.recall`."""
-        return await self._send(self._recall(task, env, top_k, explain, budget_tokens, filters),
-                                api.RecallOut)
+        return await self._send(self._call("recall", task=task, env=env, top_k=top_k,
+                                           explain=explain, budget_tokens=budget_tokens,
+                                           filters=_filters(filters)), api.RecallOut)
 
     async def learn(self, episode: EpisodeLike) -> api.LearnOut:
         """See :meth:`Client.learn`."""
@@ -402,7 +400,7 @@ class AsyncClient(_Base):
 
     async def show(self, node_id: str) -> api.ShowOut:
         """See :meth:`Client.show`."""
-        return await self._send(self._show(node_id), api.ShowOut)
+        return await self._send(self._call("show", node_id), api.ShowOut)
 
     async def list_nodes(self, tree: Tree | str | None = None, *,
                          kind: NodeKind | str | None = None,
@@ -410,35 +408,39 @@ class AsyncClient(_Base):
                          limit: int | None = None,
                          filters: Mapping[str, str] | None = None) -> api.NodeListOut:
         """See :meth:`Client.list_nodes`."""
-        return await self._send(self._list_nodes(tree, kind, outcome, contains, limit, filters),
-                                api.NodeListOut)
+        return await self._send(self._call("list_nodes", tree=tree, kind=kind, outcome=outcome,
+                                           contains=contains, limit=limit,
+                                           filters=_filters(filters)), api.NodeListOut)
 
     async def stats(self) -> api.StatsOut:
         """See :meth:`Client.stats`."""
-        return await self._send(self._stats(), api.StatsOut)
+        return await self._send(self._call("stats"), api.StatsOut)
 
     async def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
         """See :meth:`Client.record_outcome`."""
-        return await self._send(self._record_outcome(nodes, success), api.OutcomeOut)
+        return await self._send(self._call("record_outcome", nodes=list(nodes),
+                                           success=success), api.OutcomeOut)
 
     async def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
         """See :meth:`Client.consolidate`."""
-        return (await self._send(self._consolidate(dry_run), api.ConsolidateOut)).consolidated
+        return (await self._send(self._call("consolidate", dry_run=dry_run),
+                                 api.ConsolidateOut)).consolidated
 
     async def correct(self, node_id: str, *, success: bool | None = None,
                       steps: Iterable[str] | None = None, wrong: bool = False,
                       reason: str = "") -> api.CorrectionOut:
         """Correct a node: its outcome, a skill's steps, or retract it (DeltaMem.correct)."""
-        return await self._send(self._correct(node_id, success, steps, wrong, reason),
+        return await self._send(self._call("correct", node_id, success=success,
+                                           steps=_list(steps), wrong=wrong, reason=reason),
                                 api.CorrectionOut)
 
     async def delete(self, node_id: str) -> list[str]:
         """See :meth:`Client.delete`."""
-        return (await self._send(self._delete(node_id), api.DeleteOut)).deleted
+        return (await self._send(self._call("delete", node_id), api.DeleteOut)).deleted
 
     async def forget(self) -> int:
         """See :meth:`Client.forget`."""
-        return (await self._send(self._forget(), api.ForgetOut)).deleted_nodes
+        return (await self._send(self._call("forget"), api.ForgetOut)).deleted_nodes
 
     async def import_(self, path: str | Path) -> api.ImportOut:
         """See :meth:`Client.import_`."""
@@ -465,6 +467,43 @@ class AsyncClient(_Base):
             attempt += 1
         with Path(path).open("w", encoding="utf-8") as handle:
             return _write_lines(handle, lines)
+
+
+def _derived(name: str) -> operations.Operation:
+    """The table operation ``name`` a client derives (AttributeError otherwise)."""
+    if not name.startswith("_"):
+        try:
+            op = operations.operation(name)
+        except KeyError:
+            pass
+        else:
+            if op.on("client"):
+                return op
+    raise AttributeError(name)
+
+
+def _filters(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    return dict(filters) if filters else None
+
+
+def _list(items: Iterable[str] | None) -> list[str] | None:
+    return None if items is None else list(items)
+
+
+def _query(body: Mapping[str, Any]) -> dict[str, Any]:
+    """Input fields as query parameters: a mapping as repeated ``key=value`` texts, booleans
+    as ``true``/``false``, enums as their values."""
+    out: dict[str, Any] = {}
+    for name, value in body.items():
+        if isinstance(value, Mapping):
+            out[name] = [f"{k}={v}" for k, v in value.items()]
+        elif isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, list | tuple):
+            out[name] = [str(v) for v in value]
+        elif value != "":
+            out[name] = str(value)
+    return out
 
 
 def _episode_json(episode: EpisodeLike) -> dict[str, Any]:

@@ -162,3 +162,67 @@ def test_namespaces_map_to_spaces_reversibly() -> None:
         space_for(("x" * 80,))
     with pytest.raises(InvalidNamespaceError):
         space_for(())
+
+
+def _episode(i: int, score: float, user: str, steps: int = 2) -> dict[str, Any]:
+    return {"task": f"task {i}", "env": KITCHEN, "success": True, "score": score,
+            "steps": [{"action": f"step {j}", "observation": "ok"} for j in range(steps)],
+            "meta": {"user": user, "run": i}}
+
+
+FILTERS: list[dict[str, Any]] = [
+    {"score": {"$gt": 0.5}}, {"score": {"$gte": 0.5}}, {"score": {"$lt": 0.5}},
+    {"score": {"$lte": 0.5}}, {"score": {"$eq": 0.5}}, {"score": {"$ne": 0.5}},
+    {"score": {"$gt": 0.2, "$lt": 0.8}}, {"meta": {"user": "alice"}},
+    {"meta": {"run": {"$gte": 2}}}, {"success": True, "score": 0.5}, {"task": "task 3"},
+    {"steps": [{"action": "step 0", "observation": "ok"},
+               {"action": "step 1", "observation": "ok"}]},
+    {"missing": {"$gt": 1}},
+]
+
+
+@pytest.mark.parametrize("wanted", FILTERS, ids=[str(f) for f in FILTERS])
+def test_filters_follow_langgraphs_in_memory_store(store: DeltaMemStore,
+                                                   wanted: dict[str, Any]) -> None:
+    """The same puts, searched with the same filter (operators, nested objects, lists), find
+    the same keys in DeltaMemStore as in LangGraph's own InMemoryStore ($gt and $eq found
+    nothing before). A missing field fails a comparison (InMemoryStore raises instead)."""
+    from langgraph.store.memory import InMemoryStore
+
+    reference = InMemoryStore()
+    ns = ("agent", "filters")
+    for i, (score, user) in enumerate([(0.1, "alice"), (0.5, "bob"), (0.9, "alice"),
+                                       (0.5, "carol")]):
+        value = _episode(i, score, user)
+        store.put(ns, f"k{i}", value)
+        reference.put(ns, f"k{i}", {**value, "meta": value["meta"]})
+    ours = {item.key for item in store.search(ns, filter=wanted, limit=100)}
+    if "missing" in wanted:
+        assert ours == set()
+        return
+    theirs = {item.key for item in reference.search(ns, filter=wanted, limit=100)}
+    assert ours == theirs
+    if wanted == {"score": {"$gt": 0.5}}:
+        assert ours == {"k2"}
+    with pytest.raises(ValueError, match="operator"):
+        store.search(ns, filter={"score": {"$in": [0.5]}})
+
+
+def test_listing_is_the_latest_put_per_key_newest_first(store: DeltaMemStore) -> None:
+    """Without a query, search lists the latest value put under each key (a second put under
+    a key replaces the listed one; a deleted key is gone), newest first, with offset and
+    limit, as InMemoryStore does; the deletion goes through the facade (DeltaMem.unlearn) and
+    its record is redacted."""
+    ns = ("agent", "list")
+    for i in range(5):
+        store.put(ns, f"k{i}", _episode(i, 0.5, "alice"))
+    store.put(ns, "k1", _episode(11, 0.7, "alice"))
+    store.delete(ns, "k3")
+    listed = store.search(ns, limit=10)
+    assert [i.key for i in listed] == ["k1", "k4", "k2", "k0"]
+    assert listed[0].value["task"] == "task 11"
+    assert [i.key for i in store.search(ns, offset=1, limit=2)] == ["k4", "k2"]
+    assert store.get(ns, "k3") is None and store.get(ns, "k1").value["score"] == 0.7
+    mem = store.memory(ns)
+    assert [r.meta for r in mem.episodes() if r.id.startswith("x-")] == [
+        {"langgraph_key": "k3", "langgraph_deleted": True}]

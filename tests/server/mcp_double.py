@@ -17,7 +17,7 @@ from deltamem.embed.hashing import HashingEmbedder
 from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
 from deltamem.faces.server.keys import KeyStore
-from deltamem.faces.server.mcp import run_server
+from deltamem.faces.server.mcp_serve import run_server
 from deltamem.store.sqlite import SQLiteStore
 
 if __name__ == "__main__":

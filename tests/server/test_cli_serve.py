@@ -138,7 +138,7 @@ def test_no_keys_warns_loudly_and_refuses_a_public_address(
 def test_mcp_http_without_keys_refuses_a_public_address(tmp_path: Path) -> None:
     """The library entry point too: run_server over HTTP with no keys only on loopback."""
     from deltamem.errors import ConfigError
-    from deltamem.faces.server.mcp import run_server
+    from deltamem.faces.server.mcp_serve import run_server
 
     with learn(tmp_path / "m.db") as mem, pytest.raises(ConfigError, match="loopback"):
         run_server(mem, transport="http", host="0.0.0.0", port=1)

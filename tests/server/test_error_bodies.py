@@ -35,7 +35,7 @@ def test_provider_and_missing_space_errors_name_no_internal_address(tmp_path: Pa
     with ServerThread(app) as running, httpx.Client(base_url=f"http://127.0.0.1:{running.port}",
                       headers={"Authorization": f"Bearer {key_all}"}) as c:
         failed = c.post("/v1/spaces/a/learn", json=episode)
-        missing = c.get("/v1/spaces/nothere/stats")
+        missing = c.get("/v1/spaces/nothere/export")  # a read of it is empty; an export 404
     assert failed.status_code == 502 and failed.json()["error"]["type"] == "ProviderError"
     assert missing.status_code == 404 and missing.json()["error"]["type"] == "SpaceNotFound"
     for response in (failed, missing):

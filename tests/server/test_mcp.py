@@ -110,7 +110,8 @@ def check(out: dict[str, Any], export_dir: Path) -> None:
     assert hints["recall"] == (True, False, True)
     assert hints["learn"] == (False, False, False)
     assert hints["export_skills"] == (False, True, True)
-    assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == 100
+    top_k = tools["recall"].input_schema["properties"]["top_k"]
+    assert [t.get("maximum") for t in top_k.get("anyOf", [top_k])][0] == 100
     assert tools["learn"].input_schema["required"] == ["success"]
 
     data, text = out["empty"]
@@ -368,7 +369,7 @@ def test_every_tool_refuses_a_key_lacking_its_scope(http_server: HttpServer) -> 
     """Every tool the server lists, called over HTTP with a key holding every scope but the
     tool's own, is refused before it runs, whatever the tool's signature; the memory is left
     as it was (a read key once deleted and corrected nodes through forget_node and correct)."""
-    from deltamem.faces.server.mcp import TOOL_SCOPES
+    from deltamem.faces.server.mcp import tool_scopes
 
     async def run() -> tuple[list[str], dict[str, Any], Any, Any]:
         async with _authed(http_server, http_server.key) as (r, w), ClientSession(r, w) as s:
@@ -381,7 +382,7 @@ def test_every_tool_refuses_a_key_lacking_its_scope(http_server: HttpServer) -> 
         args = {"node_id": node, "node_ids": [node], "wrong": True, "success": False,
                 "task": "heat the apple", "steps": STEPS, "dir": "x"}
         for name in names:
-            lacking = http_server.lacking[TOOL_SCOPES[name]]
+            lacking = http_server.lacking[tool_scopes()[name]]
             async with _authed(http_server, lacking) as (r, w), ClientSession(r, w) as s:
                 await s.initialize()
                 answers[name] = await s.call_tool(name, args)
@@ -392,10 +393,11 @@ def test_every_tool_refuses_a_key_lacking_its_scope(http_server: HttpServer) -> 
         return names, answers, shown, stats.structured_content
 
     names, answers, shown, stats = anyio.run(run)
-    assert set(names) == set(TOOL_SCOPES)
+    scopes = tool_scopes()
+    assert set(names) == set(scopes)
     for name, answer in answers.items():
         assert answer.is_error, name
-        assert f"lacks the {TOOL_SCOPES[name]!r} scope" in answer.content[0].text, name
+        assert f"lacks the {scopes[name]!r} scope" in answer.content[0].text, name
     assert not shown.is_error  # not deleted
     assert stats["episodes"] == 1 and stats["task"]["nodes"] == 1  # not corrected, not learned
 

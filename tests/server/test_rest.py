@@ -15,7 +15,7 @@ from server_live import LiveServer, ServerThread, make_keys, make_spaces
 
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.faces.server.keys import open_keys
-from deltamem.faces.server.rest import ROUTE_SCOPES, create_app
+from deltamem.faces.server.rest import create_app, route_scopes
 from helpers import TEST_SETTINGS
 
 pytestmark = pytest.mark.server
@@ -278,12 +278,12 @@ def test_scopes_limit_what_a_key_may_do(live: LiveServer) -> None:
 
 
 def test_every_space_route_has_a_scope() -> None:
-    """Each /v1/spaces route is named in ROUTE_SCOPES (a renamed route would need admin)."""
+    """Each /v1/spaces route is named in route_scopes() (a renamed route would need admin)."""
     app = create_app(":memory:", embedder=HashingEmbedder(), settings=TEST_SETTINGS,
                      require_keys=False)
     names = {getattr(r, "name", "") for r in app.routes
              if getattr(r, "path", "").startswith("/v1/spaces/")}
-    assert names == set(ROUTE_SCOPES)
+    assert names == set(route_scopes())
 
 
 def test_per_key_rate_limit_is_429_with_retry_after(tmp_path: Path,
@@ -365,7 +365,7 @@ def test_recall_and_list_take_metadata_filters(live: LiveServer) -> None:
         listed = c.get("/v1/spaces/a/nodes", params={"filters": ["user=bob"], "tree": "task"})
         assert [n["id"] for n in listed.json()["nodes"]] == [bob["task"]["node"]]
         both = c.get("/v1/spaces/a/nodes", params={"filters": ["user=bob", "user=alice"]})
-        assert both.status_code == 400 and "given twice" in both.json()["error"]["message"]
+        assert both.status_code == 422 and "given twice" in both.json()["error"]["message"]
         bad = c.post("/v1/spaces/a/recall", json={"task": "x", "filters": {"user": [1]}})
         assert bad.status_code == 422 and bad.json()["error"]["field"].startswith("filters")
 

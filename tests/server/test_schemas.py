@@ -113,8 +113,9 @@ def test_the_episode_model_is_the_schema_of_every_face(tmp_path: Path) -> None:
 
 
 def test_the_request_models_are_the_mcp_tools_arguments(tmp_path: Path) -> None:
-    """recall, record_outcome and correct take the REST request models' fields with their
-    bounds (MCP's own defaults and wording aside)."""
+    """The tools derived from the operation table (recall, list, correct) take the request
+    models' fields with their bounds and defaults; record_outcome (written by hand, for the
+    session's last recall) takes the same node ids."""
     tools = mcp_tools(tmp_path)
 
     def same(tool: str, model: type[api.BaseModel], pairs: dict[str, str]) -> None:
@@ -124,10 +125,9 @@ def test_the_request_models_are_the_mcp_tools_arguments(tmp_path: Path) -> None:
             assert bounds(theirs[name]) == bounds(mine[ours]), (tool, name)
 
     same("recall", api.RecallRequest, {"task": "task", "env": "env", "filters": "filters",
-                                       "budget_tokens": "budget_tokens", "explain": "explain"})
-    recall_top_k = tools["recall"].input_schema["properties"]["top_k"]
-    assert bounds(recall_top_k) == bounds(api.RecallRequest.model_json_schema()[
-        "properties"]["top_k"])["anyOf"][0]
+                                       "budget_tokens": "budget_tokens", "explain": "explain",
+                                       "top_k": "top_k"})
+    same("list", api.ListRequest, {name: name for name in api.ListRequest.model_fields})
     same("correct", api.CorrectRequest, {"steps": "steps", "reason": "reason"})
     outcome = bounds(api.OutcomeRequest.model_json_schema()["properties"]["nodes"])
     node_ids = bounds(tools["record_outcome"].input_schema["properties"]["node_ids"])
@@ -217,12 +217,16 @@ def test_the_client_sends_the_request_models_fields() -> None:
     """Every body the client builds validates against its request model as is."""
     client = Client("http://127.0.0.1:1", space="s", retries=0)
     try:
-        recall = client._recall("t", "e", 3, True, 100, {"user": "alice"})
+        recall = client._call("recall", task="t", env="e", top_k=3, explain=True,
+                              budget_tokens=100, filters={"user": "alice"})
         assert api.RecallRequest.model_validate(recall.json).top_k == 3
-        outcome = client._record_outcome(["t-1"], True)
+        outcome = client._call("record_outcome", nodes=["t-1"], success=True)
         assert api.OutcomeRequest.model_validate(outcome.json).nodes == ["t-1"]
-        correct = client._correct("t-1", None, ["a"], False, "why")
+        correct = client._call("correct", "t-1", steps=["a"], wrong=False, reason="why")
         assert api.CorrectRequest.model_validate(correct.json).steps == ["a"]
+        assert correct.path == "/v1/spaces/s/nodes/t-1/correct"
+        listed = client._call("list_nodes", tree="task", filters={"user": "alice"}, limit=5)
+        assert api.ListRequest.model_validate(listed.params).filters == {"user": "alice"}
         batch = client._learn_many([EPISODE])
         assert api.EpisodesIn.model_validate(batch.json).episodes[0].task == EPISODE["task"]
     finally:

@@ -34,6 +34,18 @@ def test_the_openapi_document_of_the_typescript_client_is_current() -> None:
     proc = subprocess.run([sys.executable, str(PACKAGE / "scripts" / "openapi.py"), "--check"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+    # ... and its generated methods (src/operations.ts) are that document's operations.
+    proc = subprocess.run([sys.executable, str(PACKAGE / "scripts" / "operations.py"),
+                           "--check"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_npm_pack_builds_dist_first() -> None:
+    """A fresh clone's `npm pack` ships dist/ (the package.json's prepack builds it)."""
+    import json
+
+    scripts = json.loads((PACKAGE / "package.json").read_text())["scripts"]
+    assert scripts["prepack"] == "npm run build"
 
 
 def test_typescript_client_against_a_real_server(tmp_path: Path) -> None:

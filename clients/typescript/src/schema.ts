@@ -55,10 +55,15 @@ export interface paths {
         put?: never;
         post?: never;
         /**
-         * Forget
-         * @description Delete everything in the space.
+         * Delete everything in the space.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        delete: operations["forget_v1_spaces__space__delete"];
+        delete: operations["forget"];
         options?: never;
         head?: never;
         patch?: never;
@@ -74,11 +79,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Consolidate
-         * @description Compile every frequently successful chain into a new root (``dry_run``: only list
-         *     the chains that are due).
+         * Compile every frequently successful chain into a new root (dry_run: only list the chains that are due).
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        post: operations["consolidate_v1_spaces__space__consolidate_post"];
+        post: operations["consolidate"];
         delete?: never;
         options?: never;
         head?: never;
@@ -96,7 +105,7 @@ export interface paths {
          * Export
          * @description The space as JSON Lines (header, nodes with vectors, episodes), streamed.
          */
-        get: operations["export_v1_spaces__space__export_get"];
+        get: operations["export"];
         put?: never;
         post?: never;
         delete?: never;
@@ -120,7 +129,7 @@ export interface paths {
          *
          *     The whole body is verified first; a bad one is 422 naming its first bad record.
          */
-        post: operations["import__v1_spaces__space__import_post"];
+        post: operations["import_"];
         delete?: never;
         options?: never;
         head?: never;
@@ -140,7 +149,7 @@ export interface paths {
          * Learn
          * @description Learn one finished episode, or a batch of them (all or nothing).
          */
-        post: operations["learn_v1_spaces__space__learn_post"];
+        post: operations["learn"];
         delete?: never;
         options?: never;
         head?: never;
@@ -155,10 +164,15 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * List Nodes
-         * @description Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered.
+         * Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        get: operations["list_nodes_v1_spaces__space__nodes_get"];
+        get: operations["list_nodes"];
         put?: never;
         post?: never;
         delete?: never;
@@ -175,17 +189,27 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Show
-         * @description A node: its chain, composed experience, own patch and counters.
+         * A node: its chain, composed experience, own patch and counters.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        get: operations["show_v1_spaces__space__nodes__node_id__get"];
+        get: operations["show"];
         put?: never;
         post?: never;
         /**
-         * Delete
-         * @description Delete a node and its whole subtree in one transaction.
+         * Delete a node and its whole subtree in one transaction.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        delete: operations["delete_v1_spaces__space__nodes__node_id__delete"];
+        delete: operations["delete"];
         options?: never;
         head?: never;
         patch?: never;
@@ -201,11 +225,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Correct
-         * @description Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes
-         *     it in recall, with the history kept.
+         * Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes it in recall, with the history kept.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        post: operations["correct_v1_spaces__space__nodes__node_id__correct_post"];
+        post: operations["correct"];
         delete?: never;
         options?: never;
         head?: never;
@@ -222,10 +250,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Record Outcome
-         * @description Count a success or a failure on recalled nodes, without learning an episode.
+         * Count a success or a failure on recalled nodes, without learning an episode.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        post: operations["record_outcome_v1_spaces__space__outcome_post"];
+        post: operations["record_outcome"];
         delete?: never;
         options?: never;
         head?: never;
@@ -242,10 +275,15 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Recall
-         * @description Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match.
+         * Recall the skill for `task` and the knowledge for `env`, composed root -> match.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        post: operations["recall_v1_spaces__space__recall_post"];
+        post: operations["recall"];
         delete?: never;
         options?: never;
         head?: never;
@@ -260,10 +298,15 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Stats
-         * @description Tree shapes, episodes, and stored vs flat size.
+         * Tree shapes, episodes, and stored vs flat size.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
          */
-        get: operations["stats_v1_spaces__space__stats_get"];
+        get: operations["stats"];
         put?: never;
         post?: never;
         delete?: never;
@@ -336,7 +379,7 @@ export interface components {
              * @description Nodes whose due consolidation failed (the model or store); the episode is stored, do not resend it.
              * @default []
              */
-            deferred: string[];
+            deferred?: string[];
             env: components["schemas"]["WriteOut"];
             /** Episode */
             episode: string;
@@ -420,15 +463,17 @@ export interface components {
              * @description Why (kept with the correction).
              * @default
              */
-            reason: string;
+            reason?: string;
             /**
              * Steps
              * @description The skill's steps, replacing the recalled ones.
+             * @default null
              */
             steps?: string[] | null;
             /**
              * Success
              * @description The outcome set right: true turns a lesson into a skill, false a skill into a lesson.
+             * @default null
              */
             success?: boolean | null;
             /**
@@ -436,7 +481,7 @@ export interface components {
              * @description Retract the experience: recall shows none of it.
              * @default false
              */
-            wrong: boolean;
+            wrong?: boolean;
         };
         /** CorrectionOut */
         CorrectionOut: {
@@ -502,7 +547,7 @@ export interface components {
              * @description The scene description: the environment-tree key.
              * @default
              */
-            env: string;
+            env?: string;
             /**
              * Meta
              * @description Kept with the episode (plain JSON), e.g. {"user": "alice"}; recall and list can filter on it.
@@ -515,7 +560,7 @@ export interface components {
              * @description The episode's reward or score, if any.
              * @default null
              */
-            score: number | null;
+            score?: number | null;
             /**
              * Steps
              * @description Every step, in order.
@@ -554,7 +599,7 @@ export interface components {
              * @description The field to blame, when there is one.
              * @default null
              */
-            field: string | null;
+            field?: string | null;
             /**
              * Message
              * @description What went wrong and what to do about it.
@@ -621,7 +666,7 @@ export interface components {
              * @description Nodes whose due consolidation failed (the model or store); the episode is stored, do not resend it.
              * @default []
              */
-            deferred: string[];
+            deferred?: string[];
             env: components["schemas"]["WriteOut"];
             /** Episode */
             episode: string;
@@ -694,12 +739,6 @@ export interface components {
             /** Similarity */
             similarity: number;
         };
-        /**
-         * NodeKind
-         * @description A root holds a full experience; a delta holds a patch against the chain above it.
-         * @enum {string}
-         */
-        NodeKind: "root" | "delta";
         /** NodeListOut */
         NodeListOut: {
             /** Nodes */
@@ -769,12 +808,6 @@ export interface components {
             /** Successes */
             successes: number;
         };
-        /**
-         * Outcome
-         * @description Outcome of the experience a node encodes. Environment nodes are always successes.
-         * @enum {string}
-         */
-        Outcome: "success" | "failure";
         /** OutcomeOut */
         OutcomeOut: {
             /** Consolidated */
@@ -784,7 +817,7 @@ export interface components {
              * @description Nodes whose due consolidation failed; the outcome is counted, do not resend it.
              * @default []
              */
-            deferred: string[];
+            deferred?: string[];
             /**
              * Nodes
              * @description The nodes whose counters were bumped.
@@ -847,6 +880,7 @@ export interface components {
             /**
              * Budget Tokens
              * @description Cap the context at this many tokens (most useful parts first).
+             * @default null
              */
             budget_tokens?: number | null;
             /**
@@ -854,16 +888,17 @@ export interface components {
              * @description The scene (env-tree key).
              * @default
              */
-            env: string;
+            env?: string;
             /**
              * Explain
              * @description Add every scoring term per candidate.
              * @default false
              */
-            explain: boolean;
+            explain?: boolean;
             /**
              * Filters
              * @description Only nodes written by an episode whose meta has every key with an equal value (exact JSON equality), e.g. {"user": "alice", "project": "shop"}. Scoping keys: user, agent, run, project; any other key works the same.
+             * @default null
              */
             filters?: {
                 [key: string]: string | number | boolean | null;
@@ -873,10 +908,11 @@ export interface components {
              * @description The goal (task-tree key).
              * @default
              */
-            task: string;
+            task?: string;
             /**
              * Top K
              * @description Candidates reported per tree.
+             * @default null
              */
             top_k?: number | null;
         };
@@ -975,19 +1011,19 @@ export interface components {
              * @description What the environment answered.
              * @default
              */
-            observation: string;
+            observation?: string;
             /**
              * Reward
              * @description What the environment's score did on this step (its change), if it reports one.
              * @default null
              */
-            reward: number | null;
+            reward?: number | null;
             /**
              * Thought
              * @description The agent's reasoning before the action, if any.
              * @default null
              */
-            thought: string | null;
+            thought?: string | null;
         };
         /** TaskRecallOut */
         TaskRecallOut: {
@@ -1007,12 +1043,6 @@ export interface components {
             /** @description The chain's successful prefix, composed. */
             skill: components["schemas"]["SkillOut"] | null;
         };
-        /**
-         * Tree
-         * @description Which residual tree a node lives in.
-         * @enum {string}
-         */
-        Tree: "task" | "env";
         /** TreeExplainOut */
         TreeExplainOut: {
             /** Candidates */
@@ -1312,7 +1342,7 @@ export interface operations {
             };
         };
     };
-    forget_v1_spaces__space__delete: {
+    forget: {
         parameters: {
             query?: never;
             header?: never;
@@ -1424,9 +1454,10 @@ export interface operations {
             };
         };
     };
-    consolidate_v1_spaces__space__consolidate_post: {
+    consolidate: {
         parameters: {
             query?: {
+                /** @description Only report the chains that are due. */
                 dry_run?: boolean;
             };
             header?: never;
@@ -1538,7 +1569,7 @@ export interface operations {
             };
         };
     };
-    export_v1_spaces__space__export_get: {
+    export: {
         parameters: {
             query?: never;
             header?: never;
@@ -1650,7 +1681,7 @@ export interface operations {
             };
         };
     };
-    import__v1_spaces__space__import_post: {
+    import_: {
         parameters: {
             query?: never;
             header?: never;
@@ -1766,7 +1797,7 @@ export interface operations {
             };
         };
     };
-    learn_v1_spaces__space__learn_post: {
+    learn: {
         parameters: {
             query?: never;
             header?: never;
@@ -1884,16 +1915,21 @@ export interface operations {
             };
         };
     };
-    list_nodes_v1_spaces__space__nodes_get: {
+    list_nodes: {
         parameters: {
             query?: {
-                tree?: components["schemas"]["Tree"] | null;
-                kind?: components["schemas"]["NodeKind"] | null;
-                outcome?: components["schemas"]["Outcome"] | null;
+                /** @description Only this tree: 'task' skills or 'env' scene knowledge. */
+                tree?: ("task" | "env") | null;
+                /** @description Only roots or only deltas. */
+                kind?: ("root" | "delta") | null;
+                /** @description Only successes or only failure lessons. */
+                outcome?: ("success" | "failure") | null;
+                /** @description Only nodes whose key contains this text (case-insensitive). */
                 contains?: string;
+                /** @description At most this many rows (all when omitted). */
                 limit?: number | null;
-                /** @description key=value, repeatable: only nodes whose episode meta has every key equal to the string value, e.g. filters=user=alice */
-                filters?: string[] | null;
+                /** @description Only nodes whose episode meta has every key with an equal value, e.g. {"user": "alice"}; in a query string, key=value, repeatable (the values are strings). */
+                filters?: string[];
             };
             header?: never;
             path: {
@@ -2004,13 +2040,14 @@ export interface operations {
             };
         };
     };
-    show_v1_spaces__space__nodes__node_id__get: {
+    show: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                node_id: string;
                 space: string;
+                /** @description A node id, e.g. 't-1a2b3c4d5e6f7a8b'. */
+                node_id: string;
             };
             cookie?: never;
         };
@@ -2117,13 +2154,14 @@ export interface operations {
             };
         };
     };
-    delete_v1_spaces__space__nodes__node_id__delete: {
+    delete: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                node_id: string;
                 space: string;
+                /** @description A node id, e.g. 't-1a2b3c4d5e6f7a8b'. */
+                node_id: string;
             };
             cookie?: never;
         };
@@ -2230,17 +2268,18 @@ export interface operations {
             };
         };
     };
-    correct_v1_spaces__space__nodes__node_id__correct_post: {
+    correct: {
         parameters: {
             query?: never;
             header?: never;
             path: {
-                node_id: string;
                 space: string;
+                /** @description A node id, e.g. 't-1a2b3c4d5e6f7a8b'. */
+                node_id: string;
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["CorrectRequest"];
             };
@@ -2347,7 +2386,7 @@ export interface operations {
             };
         };
     };
-    record_outcome_v1_spaces__space__outcome_post: {
+    record_outcome: {
         parameters: {
             query?: never;
             header?: never;
@@ -2356,7 +2395,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["OutcomeRequest"];
             };
@@ -2463,7 +2502,7 @@ export interface operations {
             };
         };
     };
-    recall_v1_spaces__space__recall_post: {
+    recall: {
         parameters: {
             query?: never;
             header?: never;
@@ -2472,7 +2511,7 @@ export interface operations {
             };
             cookie?: never;
         };
-        requestBody: {
+        requestBody?: {
             content: {
                 "application/json": components["schemas"]["RecallRequest"];
             };
@@ -2579,7 +2618,7 @@ export interface operations {
             };
         };
     };
-    stats_v1_spaces__space__stats_get: {
+    stats: {
         parameters: {
             query?: never;
             header?: never;

@@ -21,6 +21,10 @@ const episode = (actions, success = true) => ({
 
 test("the facade's vocabulary, typed answers", async () => {
   const mem = new Client(URL_, { apiKey: KEY, space: "ts" });
+  // A space nobody wrote to reads as empty (it was a 404), as in the library.
+  const empty = await mem.recall({ task: "heat the apple" });
+  assert.equal(empty.task.matched, false);
+  assert.equal(empty.context, "");
   const first = await mem.learn({ ...episode(["go to kitchen", "take apple", "heat apple"]), meta: { user: "alice" } });
   assert.equal(first.task.action, "root");
   const batch = await mem.learnMany([episode(["go to kitchen", "open microwave", "take apple", "heat apple"])]);
@@ -35,7 +39,7 @@ test("the facade's vocabulary, typed answers", async () => {
   const mine = await mem.recall({ task: "heat the apple", env: KITCHEN, filters: { user: "alice" } });
   assert.equal(mine.task.node, first.task.node);
   assert.equal((await mem.recall({ task: "heat the apple", filters: { user: "bob" } })).task.matched, false);
-  const alices = await mem.listNodes({ filters: { user: "alice" } });
+  const alices = await mem.listNodes({ filters: ["user=alice"] });
   assert.deepEqual(alices.nodes.map((n) => n.id).sort(), [first.task.node, first.env.node].sort());
 
   const shown = await mem.show(recall.task.node);
@@ -43,9 +47,10 @@ test("the facade's vocabulary, typed answers", async () => {
   const listed = await mem.listNodes({ tree: "task", kind: "delta" });
   assert.equal(listed.total, 1);
   assert.ok((await mem.stats()).task.nodes >= 2);
-  const counted = await mem.recordOutcome([recall.task.node], true);
+  const counted = await mem.recordOutcome({ nodes: [recall.task.node], success: true });
   assert.deepEqual(counted.nodes, [recall.task.node]);
-  assert.ok(Array.isArray(await mem.consolidate({ dryRun: true })));
+  const due = await mem.consolidate({ dry_run: true });
+  assert.ok(due.dry_run && Array.isArray(due.consolidated));
 
   const lines = await mem.exportLines();
   assert.ok(lines.length > 2 && JSON.parse(lines[0]).format === "deltamem-export");
@@ -54,9 +59,13 @@ test("the facade's vocabulary, typed answers", async () => {
   assert.ok(imported.nodes >= 2);
   assert.equal((await copy.exportLines()).length, lines.length);
 
+  const corrected = await mem.correct(first.task.node, { steps: ["take apple", "heat apple"], reason: "shorter" });
+  assert.equal(corrected.of, first.task.node);
+  assert.equal(corrected.kind, "steps");
+
   const deleted = await mem.delete(listed.nodes[0].id);
-  assert.deepEqual(deleted, [listed.nodes[0].id]);
-  assert.ok((await copy.forget()) >= 2);
+  assert.deepEqual(deleted.deleted, [listed.nodes[0].id]);
+  assert.ok((await copy.forget()).deleted_nodes >= 2);
 });
 
 test("server errors arrive as DeltaMemError with the server's type", async () => {

@@ -1,6 +1,7 @@
 """The facade for asyncio hosts: :class:`AsyncDeltaMem`.
 
-Each method runs the matching :class:`~deltamem.DeltaMem` method in a worker thread
+Each method runs the matching :class:`~deltamem.DeltaMem` method in a worker thread (every public
+method of the facade is here, and every operation of :mod:`deltamem.formats.operations`)
 (``asyncio.to_thread``), so an event loop (LangGraph, pydantic-ai, the OpenAI Agents SDK, an MCP
 server) never blocks on embedding or on the database. The work itself is the same code as the
 sync facade: same results, same transactions, same errors. Calls may overlap; the store
@@ -16,10 +17,11 @@ serialises what must be serialised (one write transaction at a time per process)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from deltamem.engine.memory import DeltaMem
+from deltamem.formats import operations
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -62,15 +64,57 @@ class AsyncDeltaMem:
     def space(self) -> str:
         return self.sync.space
 
+    async def iter_export(self) -> AsyncIterator[str]:
+        """:meth:`DeltaMem.iter_export`, each line read in a worker thread."""
+        lines = await asyncio.to_thread(self.sync.iter_export)
+        while True:
+            line = await asyncio.to_thread(next, lines, None)
+            if line is None:
+                return
+            yield line
+
+    def __getattr__(self, name: str) -> Callable[..., Awaitable[Any]]:
+        """An operation of the table (:mod:`deltamem.formats.operations`) that has no typed
+        method below, offloaded like the others."""
+        if not name.startswith("_"):
+            try:
+                operations.operation(name)
+            except KeyError:
+                pass
+            else:
+                method: Callable[..., Any] = getattr(type(self.sync), name)
+                offloaded: Callable[..., Awaitable[Any]] = _offloaded(method).__get__(self)
+                return offloaded
+        raise AttributeError(name)
+
+    # Every public method of the facade, offloaded (a test holds this list to the facade's).
     recall = _offloaded(DeltaMem.recall)
     learn = _offloaded(DeltaMem.learn)
+    learn_many = _offloaded(DeltaMem.learn_many)
     record_outcome = _offloaded(DeltaMem.record_outcome)
+    due = _offloaded(DeltaMem.due)
     consolidate = _offloaded(DeltaMem.consolidate)
+    correct = _offloaded(DeltaMem.correct)
+    add_roots = _offloaded(DeltaMem.add_roots)
+    get = _offloaded(DeltaMem.get)
+    chain = _offloaded(DeltaMem.chain)
+    experience = _offloaded(DeltaMem.experience)
+    experiences = _offloaded(DeltaMem.experiences)
+    unlearn = _offloaded(DeltaMem.unlearn)
     show = _offloaded(DeltaMem.show)
     list_nodes = _offloaded(DeltaMem.list_nodes)
     stats = _offloaded(DeltaMem.stats)
     check = _offloaded(DeltaMem.check)
     delete = _offloaded(DeltaMem.delete)
     forget = _offloaded(DeltaMem.forget)
+    scrub = _offloaded(DeltaMem.scrub)
     export = _offloaded(DeltaMem.export)
     import_ = _offloaded(DeltaMem.import_)
+    import_records = _offloaded(DeltaMem.import_records)
+    import_lines = _offloaded(DeltaMem.import_lines)
+
+
+# Facade members that are not offloaded: opening and closing (above), properties, iterators
+# (iter_export above; ``nodes`` and ``episodes`` stay on ``sync``), the write block.
+NOT_OFFLOADED = frozenset({"open", "close", "nodes", "episodes", "transaction", "iter_export",
+                           "placer", "extractor", "exists"})

@@ -15,8 +15,9 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from deltamem._util import jsonsafe
 from deltamem._util.telemetry import memory_span
@@ -46,7 +47,9 @@ from deltamem.engine.read import Reader, TreeRead
 from deltamem.engine.results import (
     BatchResult,
     Consolidation,
+    Consolidations,
     LearnResult,
+    NodeListing,
     OutcomeRecord,
     Recall,
     node_row,
@@ -76,6 +79,7 @@ from deltamem.store.integrity import space_info, space_problems, vector_problem
 __all__ = ["POOL", "TREES", "DeltaMem", "check_space", "new_node_id", "trace_signature"]
 
 TREES = (Tree.TASK, Tree.ENV)
+E = TypeVar("E", bound=Enum)
 # Space names appear in URLs, logs and file names: keep them to a safe alphabet.
 SPACE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}")
 
@@ -215,7 +219,7 @@ class DeltaMem:
         "deltamem.env.node": r.env.chain[-1].id if r.env.matched else ""})
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
                budget_tokens: int | None = None,
-               filters: Mapping[str, Any] | None = None) -> Recall:
+               filters: Mapping[str, Any] | None = None, explain: bool = False) -> Recall:
         """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
 
         Per tree: score every node ``cos - penalty*[failure]``, take the best (in the environment
@@ -230,6 +234,8 @@ class DeltaMem:
         works the same). The result is exactly what an unfiltered recall over only the matching
         nodes gives; the filter applies to the matched node, whose chain is composed as usual
         (its ancestors may come from other episodes: use spaces to isolate tenants).
+
+        ``explain`` makes the answer (``to_wire``/``to_dict``) carry every scoring term.
         """
         if budget_tokens is not None and budget_tokens < 0:
             raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -247,7 +253,7 @@ class DeltaMem:
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
-                      context_tokens=estimate_tokens(context))
+                      context_tokens=estimate_tokens(context), explained=explain)
 
     def _read(self, task: str, env: str, k: int, usage: Usage,
               filters: dict[str, FilterValue] | None = None, *,
@@ -403,19 +409,20 @@ class DeltaMem:
         """The nodes whose chains are due for consolidation, oldest first; writes nothing."""
         return list(self.consolidator.due())
 
-    def consolidate(self, *, dry_run: bool = False) -> list[Consolidation]:
+    def consolidate(self, *, dry_run: bool = False) -> Consolidations:
         """Compile every chain that is due (see ``core.tree.due_for_consolidation``).
 
         With ``dry_run`` nothing is written: the result lists the chains that are due, each with
         ``root=None``.
         """
         if dry_run:
-            return [Consolidation(n.id, None, n.tree,
-                                  tuple(c.id for c in self.store.chain(self.space, n.id)),
-                                  "due (dry run: nothing compiled)")
-                    for n in self.due()]
+            return Consolidations(
+                (Consolidation(n.id, None, n.tree,
+                               tuple(c.id for c in self.store.chain(self.space, n.id)),
+                               "due (dry run: nothing compiled)") for n in self.due()),
+                dry_run=True)
         usage = Usage()
-        done: list[Consolidation] = []
+        done = Consolidations()
         with self._intact():
             for node in self.due():
                 done += self.consolidator.if_due(node.id, usage)
@@ -537,19 +544,66 @@ class DeltaMem:
     def nodes(self, tree: Tree | None = None) -> Iterator[Node]:
         return self.store.nodes(self.space, tree)
 
-    def list_nodes(self, tree: Tree | None = None, *, kind: NodeKind | None = None,
-                   outcome: Outcome | None = None, contains: str = "",
-                   filters: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-        """One row per node (id, tree, kind, outcome, key, parent, counters), filtered.
+    def episodes(self) -> Iterator[EpisodeRecord]:
+        """The space's episode log, oldest first (empty for a space nobody wrote to)."""
+        return self.store.episodes(self.space) if self.exists else iter(())
 
-        ``contains`` keeps nodes whose key contains it (case-insensitive); ``filters`` keeps
-        nodes whose episode meta matches every key exactly (as in :meth:`recall`).
+    def experiences(self, node_ids: Sequence[str]) -> dict[str, tuple[Node, Experience]]:
+        """Each found node with its composed experience, read in one batch (a missing id is
+        left out)."""
+        with self._intact():
+            return {node_id: (chain[-1], compose_chain(chain))
+                    for node_id, chain in self.store.chains(self.space, list(node_ids)).items()
+                    if chain}
+
+    def unlearn(self, episode_ids: Iterable[str], *,
+                note: Mapping[str, Any] | None = None) -> list[str]:
+        """Forget what the given episodes taught: every node learned from one of them goes,
+        with its subtree (a delta means nothing without its parent), in one transaction. With
+        ``note``, an empty episode holding it as its meta (redacted) is added to the log, so the
+        deletion is on record. Returns the deleted ids."""
+        wanted = set(episode_ids)
+        if not wanted or not self.exists:
+            return []
+        meta = dict(note or {})
+        if self.settings.redact:
+            meta = redact_value(meta)
+        deleted: list[str] = []
+        with self._writing():
+            for node in list(self.store.nodes(self.space)):
+                if node.episode_id in wanted and node.id not in deleted:
+                    deleted += self.store.delete_subtree(self.space, node.id)
+            if note is not None:
+                self.store.add_episode(self.space, EpisodeRecord(
+                    id="x-" + secrets.token_hex(8), task="", env="", success=False, score=None,
+                    steps=[], meta=meta, created_at=time.time()))
+        return deleted
+
+    def list_nodes(self, tree: Tree | str | None = None, *, kind: NodeKind | str | None = None,
+                   outcome: Outcome | str | None = None, contains: str = "",
+                   filters: Mapping[str, Any] | None = None,
+                   limit: int | None = None) -> NodeListing:
+        """One row per node (id, tree, kind, outcome, key, parent, counters), oldest first,
+        filtered: at most ``limit`` rows (all when None), with the ``total`` that matched.
+
+        ``tree``, ``kind`` and ``outcome`` take the enums or their values (``"task"``,
+        ``"delta"``, ``"failure"``); ``contains`` keeps nodes whose key contains it
+        (case-insensitive); ``filters`` keeps nodes whose episode meta matches every key exactly
+        (as in :meth:`recall`).
         """
+        want_tree = _member(Tree, tree, "tree")
+        want_kind = _member(NodeKind, kind, "kind")
+        want_outcome = _member(Outcome, outcome, "outcome")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                                  or limit < 1):
+            raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
         needle = contains.lower()
         wanted = check_filters(filters)
-        return [node_row(n) for n in self.store.nodes(self.space, tree)
-                if (kind is None or n.kind is kind) and (outcome is None or n.outcome is outcome)
+        rows = [node_row(n) for n in self.store.nodes(self.space, want_tree)
+                if (want_kind is None or n.kind is want_kind)
+                and (want_outcome is None or n.outcome is want_outcome)
                 and needle in n.key.lower() and matches(n, wanted)]
+        return NodeListing(rows if limit is None else rows[:limit], total=len(rows))
 
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its whole subtree in one transaction; return the deleted ids."""
@@ -558,7 +612,10 @@ class DeltaMem:
             return self.store.delete_subtree(self.space, node_id)
 
     def forget(self) -> int:
-        """Delete everything in this space; return the number of nodes removed."""
+        """Delete everything in this space; return the number of nodes removed (0 for a space
+        nobody wrote to, which is not created)."""
+        if not self.exists:
+            return 0
         with self._writing():
             return self.store.forget_space(self.space)
 
@@ -710,4 +767,15 @@ def check_space(space: str) -> str:
             "starting with a letter or digit"
         )
     return space
+
+
+def _member(enum: type[E], value: E | str | None, name: str) -> E | None:
+    """``value`` as a member of ``enum`` (given as the member or its value), or None."""
+    if value is None or isinstance(value, enum):
+        return value
+    try:
+        return enum(value)
+    except ValueError:
+        choices = ", ".join(repr(m.value) for m in enum)
+        raise ConfigError(f"{name} must be one of {choices}, got {value!r}") from None
 

@@ -6,7 +6,7 @@ dumped from it (``to_dict``), so the model is the one definition of the shape on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +14,16 @@ import numpy as np
 
 from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
-from deltamem.core.model import Experience, Lesson, Node, Outcome, Tree, experience_to_dict
+from deltamem.core.model import (
+    Experience,
+    Knowledge,
+    Lesson,
+    Node,
+    Outcome,
+    Skill,
+    Tree,
+    experience_to_dict,
+)
 from deltamem.core.scoring import accepts
 from deltamem.core.tree import Action, compose_chain, success_prefix
 from deltamem.formats import api
@@ -66,10 +75,36 @@ class TreeRecall:
     def node(self) -> Node | None:
         return self.chain[-1] if self.chain else None
 
+    @property
+    def node_id(self) -> str | None:
+        """The matched node's id (the wire's ``node``)."""
+        return self.chain[-1].id if self.chain else None
+
+    def _guide(self) -> Experience | None:
+        usable = success_prefix(self.chain)
+        return compose_chain(usable) if usable else None
+
+    @property
+    def skill(self) -> Skill | None:
+        """The chain's successful prefix composed, in the task tree (the wire's ``skill``)."""
+        guide = self._guide() if self.tree is Tree.TASK else None
+        return guide if isinstance(guide, Skill) else None
+
+    @property
+    def knowledge(self) -> Knowledge | None:
+        """The chain's composed scene knowledge, in the env tree (the wire's ``knowledge``)."""
+        guide = self._guide() if self.tree is Tree.ENV else None
+        return guide if isinstance(guide, Knowledge) else None
+
+    @property
+    def lesson(self) -> Lesson | None:
+        """The failure lesson, when the match is one (the wire's ``lesson``)."""
+        failed = self.node is not None and self.node.outcome is Outcome.FAILURE
+        return self.experience if failed and isinstance(self.experience, Lesson) else None
+
     def to_wire(self) -> api.TaskRecallOut | api.EnvRecallOut:
         name = "skill" if self.tree is Tree.TASK else "knowledge"
-        usable = success_prefix(self.chain)
-        guide = compose_chain(usable) if usable else None
+        guide = self._guide()
         out: dict[str, Any] = {
             "matched": self.matched,
             "node": self.node.id if self.node else None,
@@ -77,9 +112,9 @@ class TreeRecall:
             "chain": [link.to_wire() for link in self.links],
             name: _fields(guide) if guide is not None and name == guide.TYPE else None,
         }
-        if (self.node is not None and self.node.outcome is Outcome.FAILURE
-                and isinstance(self.experience, Lesson)):  # a retracted skill shows nothing
-            out["lesson"] = _fields(self.experience)
+        lesson = self.lesson  # a retracted skill (a failure, but no lesson) shows nothing
+        if lesson is not None:
+            out["lesson"] = _fields(lesson)
         model = api.TaskRecallOut if self.tree is Tree.TASK else api.EnvRecallOut
         return model.build(**out)
 
@@ -115,17 +150,19 @@ class Recall:
     context: str
     usage: Usage = field(default_factory=Usage)
     context_tokens: int = 0
+    explained: bool = False  # recalled with explain=True: the answer carries every term
 
-    def to_wire(self, *, explain: bool = False) -> api.RecallOut:
-        """The wire model; with ``explain``, also every scoring term (see :meth:`explain`)."""
+    def to_wire(self, *, explain: bool | None = None) -> api.RecallOut:
+        """The wire model; with ``explain`` (default: as recalled), also every scoring term
+        (see :meth:`explain`)."""
         out: dict[str, Any] = {
             "task": self.task.to_wire(), "env": self.env.to_wire(), "context": self.context,
             "context_tokens": self.context_tokens, "usage": usage_wire(self.usage)}
-        if explain:
+        if self.explained if explain is None else explain:
             out["explain"] = self.explain_wire()
         return api.RecallOut.build(**out)
 
-    def to_dict(self, *, explain: bool = False) -> dict[str, Any]:
+    def to_dict(self, *, explain: bool | None = None) -> dict[str, Any]:
         """The JSON form; with ``explain``, also every scoring term (see :meth:`explain`)."""
         return self.to_wire(explain=explain).wire()
 
@@ -178,11 +215,47 @@ class Consolidation:
         return self.to_wire().wire()
 
 
+class Consolidations(list[Consolidation]):
+    """What :meth:`DeltaMem.consolidate` did: the chains compiled (or, in a dry run, due), a
+    list, and whether it was a dry run."""
+
+    def __init__(self, done: Iterable[Consolidation] = (), *, dry_run: bool = False) -> None:
+        super().__init__(done)
+        self.dry_run = dry_run
+
+    def to_wire(self) -> api.ConsolidateOut:
+        return api.ConsolidateOut.build(dry_run=self.dry_run,
+                                        consolidated=[c.to_wire() for c in self])
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_wire().wire()
+
+
 def consolidation_report(done: Sequence[Consolidation], *, dry_run: bool = False
                          ) -> dict[str, Any]:
     """What ``consolidate`` prints and serves: whether it was a dry run, and each chain."""
-    return api.ConsolidateOut.build(dry_run=dry_run,
-                                    consolidated=[c.to_wire() for c in done]).wire()
+    return Consolidations(done, dry_run=dry_run).to_dict()
+
+
+class NodeListing(list[dict[str, Any]]):
+    """What :meth:`DeltaMem.list_nodes` found: the rows (at most ``limit``), a list, with the
+    number that matched before the limit."""
+
+    def __init__(self, rows: Iterable[dict[str, Any]] = (), *, total: int | None = None
+                 ) -> None:
+        super().__init__(rows)
+        self.total = len(self) if total is None else total
+
+    @property
+    def truncated(self) -> bool:
+        return len(self) < self.total
+
+    def to_wire(self) -> api.NodeListOut:
+        return api.NodeListOut.build(nodes=list(self), total=self.total,
+                                     truncated=self.truncated)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.to_wire().wire()
 
 
 @dataclass(slots=True)
@@ -290,9 +363,7 @@ def node_row(node: Node) -> dict[str, Any]:
 
 def node_listing(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
     """``list`` output: the first ``limit`` rows (all when None), the total, and if it was cut."""
-    shown = rows if limit is None else rows[:limit]
-    return api.NodeListOut.build(nodes=shown, total=len(rows),
-                                 truncated=len(shown) < len(rows)).wire()
+    return NodeListing(rows if limit is None else rows[:limit], total=len(rows)).to_dict()
 
 
 def patch_json(node: Node) -> list[list[Any]] | None:

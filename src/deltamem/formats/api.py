@@ -158,6 +158,59 @@ class RecallRequest(BaseModel):
                     "the same.")
 
 
+def _pairs(value: Any) -> Any:
+    """Filters given as ``key=value`` texts (a query string's repeated ``filters``), as a dict;
+    a bad pair is left for the dict check to refuse."""
+    if not isinstance(value, list | tuple):
+        return value
+    out: dict[str, Any] = {}
+    for pair in value:
+        key, sep, text = str(pair).partition("=")
+        if not sep or not key:
+            raise ValueError(f"filter {pair!r} must be key=value, e.g. user=alice")
+        if key in out:
+            raise ValueError(f"filter {key!r} is given twice; give each key once")
+        out[key] = text
+    return out
+
+
+# Filters of a listing: a JSON object, or key=value texts (a query string's repeated `filters`).
+ListFilters = Annotated[Filters, BeforeValidator(_pairs)]
+
+
+class NoInput(BaseModel):
+    """The input of an operation that takes none beyond the space (and a path's node id)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class ListRequest(BaseModel):
+    """Query of ``GET /v1/spaces/{space}/nodes``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tree: TreeName | None = Field(None, description="Only this tree: 'task' skills or 'env' "
+                                                    "scene knowledge.")
+    kind: KindName | None = Field(None, description="Only roots or only deltas.")
+    outcome: OutcomeName | None = Field(None, description="Only successes or only failure "
+                                                          "lessons.")
+    contains: str = Field("", max_length=10_000, description=(
+        "Only nodes whose key contains this text (case-insensitive)."))
+    limit: int | None = Field(None, ge=1, description="At most this many rows (all when "
+                                                      "omitted).")
+    filters: ListFilters | None = Field(None, description=(
+        "Only nodes whose episode meta has every key with an equal value, e.g. {\"user\": "
+        "\"alice\"}; in a query string, key=value, repeatable (the values are strings)."))
+
+
+class ConsolidateRequest(BaseModel):
+    """Query of ``POST /v1/spaces/{space}/consolidate``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dry_run: bool = Field(False, description="Only report the chains that are due.")
+
+
 class OutcomeRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/outcome``."""
 
@@ -254,6 +307,11 @@ class TreeRecallOut(Model):
     node: str | None = Field(description="The matched node (the end of the chain).")
     score: float | None
     chain: list[LinkOut]
+
+    @property
+    def node_id(self) -> str | None:
+        """The matched node's id (as the library's ``TreeRecall.node_id``)."""
+        return self.node
 
 
 LESSON_HELP = "Only when the match is a failure."

@@ -26,7 +26,10 @@ a store whose items are *experiences*::
   tree) for the text, ranked by score (the failure penalty included), each an item whose key is
   the node id and whose value holds the composed ``experience``, ``context`` (the text to put in
   a prompt), the node's ``outcome`` and counters. Without ``query`` it lists the episodes put.
-  ``filter`` keeps items whose value has those top-level values (equality).
+  ``filter`` keeps items whose value matches, as in LangGraph's ``InMemoryStore``: equality
+  (nested objects key by key), or the operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``,
+  ``$lte``. Listing reads the episode log once (linear in the episodes), and a search reads
+  the matched nodes in one batch.
 * **delete** of a put key forgets what that episode taught: the nodes learned from it, with
   their subtrees (a delta means nothing without its parent); the deletion is recorded in the
   space's episode log, and ``get`` then returns None. Delete of a node id deletes that subtree.
@@ -44,10 +47,10 @@ require("langgraph", "deltamem.integrations.langgraph")
 # ruff: noqa: E402  (the extra check above must run before these imports)
 import asyncio
 import contextlib
+import operator
 import re
 import threading
-import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -66,7 +69,7 @@ from langgraph.store.base import (
 )
 
 from deltamem.config import Settings
-from deltamem.core.model import Node
+from deltamem.core.model import Experience, Node
 from deltamem.core.render import render_experience
 from deltamem.embed.base import Embedder
 from deltamem.engine.memory import DeltaMem
@@ -222,10 +225,8 @@ class DeltaMemStore(BaseStore):
         if not mem.exists:
             return None
         if _NODE_ID.match(key):
-            try:
-                return self._experience_item(mem, namespace, mem.get(key), None)
-            except NodeNotFound:
-                return None
+            found = mem.experiences([key]).get(key)
+            return None if found is None else _experience_item(namespace, *found, None)
         record = _latest(mem, key)
         return None if record is None else _episode_item(namespace, key, record)
 
@@ -237,16 +238,9 @@ class DeltaMemStore(BaseStore):
             with contextlib.suppress(NodeNotFound):
                 mem.delete(key)
             return
-        taught = {r.id for r in mem.store.episodes(mem.space) if r.meta.get(KEY_FIELD) == key}
-        if not taught:
-            return
-        with mem.transaction():
-            for node in list(mem.nodes()):
-                if node.episode_id in taught and mem.store.get_node(mem.space, node.id):
-                    mem.store.delete_subtree(mem.space, node.id)
-            mem.store.add_episode(mem.space, EpisodeRecord(
-                id=f"x-{time.time_ns():x}", task="", env="", success=False, score=None,
-                steps=[], meta={KEY_FIELD: key, DELETED_FIELD: True}, created_at=time.time()))
+        taught = [r.id for r in mem.episodes() if r.meta.get(KEY_FIELD) == key]
+        if taught:
+            mem.unlearn(taught, note={KEY_FIELD: key, DELETED_FIELD: True})
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         found: list[SearchItem] = []
@@ -268,31 +262,17 @@ class DeltaMemStore(BaseStore):
     def _recalled(self, mem: DeltaMem, namespace: tuple[str, ...], query: str,
                   k: int) -> list[SearchItem]:
         recall = mem.recall(task=query, env=query, top_k=k)
+        candidates = [c for r in (recall.task, recall.env) for c in r.candidates]
+        found = mem.experiences([c.id for c in candidates])  # one batch read
         items: list[SearchItem] = []
-        for tree_recall in (recall.task, recall.env):
-            for candidate in tree_recall.candidates:
-                node = mem.store.get_node(mem.space, candidate.id)
-                if node is None:
-                    continue
-                item = self._experience_item(mem, namespace, node, candidate.score)
-                items.append(SearchItem(namespace, item.key, item.value, item.created_at,
-                                        item.updated_at, score=candidate.score))
+        for candidate in candidates:
+            if candidate.id not in found:
+                continue
+            node, experience = found[candidate.id]
+            item = _experience_item(namespace, node, experience, candidate.score)
+            items.append(SearchItem(namespace, item.key, item.value, item.created_at,
+                                    item.updated_at, score=candidate.score))
         return items
-
-    def _experience_item(self, mem: DeltaMem, namespace: tuple[str, ...], node: Node,
-                         score: float | None) -> Item:
-        experience = mem.experience(node.id)
-        value: dict[str, Any] = {
-            "kind": "experience", "tree": node.tree.value, "node": node.id, "key": node.key,
-            "type": experience.TYPE, "experience": _experience_dict(experience),
-            "context": render_experience(experience), "outcome": node.outcome.value,
-            "hits": node.hits, "successes": node.successes, "failures": node.failures,
-            "depth": node.depth, "parent": node.parent_id}
-        if score is not None:
-            value["score"] = score
-        when = _when(node.created_at)
-        return Item(value=value, key=node.id, namespace=namespace, created_at=when,
-                    updated_at=when)
 
     def _spaces(self, prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], DeltaMem]]:
         for info in self._store.spaces():
@@ -312,23 +292,40 @@ class DeltaMemStore(BaseStore):
         return sorted(names)[op.offset:op.offset + op.limit]
 
 
+def _latest_by_key(mem: DeltaMem, key: str | None = None) -> dict[str, EpisodeRecord]:
+    """The latest episode put under each key (or under ``key`` only), in one pass over the
+    episode log; a key whose latest record is a deletion is left out."""
+    latest: dict[str, EpisodeRecord] = {}
+    for record in mem.episodes():
+        put = record.meta.get(KEY_FIELD)
+        if isinstance(put, str) and (key is None or put == key) and (
+                put not in latest or record.created_at >= latest[put].created_at):
+            latest[put] = record
+    return {k: r for k, r in latest.items() if not r.meta.get(DELETED_FIELD)}
+
+
 def _latest(mem: DeltaMem, key: str) -> EpisodeRecord | None:
-    latest: EpisodeRecord | None = None
-    for record in mem.store.episodes(mem.space):
-        if record.meta.get(KEY_FIELD) == key and (
-                latest is None or record.created_at >= latest.created_at):
-            latest = record
-    return None if latest is None or latest.meta.get(DELETED_FIELD) else latest
+    return _latest_by_key(mem, key).get(key)
 
 
 def _episode_items(mem: DeltaMem, namespace: tuple[str, ...]) -> list[Item]:
-    keys = {r.meta[KEY_FIELD] for r in mem.store.episodes(mem.space) if KEY_FIELD in r.meta}
-    items = []
-    for key in keys:
-        record = _latest(mem, key)
-        if record is not None:
-            items.append(_episode_item(namespace, key, record))
-    return items
+    return [_episode_item(namespace, key, record)
+            for key, record in _latest_by_key(mem).items()]
+
+
+def _experience_item(namespace: tuple[str, ...], node: Node, experience: Experience,
+                     score: float | None) -> Item:
+    value: dict[str, Any] = {
+        "kind": "experience", "tree": node.tree.value, "node": node.id, "key": node.key,
+        "type": experience.TYPE, "experience": _experience_dict(experience),
+        "context": render_experience(experience), "outcome": node.outcome.value,
+        "hits": node.hits, "successes": node.successes, "failures": node.failures,
+        "depth": node.depth, "parent": node.parent_id}
+    if score is not None:
+        value["score"] = score
+    when = _when(node.created_at)
+    return Item(value=value, key=node.id, namespace=namespace, created_at=when,
+                updated_at=when)
 
 
 def _episode_item(namespace: tuple[str, ...], key: str, record: EpisodeRecord) -> Item:
@@ -356,7 +353,40 @@ def _when(epoch: float) -> datetime:
 
 
 def _matches(value: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(value.get(k) == v for k, v in wanted.items())
+    """Whether an item's value passes a search filter, as LangGraph's ``InMemoryStore`` judges
+    it: equality, nested objects compared key by key, lists element by element, and the
+    operators ``$eq``, ``$ne``, ``$gt``, ``$gte``, ``$lt``, ``$lte`` (numbers compared as
+    floats; a missing or non-numeric value fails a comparison rather than raising)."""
+    return all(_compare(value.get(k), v) for k, v in wanted.items())
+
+
+def _compare(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, dict):
+        if any(str(k).startswith("$") for k in wanted):
+            return all(_operator(value, op, operand) for op, operand in wanted.items())
+        return isinstance(value, dict) and all(_compare(value.get(k), v)
+                                               for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (isinstance(value, list | tuple) and len(value) == len(wanted)
+                and all(_compare(a, b) for a, b in zip(value, wanted, strict=True)))
+    return bool(value == wanted)
+
+
+_ORDER: dict[str, Callable[[float, float], bool]] = {
+    "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le}
+
+
+def _operator(value: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(value == operand)
+    if op == "$ne":
+        return bool(value != operand)
+    if op not in _ORDER:
+        raise ValueError(f"Unsupported operator: {op} (use $eq, $ne, $gt, $gte, $lt, $lte)")
+    try:
+        return _ORDER[op](float(value), float(operand))
+    except (TypeError, ValueError):
+        return False
 
 
 def _condition(kind: str, path: tuple[str, ...], namespace: tuple[str, ...]) -> bool:

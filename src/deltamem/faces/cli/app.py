@@ -39,7 +39,7 @@ from deltamem._util.usage import Usage
 from deltamem.config import Settings, debug
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.core.ranking import filters_from_pairs
-from deltamem.engine.results import BatchResult, consolidation_report, node_listing
+from deltamem.engine.results import BatchResult
 from deltamem.errors import (
     ConfigError,
     DeltaMemError,
@@ -67,6 +67,7 @@ from deltamem.faces.cli.options import (
 )
 from deltamem.formats import api
 from deltamem.formats.episodes import read_episodes
+from deltamem.formats.operations import help_of
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="DeltaMem: incremental experience memory for LLM agents.")
@@ -173,16 +174,16 @@ def _fmt_write(w: dict[str, Any]) -> str:
     return f"{w['action']} {w['node'] or ''}".strip()
 
 
-@app.command()
+@app.command(help=help_of("recall"))
 def recall(
-    task: Annotated[str, typer.Option(help="The goal (task-tree key).")] = "",
-    env: Annotated[str, typer.Option(help="The scene description (env-tree key).")] = "",
+    task: Annotated[str, typer.Option(help=help_of("recall", "task"))] = "",
+    env: Annotated[str, typer.Option(help=help_of("recall", "env"))] = "",
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
-    top_k: Annotated[int, typer.Option(help="Candidates to report per tree.")] = 1,
-    explain: Annotated[bool, typer.Option(help="Add every scoring term.")] = False,
+    top_k: Annotated[int | None, typer.Option(min=1, help=help_of("recall", "top_k"))] = None,
+    explain: Annotated[bool, typer.Option(help=help_of("recall", "explain"))] = False,
     budget_tokens: Annotated[int | None, typer.Option(
-        help="Cap the context at this many tokens (most useful parts first).")] = None,
+        help=help_of("recall", "budget_tokens"))] = None,
     embedder: EmbedOpt = None,
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
@@ -191,13 +192,12 @@ def recall(
     filter_: FilterOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Recall the skill for TASK and the knowledge for ENV, composed root -> match."""
     filters = filters_from_pairs(filter_)
     with open_memory(db, space, embedder, tau_task=tau_task, tau_env=tau_env,
                      penalty=penalty, scene=scene) as mem:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens,
-                            filters=filters)
-    data = result.to_dict(explain=explain)
+                            filters=filters, explain=explain)
+    data = result.to_dict()
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
                                            markup=False, highlight=False, soft_wrap=True))
 
@@ -223,25 +223,24 @@ def show(
         text, markup=False, highlight=False, soft_wrap=True))
 
 
-@app.command("list")
+@app.command("list", help=help_of("list_nodes"))
 def list_(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
-    tree: Annotated[Tree | None, typer.Option(help="Only this tree.")] = None,
-    kind: Annotated[NodeKind | None, typer.Option(help="Only roots or only deltas.")] = None,
-    outcome: Annotated[Outcome | None, typer.Option(help="Only this outcome.")] = None,
-    contains: Annotated[str, typer.Option(
-        help="Only nodes whose key contains this text (case-insensitive).")] = "",
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many rows.")] = None,
+    tree: Annotated[Tree | None, typer.Option(help=help_of("list_nodes", "tree"))] = None,
+    kind: Annotated[NodeKind | None, typer.Option(help=help_of("list_nodes", "kind"))] = None,
+    outcome: Annotated[Outcome | None, typer.Option(
+        help=help_of("list_nodes", "outcome"))] = None,
+    contains: Annotated[str, typer.Option(help=help_of("list_nodes", "contains"))] = "",
+    limit: Annotated[int | None, typer.Option(min=1, help=help_of("list_nodes", "limit"))] = None,
     filter_: FilterOpt = None,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """List nodes (id, tree, kind, outcome, depth, hits, key), oldest first, to find node ids."""
     filters = filters_from_pairs(filter_)
     with open_memory(db, space, embedder) as mem:
-        data = node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
-                                           filters=filters), limit)
+        data = mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
+                              filters=filters, limit=limit).to_dict()
     emit(data, as_json, lambda: _print_nodes(data))
 
 
@@ -262,14 +261,13 @@ def _print_nodes(data: dict[str, Any]) -> None:
         out.print(f"... {data['total'] - len(rows)} more (raise --limit)")
 
 
-@app.command()
+@app.command(help=help_of("stats"))
 def stats(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Tree shapes, episodes, and stored vs flat size."""
     with open_memory(db, space, embedder) as mem:
         data = mem.stats()
     emit(data, as_json, lambda: _print_stats(data))
@@ -286,27 +284,25 @@ def _print_stats(data: dict[str, Any]) -> None:
               f"flat {data['flat_chars']} chars  ratio {data['compression']}")
 
 
-@app.command()
+@app.command(help=help_of("consolidate"))
 def consolidate(
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     k_cons: Annotated[int | None, typer.Option(help="Successes that trigger a merge.")] = None,
-    dry_run: Annotated[bool, typer.Option(
-        help="Only list the chains that are due; compile nothing.")] = False,
+    dry_run: Annotated[bool, typer.Option(help=help_of("consolidate", "dry_run"))] = False,
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Compile every frequently successful chain into a new root."""
     from deltamem.faces.cli.output import progress
 
     with open_memory(db, space, embedder, k_cons=k_cons) as mem, \
             progress(err, "consolidating", quiet=as_json):
-        data = consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
+        data = mem.consolidate(dry_run=dry_run).to_dict()
     verb = "due" if dry_run else "consolidated"
     emit(data, as_json, lambda: out.print(f"{len(data['consolidated'])} chain(s) {verb}"))
 
 
-@app.command()
+@app.command(help=help_of("record_outcome"))
 def outcome(
     node_ids: Annotated[list[str], typer.Argument(help="Node ids (e.g. a recall's matches).")],
     success: Annotated[bool, typer.Option(
@@ -316,7 +312,6 @@ def outcome(
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Count a success or a failure on recalled nodes, without learning an episode."""
     with open_memory(db, space, embedder) as mem:
         data = mem.record_outcome(node_ids, success).to_dict()
     word = "success" if success else "failure"

@@ -174,7 +174,7 @@ def mcp(
 
     require("mcp", "deltamem mcp")
     from deltamem.faces.server.keys import KeyStore
-    from deltamem.faces.server.mcp import run_server
+    from deltamem.faces.server.mcp_serve import run_server
 
     if transport not in ("stdio", "http"):
         raise ConfigError(f"--transport must be stdio or http, got {transport!r}")

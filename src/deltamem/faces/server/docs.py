@@ -39,10 +39,14 @@ ERROR_STATUSES = {
 
 
 def extra_schemas() -> tuple[type[BaseModel], ...]:
-    """Models the schema refers to by hand (the learn body, the error body of every route),
-    looked up when the schema is built: the learn body is whatever :mod:`deltamem.formats.api`
-    holds."""
-    return api.EpisodeIn, api.EpisodesIn, ErrorBody
+    """Models the schema refers to by hand (the learn body, the error body of every route, the
+    body of each operation of the table), looked up when the schema is built: the learn body is
+    whatever :mod:`deltamem.formats.api` holds."""
+    from deltamem.formats import operations
+
+    bodies = tuple(dict.fromkeys(op.request for op in operations.OPERATIONS
+                                 if op.on("rest") and not op.in_query))
+    return api.EpisodeIn, api.EpisodesIn, ErrorBody, *bodies
 
 
 def documented(model: Any, *, media_type: str | None = None) -> dict[str, Any]:

@@ -10,22 +10,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
-from pathlib import Path
+from inspect import Parameter, Signature
+from pathlib import Path as FilePath
 from typing import Annotated, Any
 
-from fastapi import Body, Depends, FastAPI, Query, Request
+from fastapi import Body, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deltamem.config import Settings
-from deltamem.core.model import NodeKind, Outcome, Tree
-from deltamem.core.ranking import filters_from_pairs
 from deltamem.embed.base import Embedder
 from deltamem.engine.memory import DeltaMem, check_space
-from deltamem.engine.results import consolidation_report, node_listing
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.faces.server.docs import documented, install_docs, schema_ref
@@ -42,9 +41,9 @@ from deltamem.faces.server.middleware import AccessLog, BodyLimit
 from deltamem.faces.server.spaces import SpacePool
 from deltamem.faces.server.viewer import render_viewer
 from deltamem.faces.worker import BackgroundWorker, Worker
-from deltamem.formats import api
-from deltamem.formats.api import OutcomeRequest, RecallRequest
+from deltamem.formats import api, operations
 from deltamem.formats.episodes import episode_from_dict
+from deltamem.formats.operations import Operation
 
 MAX_BATCH = api.MAX_BATCH
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
@@ -55,13 +54,19 @@ EXAMPLE_EPISODE = {
     "success": True, "score": 1.0,
     "steps": [{"action": "go to kitchen", "observation": "You are in the kitchen."}],
 }
-# The key scope each space route needs (by route name); a route missing here needs "admin".
-ROUTE_SCOPES = {
-    "recall": "read", "show": "read", "list_nodes": "read", "stats": "read", "view": "read",
-    "export": "read",
-    "learn": "write", "record_outcome": "write", "consolidate": "write", "correct": "write",
-    "delete": "admin", "forget": "admin", "import_": "admin",
-}
+NodeIdPath = Annotated[str, Path(min_length=1, max_length=api.MAX_NODE_ID,
+                                  description="A node id, e.g. 't-1a2b3c4d5e6f7a8b'.")]
+CUSTOM_SCOPES = {"view": "read"}  # a route outside the operation table
+
+
+def route_scopes() -> dict[str, str]:
+    """The key scope each space route needs, by route name (the operation table's, plus the
+    HTML view's); a route missing here needs "admin"."""
+    return {op.name: op.scope for op in operations.OPERATIONS if "rest" not in op.custom
+            or op.name in CUSTOM_ROUTES} | CUSTOM_SCOPES
+
+
+CUSTOM_ROUTES = ("learn", "export", "import_")  # table rows REST serves by hand
 
 
 class ApiError(Exception):
@@ -80,7 +85,7 @@ Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
 
 
 def create_app(
-    db: str | Path,
+    db: str | FilePath,
     *,
     embedder: Embedder | str | None = None,
     extractor: Extractor | str = "trace",
@@ -143,8 +148,8 @@ def create_app(
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
     _add_health(app, pool, ready_timeout)
-    _add_memory_routes(app)
-    _add_admin_routes(app)
+    _add_operations(app)
+    _add_custom_routes(app)
     app.add_middleware(
         BodyLimit,
         limit=lambda path: max_import_bytes if path.endswith("/import") else max_body_bytes,
@@ -154,22 +159,25 @@ def create_app(
 
 
 def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
-    """Dependency: authorise the caller for ``space`` and return its memory (404 if missing)."""
-    return _memory(request, space, credentials, create=False)
+    """Dependency of a hand-written route: authorise the caller for ``space`` with the route's
+    scope and return its memory (404 if missing)."""
+    return _memory(request, space, credentials, _route_scope(request), create=False)
 
 
 def writable_memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
     """Dependency: as :func:`memory`, but creates the space (only writers do)."""
-    return _memory(request, space, credentials, create=True)
+    return _memory(request, space, credentials, _route_scope(request), create=True)
 
 
-def _memory(request: Request, space: str, credentials: HTTPAuthorizationCredentials | None, *,
-            create: bool) -> DeltaMem:
+def _route_scope(request: Request) -> str:
+    return route_scopes().get(getattr(request.scope.get("route"), "name", ""), "admin")
+
+
+def _memory(request: Request, space: str, credentials: HTTPAuthorizationCredentials | None,
+            scope: str, *, create: bool) -> DeltaMem:
     check_space(space)
     keys: KeyStore | None = request.app.state.keys
     if keys is not None:
-        route = request.scope.get("route")
-        scope = ROUTE_SCOPES.get(getattr(route, "name", ""), "admin")
         _limit(request, _authorise(request, keys, credentials, space, scope))
     pool: SpacePool = request.app.state.pool
     return pool.get(space, create=create)
@@ -279,19 +287,122 @@ def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
         return JSONResponse({"status": "ready", "spaces": spaces})
 
 
-def _add_memory_routes(app: FastAPI) -> None:
-    @app.post("/v1/spaces/{space}/recall", tags=["memory"], **documented(api.RecallOut))
-    def recall(mem: Mem, body: RecallRequest) -> dict[str, Any]:
-        """Recall the skill for ``task`` and the knowledge for ``env``, composed root -> match."""
-        return mem.recall(body.task, body.env, top_k=body.top_k,
-                          budget_tokens=body.budget_tokens,
-                          filters=body.filters).to_dict(explain=body.explain)
+class OperationRoute:
+    """The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
 
-    # The body is validated by api.EpisodeIn (episode_from_dict words its errors, naming the
-    # field); the same models document it.
+    Its input is read and validated once, by the operation's model (a JSON body, or query
+    parameters), the key's scope checked, the facade method run in a worker thread, and the
+    answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+    nobody wrote to reads as empty; only a write creates it.
+    """
+
+    def __init__(self, op: Operation) -> None:
+        self.op = op
+        schema = op.request.model_json_schema()
+        self._multi = frozenset(name for name, prop in schema.get("properties", {}).items()
+                                if _many(prop))
+        params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+                  Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+                  Parameter("credentials", Parameter.POSITIONAL_OR_KEYWORD,
+                            annotation=Credentials)]
+        params += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=NodeIdPath)
+                   for name in op.path_fields]
+        self.__signature__ = Signature(params, return_annotation=Response)
+
+    async def __call__(self, request: Request, space: str,
+                       credentials: HTTPAuthorizationCredentials | None,
+                       **path: str) -> Response:
+        raw = b"" if self.op.in_query else await request.body()
+        return await run_in_threadpool(self.answer, request, space, credentials, raw, path)
+
+    def answer(self, request: Request, space: str,
+               credentials: HTTPAuthorizationCredentials | None, raw: bytes,
+               path: dict[str, str]) -> Response:
+        mem = _memory(request, space, credentials, self.op.scope, create=True)
+        given = self.parse(raw, request)
+        result = self.op.run(mem, given, path)
+        body = self.op.answer_of(result, mem).model_dump_json(exclude_unset=True)
+        return Response(body, media_type="application/json")
+
+    def parse(self, raw: bytes, request: Request) -> BaseModel:
+        """The operation's input model from the body or the query string (422 if invalid)."""
+        try:
+            if not self.op.in_query:
+                return self.op.request.model_validate_json(raw or b"{}")
+            query = request.query_params
+            fields = self.op.request.model_fields
+            return self.op.request.model_validate(
+                {name: query.getlist(name) if name in self._multi else query[name]
+                 for name in query if name in fields})
+        except ValidationError as exc:
+            raise _invalid(exc, "query" if self.op.in_query else "body", raw) from None
+
+    def openapi(self) -> dict[str, Any]:
+        """The route's OpenAPI extras: its input (body or query parameters), name and
+        idempotence (the TypeScript client is generated from these)."""
+        extra: dict[str, Any] = {"x-deltamem-idempotent": self.op.idempotent,
+                                 "x-deltamem-scope": self.op.scope}
+        if not self.op.in_query:
+            extra["requestBody"] = {"required": False, "content": {
+                "application/json": {"schema": schema_ref(self.op.request)}}}
+            return extra
+        props = self.op.request.model_json_schema().get("properties", {})
+        extra["parameters"] = [
+            {"name": name, "in": "query", "required": False,
+             "description": prop.get("description", ""),
+             "schema": ({"type": "array", "items": {"type": "string"}} if name in self._multi
+                        else {k: v for k, v in prop.items() if k != "description"})}
+            for name, prop in props.items()]
+        return extra
+
+
+def _many(prop: dict[str, Any]) -> bool:
+    """Whether a query field is repeated (a list, or a dict sent as key=value texts)."""
+    kinds = [prop.get("type")] + [p.get("type") for p in prop.get("anyOf", [])]
+    return "array" in kinds or "object" in kinds
+
+
+def _invalid(exc: ValidationError, where: str, raw: bytes) -> ApiError:
+    """The 422 of an invalid input, naming its first bad field."""
+    errors: list[dict[str, Any]] = [dict(e) for e in exc.errors()]
+    first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request",
+                                                       "type": ""}
+    if first["type"] == "json_invalid":
+        ctx: dict[str, Any] = first.get("ctx") or {}
+        detail = str(ctx.get("error", "invalid JSON"))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            detail = f"not valid UTF-8 (byte {bad.start}); send UTF-8 encoded JSON"
+        if "recursion" in detail:
+            detail = "nested too deeply; send at most 32 levels of nesting"
+        return ApiError(422, "ValidationError", f"malformed JSON body: {detail}", "body")
+    field = validation_field(tuple(first.get("loc", ()))) if first.get("loc") else where
+    return ApiError(422, "ValidationError", f"{field}: {first['msg']}", field)
+
+
+def _add_operations(app: FastAPI) -> None:
+    """One route per operation of the table that REST derives (see :class:`OperationRoute`)."""
+    for op in operations.OPERATIONS:
+        if not op.on("rest"):
+            continue
+        route = OperationRoute(op)
+        app.add_api_route(op.route, route, methods=[op.method], name=op.name,
+                          operation_id=op.name, summary=op.summary, tags=[_tag(op)],
+                          response_class=Response, openapi_extra=route.openapi(),
+                          **documented(op.answer))
+
+
+def _tag(op: Operation) -> str:
+    return "admin" if op.scope == "admin" else "inspect" if op.method == "GET" else "memory"
+
+
+def _add_custom_routes(app: FastAPI) -> None:
+    """The operations REST writes by hand: learn (one episode or a batch), the JSON Lines
+    export and import, and the HTML view."""
     body_schema = {"anyOf": [schema_ref(api.EpisodeIn), schema_ref(api.EpisodesIn)]}
 
-    @app.post("/v1/spaces/{space}/learn", tags=["memory"],
+    @app.post("/v1/spaces/{space}/learn", tags=["memory"], operation_id="learn",
               **documented(api.LearnOut | api.BatchOut),  # a BatchOut for a batch
               openapi_extra={"requestBody": {"required": True, "content": {
                   "application/json": {"schema": body_schema}}}})
@@ -300,59 +411,16 @@ def _add_memory_routes(app: FastAPI) -> None:
                     "episode is validated, then all are learned in one transaction; on any "
                     "error none is stored).",
         examples=[EXAMPLE_EPISODE, {"episodes": [EXAMPLE_EPISODE]}],
-    )]) -> dict[str, Any]:
+    )]) -> Response:
         """Learn one finished episode, or a batch of them (all or nothing)."""
         if set(payload) != {"episodes"}:
-            return mem.learn(episode_from_dict(payload)).to_dict()
+            return _json(mem.learn(episode_from_dict(payload)).to_wire())
         raw = payload["episodes"]
         if not isinstance(raw, list) or len(raw) > MAX_BATCH:
             raise EpisodeError(f"field 'episodes' must be a list of at most {MAX_BATCH} "
                                "episodes", field="episodes")
         episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
-        return mem.learn_many(episodes).to_dict()
-
-    @app.post("/v1/spaces/{space}/outcome", tags=["memory"], **documented(api.OutcomeOut))
-    def record_outcome(mem: Mem, body: OutcomeRequest) -> dict[str, Any]:
-        """Count a success or a failure on recalled nodes, without learning an episode."""
-        return mem.record_outcome(body.nodes, body.success).to_dict()
-
-    @app.post("/v1/spaces/{space}/nodes/{node_id}/correct", tags=["memory"],
-              **documented(api.CorrectionOut))
-    def correct(mem: Mem, node_id: str, body: api.CorrectRequest) -> dict[str, Any]:
-        """Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes
-        it in recall, with the history kept."""
-        return mem.correct(node_id, success=body.success, steps=body.steps, wrong=body.wrong,
-                           reason=body.reason).to_dict()
-
-    @app.post("/v1/spaces/{space}/consolidate", tags=["memory"], **documented(api.ConsolidateOut))
-    def consolidate(mem: Mem, dry_run: bool = False) -> dict[str, Any]:
-        """Compile every frequently successful chain into a new root (``dry_run``: only list
-        the chains that are due)."""
-        return consolidation_report(mem.consolidate(dry_run=dry_run), dry_run=dry_run)
-
-    @app.get("/v1/spaces/{space}/nodes", tags=["inspect"], **documented(api.NodeListOut))
-    def list_nodes(mem: Mem, tree: Tree | None = None, kind: NodeKind | None = None,
-                   outcome: Outcome | None = None,
-                   contains: Annotated[str, Query(max_length=10_000)] = "",
-                   limit: Annotated[int | None, Query(ge=1)] = None,
-                   filters: Annotated[list[str] | None, Query(
-                       max_length=api.MAX_FILTERS, description=(
-                           "key=value, repeatable: only nodes whose episode meta has every key "
-                           "equal to the string value, e.g. filters=user=alice"))] = None,
-                   ) -> dict[str, Any]:
-        """Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered."""
-        return node_listing(mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
-                                           filters=filters_from_pairs(filters)), limit)
-
-    @app.get("/v1/spaces/{space}/nodes/{node_id}", tags=["inspect"], **documented(api.ShowOut))
-    def show(mem: Mem, node_id: str) -> dict[str, Any]:
-        """A node: its chain, composed experience, own patch and counters."""
-        return mem.show(node_id)
-
-    @app.get("/v1/spaces/{space}/stats", tags=["inspect"], **documented(api.StatsOut))
-    def stats(mem: Mem) -> dict[str, Any]:
-        """Tree shapes, episodes, and stored vs flat size."""
-        return mem.stats()
+        return _json(mem.learn_many(episodes).to_wire())
 
     @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse,
              **documented(None, media_type="text/html"))
@@ -360,20 +428,8 @@ def _add_memory_routes(app: FastAPI) -> None:
         """Both trees as one self-contained HTML page."""
         return HTMLResponse(render_viewer(mem))
 
-
-def _add_admin_routes(app: FastAPI) -> None:
-    @app.delete("/v1/spaces/{space}/nodes/{node_id}", tags=["admin"], **documented(api.DeleteOut))
-    def delete(mem: Mem, node_id: str) -> dict[str, Any]:
-        """Delete a node and its whole subtree in one transaction."""
-        return api.DeleteOut.build(deleted=mem.delete(node_id)).wire()
-
-    @app.delete("/v1/spaces/{space}", tags=["admin"], **documented(api.ForgetOut))
-    def forget(mem: Mem) -> dict[str, Any]:
-        """Delete everything in the space."""
-        return api.ForgetOut.build(space=mem.space, deleted_nodes=mem.forget()).wire()
-
     @app.get("/v1/spaces/{space}/export", tags=["admin"], response_class=StreamingResponse,
-             **documented(None, media_type=NDJSON))
+             operation_id="export", **documented(None, media_type=NDJSON))
     def export(mem: Mem) -> StreamingResponse:
         """The space as JSON Lines (header, nodes with vectors, episodes), streamed."""
         lines = mem.iter_export()
@@ -385,7 +441,8 @@ def _add_admin_routes(app: FastAPI) -> None:
 
         return StreamingResponse(stream(), media_type=NDJSON)
 
-    @app.post("/v1/spaces/{space}/import", tags=["admin"], **documented(api.ImportOut),
+    @app.post("/v1/spaces/{space}/import", tags=["admin"], operation_id="import_",
+              **documented(api.ImportOut),
               openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
                                              "required": True}})
     async def import_(mem: WriteMem, request: Request) -> dict[str, int]:
@@ -395,3 +452,7 @@ def _add_admin_routes(app: FastAPI) -> None:
         """
         lines = (await request.body()).split(b"\n")
         return await run_in_threadpool(mem.import_lines, lines)
+
+
+def _json(answer: api.Model) -> Response:
+    return Response(answer.model_dump_json(exclude_unset=True), media_type="application/json")

@@ -205,8 +205,15 @@ def _hung_daemon(env: dict[str, str], db: Path) -> Any:
     server.bind(str(path))
     server.listen(16)
     held: list[socket.socket] = []
-    threading.Thread(target=lambda: [held.append(server.accept()[0]) for _ in iter(int, 1)],
-                     daemon=True).start()
+
+    def accept() -> None:
+        try:
+            while True:
+                held.append(server.accept()[0])
+        except OSError:  # closed at the end of the test
+            return
+
+    threading.Thread(target=accept, daemon=True).start()
     return server, lock, held
 
 
@@ -272,3 +279,26 @@ def test_a_failed_call_claude_code_reports_reads_as_failed(home, tmp_path):
     read = read_turn(transcript, failed=failed, wait=0)
     result = [m for m in read.messages if m.get("tool_call_id") == ids[-1]]
     assert result and str(result[0]["content"]).startswith("error: ")
+
+
+def test_a_turn_the_client_never_ended_is_learned(home, tmp_path):
+    """No Stop and no SessionEnd (the client was killed, or its end hook cut short): once the
+    transcript has not changed for DELTAMEM_TURN_STALE seconds, the learner learns the turn."""
+    env, db = home
+    env = {**env, "DELTAMEM_TURN_STALE": "1"}
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes((FIXTURES / "claude_code_success.jsonl").read_bytes())
+    prompt = _payload("UserPromptSubmit", transcript=str(transcript), prompt=REQUEST)
+    assert _hook(env, db, "user-prompt", prompt).returncode == 0
+    spool = db.parent / ".deltamem-hooks" / "spool"
+    assert [p.name for p in (spool / "open").glob("*.json")] == ["s-1.json"]
+    assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
+    assert not list((spool / "open").glob("*.json"))
+
+
+def test_a_turn_that_ended_leaves_no_marker(home):
+    env, db = home
+    assert _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt=REQUEST)
+                 ).returncode == 0
+    assert _hook(env, db, "stop", _payload("Stop")).returncode == 0
+    assert not list((db.parent / ".deltamem-hooks" / "spool" / "open").glob("*.json"))

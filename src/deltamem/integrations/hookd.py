@@ -52,10 +52,13 @@ from deltamem.integrations.claude_code import (
     read_turn,
     run_hook,
 )
-from deltamem_hook import Target, answered_here, failures, private_dir, target
+from deltamem_hook import Target, answered_here, failures, private_dir, spool_stop, target
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
+# A turn begun (user-prompt) whose transcript has not changed for this long, with no Stop or
+# SessionEnd, was never ended by its client: it is learned as it stands (DELTAMEM_TURN_STALE).
+DEFAULT_TURN_STALE = 1800.0
 
 
 def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "default",
@@ -86,9 +89,11 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
 class Daemon:
     """The memory kept open for one target, its socket server and its learner."""
 
-    def __init__(self, t: Target, *, idle: float = DEFAULT_IDLE):
+    def __init__(self, t: Target, *, idle: float = DEFAULT_IDLE,
+                 turn_stale: float = DEFAULT_TURN_STALE):
         self.target = t
         self.idle = idle
+        self.turn_stale = turn_stale
         self.last = time.monotonic()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -208,6 +213,23 @@ class Daemon:
         entry.unlink(missing_ok=True)
         return True
 
+    def abandoned(self) -> int:
+        """Queue the turns the client began and never ended (see ``deltamem_hook.open_turn``):
+        those whose transcript has not changed for ``turn_stale`` seconds."""
+        folder = self.target.spool / "open"
+        queued = 0
+        for marker in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                data = json.loads(marker.read_text(encoding="utf-8"))
+                changed = os.path.getmtime(str(data["transcript_path"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                marker.unlink(missing_ok=True)
+                continue
+            if time.time() - changed >= self.turn_stale:
+                spool_stop(self.target, data, data.get("scope"), event="abandoned")
+                queued += 1
+        return queued
+
     def learner(self) -> None:
         backoff = 1.0
         while not self.stopping.is_set():
@@ -215,6 +237,7 @@ class Daemon:
             self.wake.clear()
             if self.stopping.is_set():
                 break
+            self.abandoned()
             before = len(self.pending())
             self.drain()
             left = len(self.pending())
@@ -289,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         return 0  # another daemon serves this target
     log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
-    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE)).serve()
+    stale = os.environ.get("DELTAMEM_TURN_STALE", "").strip()
+    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE),
+           turn_stale=float(stale) if stale.replace(".", "", 1).isdigit()
+           else DEFAULT_TURN_STALE).serve()
     log.info("idle: stopped")
     return 0
 

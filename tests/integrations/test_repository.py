@@ -115,3 +115,18 @@ def test_worktrees_and_clones_share_the_memory_and_others_do_not(mem, repo: Path
     stranger = CodingMemory.for_directory(mem, other)
     assert stranger.session_note(400) == ""
     assert stranger.experience_for(request) is None
+
+
+@pytest.mark.parametrize("repo", ["home/dev/calc"], indirect=True)
+def test_a_worktree_session_stores_the_projects_paths(mem, repo: Path, tmp_path: Path) -> None:
+    """Files a session edits in a worktree are stored as the project's files (``calc.py``), not
+    under the worktree's folder (``.claude/worktrees/feat-x/calc.py``)."""
+    worktree = repo / ".claude" / "worktrees" / "feat-x"
+    text = FIXTURE.read_text().replace("/home/dev/calc", str(worktree))
+    path = tmp_path / "t.jsonl"
+    path.write_text(text)
+    learn_turn(mem, read_transcript(path), cwd=str(worktree), meta={"session": "s-2"})
+    [episode] = list(mem.store.episodes(mem.space))
+    actions = " ".join(str(s) for s in episode.steps)
+    assert str(worktree) not in actions and ".claude/worktrees" not in actions
+    assert str(repo / "calc.py") in actions

@@ -218,6 +218,7 @@ class CodingMemory:
     extractor: Extractor | None = None
     user: str = field(default_factory=lambda: _login())
     remote: str = ""  # the repository's normalised remote (clones of it share its memory)
+    here: str = ""  # the checkout the session ran in, when it is a worktree of ``root``
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -242,7 +243,9 @@ class CodingMemory:
         env = list(mem.nodes(Tree.ENV))
         known = {sig for n in env if (sig := signature_of(n.key))}
         root = on_disk or resolve_root(start, known, root_hints(hints))
-        made = cls(mem, root, remote=found.remote if found is not None else "", **kwargs)
+        made = cls(mem, root, remote=found.remote if found is not None else "",
+                   here=found.here if found is not None and found.here != found.root else "",
+                   **kwargs)
         made._env = env
         if made.remote:  # the clones of this repository elsewhere on the machine
             made.family = made.family | {sig for n in env if (sig := signature_of(n.key))
@@ -388,6 +391,8 @@ class CodingMemory:
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""
+        if self.here:  # a worktree's files are the project's files: paths as in the main checkout
+            messages = _rebased(messages, self.here, self.root)
         tasks = to_learn(split_tasks(messages), session_end=session_end)
         results = []
         writer = self.writer(stale)
@@ -433,6 +438,23 @@ class CodingMemory:
 
     def learn(self, episode: Episode) -> LearnResult:
         return self.writer().learn(episode)
+
+
+def _rebased(messages: Sequence[Mapping[str, Any]], here: str, root: str
+             ) -> list[Mapping[str, Any]]:
+    """``messages`` with every path under the worktree ``here`` written under ``root``."""
+    old, new = here.rstrip("/") + "/", root.rstrip("/") + "/"
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(old, new) if old in value else value
+        if isinstance(value, Mapping):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return [walk(m) for m in messages]
 
 
 def _remote_of(node: Node) -> str:

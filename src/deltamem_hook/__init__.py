@@ -233,8 +233,13 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         transcript = payload.get("transcript_path")
         if transcript and not os.path.isfile(str(transcript)):
             raise ValueError(f"cannot read transcript {transcript}: no such file")
-        spool_stop(t, payload, scope, event)
-        if ask(t, {"event": "drain"}, timeout=2.0) is None:
+        entry = os.path.basename(spool_stop(t, payload, scope, event))
+        reply = payload.get("last_assistant_message")
+        # The reply goes to a running learner in memory only (the spool keeps its digest): if
+        # the client never flushes it to the transcript, the learner still has it.
+        request = {"event": "drain", "entry": entry,
+                   "reply": reply if isinstance(reply, str) else None}
+        if ask(t, request, timeout=2.0) is None:
             start_daemon(t)
         return {}
     if event == "user-prompt":

@@ -291,7 +291,6 @@ def test_a_turn_the_client_never_ended_is_learned(home, tmp_path):
     prompt = _payload("UserPromptSubmit", transcript=str(transcript), prompt=REQUEST)
     assert _hook(env, db, "user-prompt", prompt).returncode == 0
     spool = db.parent / ".deltamem-hooks" / "spool"
-    assert [p.name for p in (spool / "open").glob("*.json")] == ["s-1.json"]
     assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
     assert not list((spool / "open").glob("*.json"))
 
@@ -302,3 +301,28 @@ def test_a_turn_that_ended_leaves_no_marker(home):
                  ).returncode == 0
     assert _hook(env, db, "stop", _payload("Stop")).returncode == 0
     assert not list((db.parent / ".deltamem-hooks" / "spool" / "open").glob("*.json"))
+
+
+def test_a_reply_the_client_never_flushes_comes_from_stop(home, tmp_path):
+    """Claude Code runs Stop before it writes the turn's last lines; here they never come. The
+    warm learner gets the reply from Stop's ``last_assistant_message`` (in memory; the spool
+    keeps only its digest), and the run whose output never came is no pass."""
+    env, db = home
+    recorded = ROOT / "tests" / "fixtures" / "clients" / "claude-code-2.1.197" / "fix-pass"
+    lines = (recorded / "session-1" / "transcript.jsonl").read_text().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if '"tool_use"' in line and '"Bash"' in line)
+    transcript = tmp_path / "cut.jsonl"
+    transcript.write_text("".join(lines[:last + 1]))
+    reply = "I changed add() in calc.py, which subtracted its arguments."
+    warm_up = _payload("UserPromptSubmit", prompt="hi") | {"transcript_path": ""}
+    assert _hook(env, db, "user-prompt", warm_up).returncode == 0  # the daemon is up
+    assert _wait(lambda: json.loads(_hook(env, db, "ping").stdout or "{}").get("pid"))
+    stop = _payload("Stop", transcript=str(transcript), last_assistant_message=reply)
+    assert _hook(env, db, "stop", stop).returncode == 0
+    spooled = "".join(p.read_text() for p in (db.parent / ".deltamem-hooks").rglob("*.json"))
+    assert "subtracted" not in spooled
+    assert _wait(lambda: _episodes(db) == 1)
+    with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS, create=False) as mem:
+        [episode] = list(mem.store.episodes(mem.space))
+    assert episode.steps[-1]["action"] == f"reply: {reply}"
+    assert episode.success is False

@@ -7,7 +7,8 @@ lives and how hooks start it). It keeps the memory open and the embedder loaded,
 
 Protocol: one JSON line per connection, one JSON line back. ``{"event": "user-prompt" |
 "session-start", "payload": {...}, "budget_tokens": N}`` answers ``{"output": {...}}`` (what the
-hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain"}`` wakes the learner and
+hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain", "entry": NAME, "reply":
+TEXT}`` wakes the learner (keeping the turn's final reply in memory for that spool entry) and
 answers ``{"output": {}}``; ``{"event": "ping"}`` answers ``{"output": {"pid": ...}}``.
 
 The learner drains the spool in order: each entry is a transcript's path and its size when the
@@ -102,6 +103,8 @@ class Daemon:
         self._writer: DeltaMem | None = None
         self._coding_extractor: Extractor | None = None
         self._read_lock = threading.Lock()
+        # Final replies the Stop hooks reported, by spool entry (held in memory, never written).
+        self.replies: dict[str, str] = {}
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- memories -------------------------------------------------------------------------
@@ -146,6 +149,12 @@ class Daemon:
         if event == "ping":
             return {"output": {"pid": os.getpid()}}
         if event == "drain":
+            entry, reply = request.get("entry"), request.get("reply")
+            if isinstance(entry, str) and isinstance(reply, str) and reply:
+                with self._read_lock:
+                    self.replies[entry] = reply
+                    while len(self.replies) > 256:  # entries learned elsewhere: drop the oldest
+                        self.replies.pop(next(iter(self.replies)))
             self.wake.set()
             return {"output": {}}
         if event not in ("session-start", "user-prompt"):
@@ -192,7 +201,10 @@ class Daemon:
             session = str(data.get("session_id") or "")
             digest = data.get("reply_digest")
             queued = data.get("queued_at")
+            with self._read_lock:
+                reply = self.replies.pop(entry.name, None)
             transcript = read_turn(path, size, digest=digest if isinstance(digest, str) else None,
+                                   reply=reply,
                                    since=float(queued) if isinstance(queued, int | float)
                                    else None, failed=failures(self.target, session))
             if transcript.messages:

@@ -237,9 +237,9 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         reply = payload.get("last_assistant_message")
         # The reply goes to a running learner in memory only (the spool keeps its digest): if
         # the client never flushes it to the transcript, the learner still has it.
-        request = {"event": "drain", "entry": entry,
-                   "reply": reply if isinstance(reply, str) else None}
-        if ask(t, request, timeout=2.0) is None:
+        drain = {"event": "drain", "entry": entry,
+                 "reply": reply if isinstance(reply, str) else None}
+        if ask(t, drain, timeout=2.0) is None:
             start_daemon(t)
         return {}
     if event == "user-prompt":

@@ -84,3 +84,44 @@ def test_a_correction_is_redacted(mem):
                        reason="token ghp_8fK2mQ9xR4tL7vN1pZ3sW6yB0cD5eH2jA4gU")
     root = mem.get(done.node)
     assert "sk_live_51Hq8" not in str(root.content) and "ghp_8fK2" not in done.reason
+
+
+FACTS = ("tests (pytest): `pytest -q` works (5 passed)",
+         "deploy (kubectl apply): `kubectl apply -f k8s/prod` fails: denied the request",
+         "build (docker build): `docker build .` works")
+
+
+def _knowledge(mem):
+    from deltamem.core.model import Knowledge
+
+    [node] = mem.add_roots([(Tree.ENV, ENV, Knowledge("software project shop", FACTS), {})])
+    return node
+
+
+def test_forget_fact_removes_one_fact_and_keeps_the_rest(mem):
+    from deltamem.core.tree import compose_chain
+
+    node = _knowledge(mem)
+    done = mem.forget_fact(node, "kubectl apply -f", reason="the gate was lifted")
+    assert done.kind == "fact" and done.of == node
+    kept = compose_chain(mem.chain(done.node))
+    assert kept.facts == (FACTS[0], FACTS[2])
+    again = mem.forget_fact(done.node, "2")  # by its number as `show` lists the facts
+    assert compose_chain(mem.chain(again.node)).facts == (FACTS[0],)
+    assert compose_chain(mem.chain(node)).facts == FACTS  # the history stays
+    assert mem.check() == []
+
+
+def test_forget_fact_errors_are_clear(mem):
+    node = _knowledge(mem)
+    with pytest.raises(EpisodeError, match="2 facts of the 3 match"):
+        mem.forget_fact(node, "works")
+    with pytest.raises(EpisodeError, match="no facts"):
+        mem.forget_fact(node, "terraform")
+    with pytest.raises(EpisodeError):
+        mem.forget_fact(node, "  ")
+    learned = _learn(mem)
+    with pytest.raises(EpisodeError, match="scene knowledge"):
+        mem.forget_fact(learned.task.node, "pytest")
+    with pytest.raises(NodeNotFound):
+        mem.forget_fact("e-0000000000000000", "x")

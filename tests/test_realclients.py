@@ -62,3 +62,21 @@ def test_fixed_session_is_a_success_with_its_final_output(client: str) -> None:
     assert episode["success"] is True, episode["meta"]
     assert "2 passed" in _final_run(episode)["observation"]
     assert episode["steps"][-1]["action"].startswith("reply: ")
+
+
+def test_codex_code_mode_is_read_as_the_commands_it_ran() -> None:
+    """A model in code mode (``gpt-5.6-sol``) runs JavaScript through Codex's ``exec`` tool,
+    which calls ``tools.exec_command`` / ``tools.apply_patch``: the episode's steps are the
+    commands it ran and the file it changed, and the failing last run fails the task."""
+    _installed("codex")
+    run = h.run_sessions("codex", [h.Session(PROMPT_1, h.fix_the_test(final_passes=False),
+                                             code_mode=True)])
+    [episode] = run.episodes
+    actions = [s["action"] for s in episode["steps"]]
+    assert '"exec"' in run.sessions[0].transcript and "tools.exec_command" in \
+        run.sessions[0].transcript  # what the rollout holds
+    assert not any("tools." in a for a in actions), actions
+    assert actions[0].startswith("exec_command: python -m pytest"), actions
+    assert any(a.startswith("apply_patch") and "calc.py" in a for a in actions), actions
+    assert episode["success"] is False
+    assert "1 failed" in _final_run(episode)["observation"]

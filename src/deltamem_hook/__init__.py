@@ -246,6 +246,7 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
         os.fsync(handle.fileno())
     path = os.path.join(folder, name)
     os.replace(tmp, path)
+    close_turn(t, payload)
     return path
 
 
@@ -328,10 +329,17 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
         transcript = payload.get("transcript_path")
         if transcript and not os.path.isfile(str(transcript)):
             raise ValueError(f"cannot read transcript {transcript}: no such file")
-        spool_stop(t, payload, scope, event)
-        if ask(t, {"event": "drain"}, timeout=2.0) is None:
+        entry = os.path.basename(spool_stop(t, payload, scope, event))
+        reply = payload.get("last_assistant_message")
+        # The reply goes to a running learner in memory only (the spool keeps its digest): if
+        # the client never flushes it to the transcript, the learner still has it.
+        drain = {"event": "drain", "entry": entry,
+                 "reply": reply if isinstance(reply, str) else None}
+        if ask(t, drain, timeout=2.0) is None:
             start_daemon(t)
         return {}
+    if event == "user-prompt":
+        open_turn(t, payload, scope)
     request = {"event": event, "payload": payload, "budget_tokens": budget_tokens,
                "scope": scope}
     try:
@@ -350,14 +358,47 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     return output if isinstance(output, dict) else {}
 
 
+def _session(payload: dict[str, Any]) -> str:
+    """The hook's session id as a safe file name ("" when there is none)."""
+    return "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in "-_")
+
+
+def open_turn(t: Target, payload: dict[str, Any], scope: str | None = None) -> None:
+    """A turn began (``user-prompt``): keep a marker (the transcript's path, never its text)
+    until its ``stop`` or ``session-end`` comes. A marker whose transcript has not changed for
+    ``DELTAMEM_TURN_STALE`` seconds is a turn the client never ended (killed, or its end hook
+    cut short): the learner learns it as it stands."""
+    import tempfile
+
+    session, path = _session(payload), str(payload.get("transcript_path") or "")
+    if not session or not path:
+        return
+    folder = private_dir(os.path.join(t.spool_dir, "open"))
+    entry = {"transcript_path": path, "cwd": str(payload.get("cwd") or ""),
+             "session_id": str(payload.get("session_id")), "scope": scope,
+             "opened_at": time.time()}
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(entry, handle)
+    os.replace(tmp, os.path.join(folder, f"{session}.json"))
+
+
+def close_turn(t: Target, payload: dict[str, Any]) -> None:
+    import contextlib
+
+    session = _session(payload)
+    if session:
+        with contextlib.suppress(OSError):
+            os.unlink(os.path.join(t.spool_dir, "open", f"{session}.json"))
+
+
 def switched_off(t: Target, payload: dict[str, Any], event: str) -> bool:
     """Whether the memory is off for this hook call: ``DELTAMEM_OFF`` set (for every session
     started with it), or the session switched off by a prompt ``deltamem off`` (until a prompt
     ``deltamem on``); the switch is a file named by the session's id in the spool folder."""
     if os.environ.get("DELTAMEM_OFF", "").lower() in ("1", "true", "yes", "on"):
         return True
-    session = "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in
-                      "-_")
+    session = _session(payload)
     if not session:
         return False
     marker = os.path.join(t.home_dir, "off", session)
@@ -388,7 +429,7 @@ def answered_here(t: Target, event: str, payload: dict[str, Any]) -> bool:
 
 def failures(t: Target, session: str) -> dict[str, bool]:
     """The calls of a session Claude Code reported failed: ``{tool_use_id: is_interrupt}``."""
-    name = "".join(c for c in session if c.isalnum() or c in "-_")
+    name = _session({"session_id": session})
     path = os.path.join(t.spool_dir, "failures", f"{name}.jsonl")
     out: dict[str, bool] = {}
     try:
@@ -408,8 +449,7 @@ def note_failure(t: Target, payload: dict[str, Any]) -> None:
     """Claude Code's ``PostToolUseFailure``: keep which call failed and whether the user
     interrupted it (its id and a flag, never its error text) for the learner, which marks that
     call's result failed even where the transcript does not."""
-    session = "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in
-                      "-_")
+    session = _session(payload)
     call = payload.get("tool_use_id")
     if not session or not isinstance(call, str) or not call:
         return

@@ -278,3 +278,20 @@ def test_recall_and_list_filter_on_episode_meta(tmp_path):
         assert bad.returncode == 3
         assert bad.stderr.strip().splitlines() == [
             f"error: filter {flag!r} must be key=value, e.g. user=alice"]
+
+
+def test_forget_fact_removes_one_fact(tmp_path):
+    from deltamem.core.model import Knowledge, Tree
+    from deltamem.engine.memory import DeltaMem
+
+    db = tmp_path / "k.db"
+    facts = ("tests (pytest): `pytest -q` works", "deploy (helm upgrade): `helm upgrade` fails")
+    with DeltaMem.open(db, embedder="hashing") as mem:
+        [node] = mem.add_roots([(Tree.ENV, "software project shop at /src/shop",
+                                 Knowledge("software project shop", facts), {})])
+    out = json.loads(run("forget-fact", node, "helm upgrade", "--db", db, "--json").stdout)
+    assert out["of"] == node and out["kind"] == "fact"
+    shown = run("show", out["node"], "--db", db).stdout
+    assert "pytest -q" in shown and "helm upgrade" not in shown
+    bad = run("forget-fact", node, "nothing like it", "--db", db, check=False)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "match" in bad.stderr

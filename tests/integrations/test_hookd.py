@@ -182,3 +182,147 @@ def test_the_plain_command_line_reads_like_argparse():
                                                "budget_tokens": 800, "scope": "project"})
     assert _options(["user-prompt", "--budget-tokens=800", "--db=/m.db", "--space=s",
                      "--scope=project"]) == _options(plain)  # read by argparse
+
+
+def _hung_daemon(env: dict[str, str], db: Path) -> Any:
+    """A test double of a hung daemon: it holds the target's socket and lock, accepts every
+    connection and never answers."""
+    import fcntl
+    import socket
+    import threading
+
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        path = target(str(db), "default", "hashing").socket  # read under the hooks' env
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = open(str(path) + ".lock", "w")  # noqa: SIM115 - held while the double runs
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        try:
+            while True:
+                held.append(server.accept()[0])
+        except OSError:  # closed at the end of the test
+            return
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server, lock, held
+
+
+def test_recall_hooks_fail_open_when_the_daemon_hangs(home):
+    env, db = home
+    server, lock, held = _hung_daemon(env, db)
+    try:
+        for event in ("session-start", "user-prompt"):
+            done = _hook(env, db, event, _payload("UserPromptSubmit", prompt=REQUEST))
+            assert done.returncode == 0 and done.stdout == "", done.stderr
+        assert held, server.getsockname()  # the hooks reached the hung daemon, and gave up
+    finally:
+        server.close()
+        lock.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_session_switched_off_gets_and_teaches_nothing(home, tmp_path):
+    env, db = home
+    off = _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt="deltamem off"))
+    assert off.returncode == 0 and off.stdout == ""
+    stop = _hook(env, db, "stop", _payload("Stop"))
+    assert stop.returncode == 0
+    spool = db.parent / ".deltamem-hooks" / "spool"
+    assert not list(spool.glob("[0-9]*.json"))  # nothing queued to learn
+    on = _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt="/deltamem on"))
+    assert on.returncode == 0
+    assert _hook(env, db, "stop", _payload("Stop")).returncode == 0
+    assert list(spool.glob("[0-9]*.json")) or _episodes(db) == 1
+    # The whole-session switch: the environment variable.
+    everything_off = {**env, "DELTAMEM_OFF": "1"}
+    other = _payload("Stop") | {"session_id": "s-2"}
+    before = len(list(spool.glob("[0-9]*.json")))
+    assert _hook(everything_off, db, "stop", other).returncode == 0
+    assert len(list(spool.glob("[0-9]*.json"))) <= before
+
+
+def test_a_failed_call_claude_code_reports_reads_as_failed(home, tmp_path):
+    """PostToolUseFailure keeps the call's id and interrupt flag (never its error text); the
+    learner marks that call's result failed."""
+    from deltamem.integrations.claude_code import read_turn
+    from deltamem_hook import failures
+
+    env, db = home
+    transcript = FIXTURES / "claude_code_success.jsonl"
+    lines = transcript.read_text().splitlines()
+    ids = [b["id"] for line in lines for b in (json.loads(line).get("message") or {}).get(
+        "content") or [] if isinstance(b, dict) and b.get("type") == "tool_use"]
+    payload = _payload("PostToolUseFailure", tool_use_id=ids[-1], is_interrupt=False,
+                       error="secret-looking text that must not be kept")
+    assert _hook(env, db, "tool-failure", payload).returncode == 0
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        failed = failures(target(str(db), "default", "hashing"), "s-1")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+    assert failed == {ids[-1]: False}
+    spooled = "".join(p.read_text() for p in (db.parent / ".deltamem-hooks").rglob("*.jsonl"))
+    assert "secret-looking" not in spooled
+    read = read_turn(transcript, failed=failed, wait=0)
+    result = [m for m in read.messages if m.get("tool_call_id") == ids[-1]]
+    assert result and str(result[0]["content"]).startswith("error: ")
+
+
+def test_a_turn_the_client_never_ended_is_learned(home, tmp_path):
+    """No Stop and no SessionEnd (the client was killed, or its end hook cut short): once the
+    transcript has not changed for DELTAMEM_TURN_STALE seconds, the learner learns the turn."""
+    env, db = home
+    env = {**env, "DELTAMEM_TURN_STALE": "1"}
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_bytes((FIXTURES / "claude_code_success.jsonl").read_bytes())
+    prompt = _payload("UserPromptSubmit", transcript=str(transcript), prompt=REQUEST)
+    assert _hook(env, db, "user-prompt", prompt).returncode == 0
+    spool = db.parent / ".deltamem-hooks" / "spool"
+    assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
+    assert not list((spool / "open").glob("*.json"))
+
+
+def test_a_turn_that_ended_leaves_no_marker(home):
+    env, db = home
+    assert _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt=REQUEST)
+                 ).returncode == 0
+    assert _hook(env, db, "stop", _payload("Stop")).returncode == 0
+    assert not list((db.parent / ".deltamem-hooks" / "spool" / "open").glob("*.json"))
+
+
+def test_a_reply_the_client_never_flushes_comes_from_stop(home, tmp_path):
+    """Claude Code runs Stop before it writes the turn's last lines; here they never come. The
+    warm learner gets the reply from Stop's ``last_assistant_message`` (in memory; the spool
+    keeps only its digest), and the run whose output never came is no pass."""
+    env, db = home
+    recorded = ROOT / "tests" / "fixtures" / "clients" / "claude-code-2.1.197" / "fix-pass"
+    lines = (recorded / "session-1" / "transcript.jsonl").read_text().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if '"tool_use"' in line and '"Bash"' in line)
+    transcript = tmp_path / "cut.jsonl"
+    transcript.write_text("".join(lines[:last + 1]))
+    reply = "I changed add() in calc.py, which subtracted its arguments."
+    warm_up = _payload("UserPromptSubmit", prompt="hi") | {"transcript_path": ""}
+    assert _hook(env, db, "user-prompt", warm_up).returncode == 0  # the daemon is up
+    assert _wait(lambda: json.loads(_hook(env, db, "ping").stdout or "{}").get("pid"))
+    stop = _payload("Stop", transcript=str(transcript), last_assistant_message=reply)
+    assert _hook(env, db, "stop", stop).returncode == 0
+    spooled = "".join(p.read_text() for p in (db.parent / ".deltamem-hooks").rglob("*.json"))
+    assert "subtracted" not in spooled
+    assert _wait(lambda: _episodes(db) == 1)
+    with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS, create=False) as mem:
+        [episode] = list(mem.store.episodes(mem.space))
+    assert episode.steps[-1]["action"] == f"reply: {reply}"
+    assert episode.success is False

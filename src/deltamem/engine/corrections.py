@@ -24,6 +24,8 @@ Kinds:
 * ``wrong`` (either tree): the experience is retracted: a skill or lesson becomes an empty
   failure skill (recall shows nothing of it), scene knowledge becomes knowledge without facts
   (shown as nothing).
+* ``fact`` (environment tree, :func:`forget_fact`): one fact removed from the scene's
+  knowledge, the others kept.
 
 To delete a node and its subtree outright (no history), use :meth:`DeltaMem.delete`.
 """
@@ -59,7 +61,7 @@ class Memory(Protocol):
 
     def chain(self, node_id: str) -> list[Node]: ...
 
-KINDS = ("outcome", "steps", "wrong")
+KINDS = ("outcome", "steps", "wrong", "fact")
 MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.formats.api)
 MAX_TEXT = api.MAX_REASON
 
@@ -138,9 +140,41 @@ def _steps(steps: Sequence[str]) -> tuple[str, ...]:
     return items
 
 
+def the_fact(facts: Sequence[str], fact: str) -> str:
+    """The one fact of ``facts`` that ``fact`` names: the fact itself, its number as ``show``
+    lists them (1-based), or a piece of text only it contains.
+
+    Raises:
+        EpisodeError: no fact, or several, match.
+    """
+    wanted = fact.strip() if isinstance(fact, str) else ""
+    if not wanted:
+        raise EpisodeError("name the fact to forget: its text or its number", field="fact")
+    if wanted in facts:
+        return wanted
+    if wanted.isdigit() and 1 <= int(wanted) <= len(facts):
+        return facts[int(wanted) - 1]
+    found = [f for f in facts if wanted.lower() in f.lower()]
+    if len(found) != 1:
+        raise EpisodeError(f"{len(found) or 'no'} facts of the {len(facts)} match {wanted!r}; "
+                           "give the fact's whole text or its number", field="fact")
+    return found[0]
+
+
+def forget_fact(mem: Memory, node_id: str, fact: str, *, reason: str = "") -> Correction:
+    """Remove one fact from the scene knowledge ``node_id`` holds (composed along its chain): a
+    correction root without it (see the module docstring); one transaction.
+
+    Raises:
+        NodeNotFound: no such node in the space.
+        EpisodeError: not a knowledge node, or ``fact`` matches no fact or several.
+    """
+    return correct(mem, node_id, reason=reason, _fact=fact)
+
+
 def correct(mem: Memory, node_id: str, *, success: bool | None = None,
             steps: Sequence[str] | None = None, wrong: bool = False,
-            reason: str = "") -> Correction:
+            reason: str = "", _fact: str | None = None) -> Correction:
     """Write a correction of ``node_id`` (see the module docstring); one transaction.
 
     Raises:
@@ -157,8 +191,17 @@ def correct(mem: Memory, node_id: str, *, success: bool | None = None,
         chain = mem.chain(node_id)
         node = chain[-1]
         current = compose_chain(chain)
-        kind, experience, outcome = corrected(node.tree, current, success=success, steps=steps,
-                                              wrong=wrong)
+        if _fact is not None:
+            if not isinstance(current, Knowledge):
+                raise EpisodeError("forget-fact applies to scene knowledge (an environment-tree "
+                                   "node)", field="fact")
+            gone = the_fact(current.facts, _fact)
+            kind, outcome = "fact", Outcome.SUCCESS
+            experience: Experience = Knowledge(current.trigger,
+                                               tuple(f for f in current.facts if f != gone))
+        else:
+            kind, experience, outcome = corrected(node.tree, current, success=success,
+                                                  steps=steps, wrong=wrong)
         vector = mem.store.vector(mem.space, node.id)
         assert vector is not None
         record = {"kind": kind, "of": node.id, "reason": reason,

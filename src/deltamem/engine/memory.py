@@ -752,6 +752,21 @@ class DeltaMem:
             return correct(self, node_id, success=success, steps=steps, wrong=wrong,
                            reason=reason)
 
+    def forget_fact(self, node_id: str, fact: str, *, reason: str = "") -> Correction:
+        """Remove one fact from the scene knowledge of ``node_id`` (an environment-tree node),
+        keeping the others: ``fact`` is the fact's text, its number as :meth:`show` lists the
+        composed facts (1-based), or a piece of text only it contains. Like :meth:`correct`, a
+        new root supersedes the node and the history is kept.
+
+        Raises:
+            NodeNotFound: no such node in this space.
+            EpisodeError: not a knowledge node, or ``fact`` names no fact or several.
+        """
+        from deltamem.engine.corrections import forget_fact
+
+        with self._intact():
+            return forget_fact(self, node_id, fact, reason=reason)
+
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """A write block on this space, for callers composing several store operations."""

@@ -562,7 +562,7 @@ class CorrectRequest(BaseModel):
 class CorrectionOut(Model):
     node: str = Field(description="The correction root, which now supersedes the node in recall.")
     of: str = Field(description="The corrected node (kept, as the correction's lineage).")
-    kind: Literal["outcome", "steps", "wrong"]
+    kind: Literal["outcome", "steps", "wrong", "fact"]
     tree: Literal["task", "env"]
     reason: str
     discredited: list[str] = Field(description=(

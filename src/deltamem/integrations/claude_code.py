@@ -52,6 +52,7 @@ from deltamem.formats.transcripts import (
     turn_end,
 )
 from deltamem.integrations.coding import CodingMemory
+from deltamem.integrations.repository import checkout
 from deltamem.scenes.coding import project_root, project_scene
 from deltamem_hook import reply_digest
 
@@ -72,8 +73,11 @@ class Transcript:
 
 
 def scene(cwd: str) -> str:
-    """The environment-tree key of a working directory: its project (repository root)."""
-    return project_scene(project_root(cwd or Path.cwd()))
+    """The environment-tree key of a working directory: its project (the repository's main
+    checkout, ``integrations.repository``; without a repository, the folder holding ``.git``
+    or the directory itself)."""
+    found = checkout(cwd or Path.cwd())
+    return project_scene(found.root if found is not None else project_root(cwd or Path.cwd()))
 
 
 def read_transcript(path: str | Path) -> Transcript:

@@ -2,7 +2,9 @@
 session's tasks -- shared by the Claude Code / Codex hooks, the LangChain middleware, the OpenAI
 Agents adapter and ``Episode.from_messages`` users.
 
-**Scope.** A project is its repository root (``scenes.coding.project_root``), matched exactly.
+**Scope.** A project is its repository's main checkout (``integrations.repository``: every
+worktree of the repository, and every clone of its remote, is the one project), matched
+exactly.
 Its knowledge is stored under ``software project <name> at <root>`` and recalled only when the
 matched node names that very root: never for ``shop2``, ``shop-admin`` or another machine's
 ``shop``, and for ``shop/api`` it is the knowledge of ``shop``. Every learned task records its
@@ -58,10 +60,10 @@ from deltamem.extract.coding import (
     to_learn,
 )
 from deltamem.formats.transcripts import episode_from_messages
+from deltamem.integrations.repository import checkout
 from deltamem.scenes.coding import (
     CodingScene,
     names_project_files,
-    project_root,
     project_scene,
     signature_of,
 )
@@ -179,12 +181,10 @@ def root_hints(texts: Sequence[str]) -> list[str]:
 
 
 def git_root(start: str) -> str | None:
-    """The repository root on disk above ``start`` (a folder holding ``.git``), else None."""
-    root = project_root(start)
-    try:
-        return str(root) if (root / ".git").exists() else None
-    except OSError:
-        return None
+    """The project root of a repository on disk above ``start``: its main checkout, whichever
+    worktree ``start`` is in (``integrations.repository``), else None."""
+    found = checkout(start)
+    return found.root if found is not None else None
 
 
 def _within(path: str, root: str) -> bool:
@@ -219,6 +219,8 @@ class CodingMemory:
     scope: str = "project"
     extractor: Extractor | None = None
     user: str = field(default_factory=lambda: _login())
+    remote: str = ""  # the repository's normalised remote (clones of it share its memory)
+    here: str = ""  # the checkout the session ran in, when it is a worktree of ``root``
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -239,12 +241,18 @@ class CodingMemory:
         """The memory of the project ``cwd`` belongs to (see :func:`resolve_root`); ``hints``
         are texts of the session (tool calls and outputs) that may name the root."""
         start = signature_of(f"at {Path(cwd or Path.cwd()).absolute()}")
-        on_disk = git_root(start)
+        found = checkout(start)
+        on_disk = found.root if found is not None else None
         env = list(mem.nodes(Tree.ENV))
         known = {sig for n in env if (sig := signature_of(n.key))}
         root = on_disk or resolve_root(start, known, root_hints(hints))
-        made = cls(mem, root, **kwargs)
+        made = cls(mem, root, remote=found.remote if found is not None else "",
+                   here=found.here if found is not None and found.here != found.root else "",
+                   **kwargs)
         made._env = env
+        if made.remote:  # the clones of this repository elsewhere on the machine
+            made.family = made.family | {sig for n in env if (sig := signature_of(n.key))
+                                         and _remote_of(n) == made.remote}
         if on_disk is None and root in known:
             # No repository to look at: a folder known as a project owns what earlier sessions
             # learned in its subfolders (each of which then looked like a project of its own).
@@ -386,7 +394,7 @@ class CodingMemory:
         else:
             rule = "given"
         info = {**dict(meta or {}), "project": self.root, "user": self.user,
-                "outcome_rule": rule}
+                "outcome_rule": rule, **({"remote": self.remote} if self.remote else {})}
         return replace(episode, success=success, meta=info)
 
     def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
@@ -397,6 +405,8 @@ class CodingMemory:
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""
+        if self.here:  # a worktree's files are the project's files: paths as in the main checkout
+            messages = _rebased(messages, self.here, self.root)
         tasks = to_learn(split_tasks(messages), session_end=session_end)
         results = []
         writer = self.writer(stale)
@@ -424,7 +434,8 @@ class CodingMemory:
         facts = supersede(known.facts if known else (), [fact])
         trigger = CodingScene().trigger(self.scene, 240)
         [made] = self.mem.add_roots([(Tree.ENV, self.scene, Knowledge(trigger, facts),
-                                      {"source": "answer", "project": self.root})])
+                                      {"source": "answer", "project": self.root,
+                                       **({"remote": self.remote} if self.remote else {})})])
         return made
 
     def _learned(self, episode: Episode) -> bool:
@@ -441,6 +452,30 @@ class CodingMemory:
 
     def learn(self, episode: Episode) -> LearnResult:
         return self.writer().learn(episode)
+
+
+def _rebased(messages: Sequence[Mapping[str, Any]], here: str, root: str
+             ) -> list[Mapping[str, Any]]:
+    """``messages`` with every path under the worktree ``here`` written under ``root``."""
+    old, new = here.rstrip("/") + "/", root.rstrip("/") + "/"
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, str):
+            return value.replace(old, new) if old in value else value
+        if isinstance(value, Mapping):
+            return {k: walk(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        return value
+
+    return [walk(m) for m in messages]
+
+
+def _remote_of(node: Node) -> str:
+    """The repository remote a knowledge node was learned under ("" when none was recorded)."""
+    meta = node.meta.get("episode_meta")
+    found = meta.get("remote") if isinstance(meta, Mapping) else node.meta.get("remote")
+    return found if isinstance(found, str) else ""
 
 
 def _login() -> str:

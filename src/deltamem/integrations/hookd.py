@@ -7,7 +7,8 @@ lives and how hooks start it). It keeps the memory open and the embedder loaded,
 
 Protocol: one JSON line per connection, one JSON line back. ``{"event": "user-prompt" |
 "session-start", "payload": {...}, "budget_tokens": N}`` answers ``{"output": {...}}`` (what the
-hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain"}`` wakes the learner and
+hook prints) or ``{"error": "..."}`` (redacted); ``{"event": "drain", "entry": NAME, "reply":
+TEXT}`` wakes the learner (keeping the turn's final reply in memory for that spool entry) and
 answers ``{"output": {}}``; ``{"event": "ping"}`` answers ``{"output": {"pid": ...}}``.
 
 The learner drains the spool in order: each entry is a transcript's path and its size when the
@@ -59,11 +60,15 @@ from deltamem_hook import (
     open_lock,
     private_dir,
     same_user,
+    spool_stop,
     target,
 )
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
+# A turn begun (user-prompt) whose transcript has not changed for this long, with no Stop or
+# SessionEnd, was never ended by its client: it is learned as it stands (DELTAMEM_TURN_STALE).
+DEFAULT_TURN_STALE = 1800.0
 
 
 def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "default",
@@ -94,9 +99,11 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
 class Daemon:
     """The memory kept open for one target, its socket server and its learner."""
 
-    def __init__(self, t: Target, *, idle: float = DEFAULT_IDLE):
+    def __init__(self, t: Target, *, idle: float = DEFAULT_IDLE,
+                 turn_stale: float = DEFAULT_TURN_STALE):
         self.target = t
         self.idle = idle
+        self.turn_stale = turn_stale
         self.last = time.monotonic()
         self.wake = threading.Event()
         self.stopping = threading.Event()
@@ -105,6 +112,8 @@ class Daemon:
         self._writer: DeltaMem | None = None
         self._coding_extractor: Extractor | None = None
         self._read_lock = threading.Lock()
+        # Final replies the Stop hooks reported, by spool entry (held in memory, never written).
+        self.replies: dict[str, str] = {}
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- memories -------------------------------------------------------------------------
@@ -149,6 +158,12 @@ class Daemon:
         if event == "ping":
             return {"output": {"pid": os.getpid()}}
         if event == "drain":
+            entry, reply = request.get("entry"), request.get("reply")
+            if isinstance(entry, str) and isinstance(reply, str) and reply:
+                with self._read_lock:
+                    self.replies[entry] = reply
+                    while len(self.replies) > 256:  # entries learned elsewhere: drop the oldest
+                        self.replies.pop(next(iter(self.replies)))
             self.wake.set()
             return {"output": {}}
         if event not in ("session-start", "user-prompt"):
@@ -195,7 +210,10 @@ class Daemon:
             session = str(data.get("session_id") or "")
             digest = data.get("reply_digest")
             queued = data.get("queued_at")
+            with self._read_lock:
+                reply = self.replies.pop(entry.name, None)
             transcript = read_turn(path, size, digest=digest if isinstance(digest, str) else None,
+                                   reply=reply,
                                    since=float(queued) if isinstance(queued, int | float)
                                    else None, failed=failures(self.target, session))
             if transcript.messages:
@@ -216,6 +234,23 @@ class Daemon:
         entry.unlink(missing_ok=True)
         return True
 
+    def abandoned(self) -> int:
+        """Queue the turns the client began and never ended (see ``deltamem_hook.open_turn``):
+        those whose transcript has not changed for ``turn_stale`` seconds."""
+        folder = self.target.spool / "open"
+        queued = 0
+        for marker in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                data = json.loads(marker.read_text(encoding="utf-8"))
+                changed = os.path.getmtime(str(data["transcript_path"]))
+            except (OSError, ValueError, KeyError, TypeError):
+                marker.unlink(missing_ok=True)
+                continue
+            if time.time() - changed >= self.turn_stale:
+                spool_stop(self.target, data, data.get("scope"), event="abandoned")
+                queued += 1
+        return queued
+
     def learner(self) -> None:
         backoff = 1.0
         while not self.stopping.is_set():
@@ -223,6 +258,7 @@ class Daemon:
             self.wake.clear()
             if self.stopping.is_set():
                 break
+            self.abandoned()
             before = len(self.pending())
             self.drain()
             left = len(self.pending())
@@ -305,7 +341,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         return 0  # another daemon serves this target
     log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
-    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE)).serve()
+    stale = os.environ.get("DELTAMEM_TURN_STALE", "").strip()
+    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE),
+           turn_stale=float(stale) if stale.replace(".", "", 1).isdigit()
+           else DEFAULT_TURN_STALE).serve()
     log.info("idle: stopped")
     return 0
 

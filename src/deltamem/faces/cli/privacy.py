@@ -1,5 +1,5 @@
-"""The privacy and correction commands of the ``deltamem`` CLI: ``scrub`` and ``correct``
-(thin adapters over the facade)."""
+"""The privacy and correction commands of the ``deltamem`` CLI: ``scrub``, ``correct`` and
+``forget-fact`` (thin adapters over the facade)."""
 
 from __future__ import annotations
 
@@ -96,7 +96,31 @@ def correct(
         f"corrected {data['of']} ({data['kind']}): {data['node']} now supersedes it"))
 
 
+def forget_fact(
+    node_id: Annotated[str, typer.Argument(help="The scene-knowledge node (e-...).")],
+    fact: Annotated[str, typer.Argument(
+        help="The fact: its text, its number as `deltamem show` lists it, or a piece of text "
+             "only it contains.")],
+    reason: Annotated[str, typer.Option(help="Why (kept with the correction).")] = "",
+    db: DbOpt = DEFAULT_DB,
+    space: SpaceOpt = "default",
+    embedder: EmbedOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove one wrong fact from a project's knowledge, keeping the others.
+
+    A new root without the fact supersedes the node; the node stays as its history
+    (deltamem.engine.corrections). `deltamem correct --wrong` retracts all of it instead.
+    """
+    with open_memory(db, space, embedder) as mem:
+        done = mem.forget_fact(node_id, fact, reason=reason)
+    data = done.to_dict()
+    emit(data, as_json, lambda: typer.echo(
+        f"forgot a fact of {data['of']}: {data['node']} now supersedes it"))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``scrub`` and ``correct`` to the CLI."""
+    """Add ``scrub``, ``correct`` and ``forget-fact`` to the CLI."""
     app.command()(scrub)
     app.command()(correct)
+    app.command("forget-fact")(forget_fact)

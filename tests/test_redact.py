@@ -335,6 +335,7 @@ def test_every_secret_of_the_dev_split_is_removed_and_its_context_kept():
     ("echo 'Qp0xZ7mLk2' | docker login --password-stdin -u ci ghcr.io", "Qp0xZ7mLk2"),
     ("INFO args: --db-password 1N3r1m4cNQPb --port 8080", "1N3r1m4cNQPb"),
     ("Authorization: Basic YWRtaW46U3VtbWVyITI2NTc=", "YWRtaW46U3VtbWVyITI2NTc="),
+    ("SIGNING_BLOB=hb/CXUVoZvn5K6tgNJsp7+Q/MIxNmDXKLD20B2p0", "CXUVoZvn5K6tgNJsp7"),
 ])
 def test_secret_shapes_the_rules_missed_are_removed(text, secret):
     assert secret not in R.redact(text)
@@ -344,3 +345,5 @@ def test_a_repository_root_names_its_project_after_redaction():
     scene = "software project MyApp at /Users/jane/Developer/MyApp"
     assert R.redact(scene) == scene
     assert R.redact("mysql -P 3306 -u app shop") == "mysql -P 3306 -u app shop"  # a port
+    for ref in ("BRANCH=perf/n+1-queries", "TEST=TestRateLimiter/Allow_burst_of_10_then_429"):
+        assert R.redact(ref) == ref

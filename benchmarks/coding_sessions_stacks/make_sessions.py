@@ -231,6 +231,7 @@ class Stack:
     feature2: str  # a second task in the same session
     symptom: str  # what the user sees after a "fix" that did not work
     topic: str  # what the bug is about (for prompts)
+    secrets: list[str] | None = None  # what the session printed (set by the env scenario)
 
 
 def S(**kw: Any) -> Stack:
@@ -578,12 +579,36 @@ def s_convention(st: Stack) -> Any:
     return "convention", prompt, "success", [st.convention_word], turns
 
 
+SECRET_RNG = random.Random(4407)  # apart from RNG: adding secrets changed no other draw
+AN = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def fake(n: int, alphabet: str = AN) -> str:
+    return "".join(SECRET_RNG.choice(alphabet) for _ in range(n))
+
+
+def printed_secrets(st: Stack) -> tuple[str, list[str]]:
+    """A ``cat .env.test`` the agent runs in the env scenario: a database URL with a password,
+    a provider key and a value under a neutral name (fake values in the real shapes)."""
+    password = fake(6) + SECRET_RNG.choice("!#%&") + fake(8)
+    key = SECRET_RNG.choice(["sk_test_", "ghp_", "xoxb-", "AKIA"])
+    key += fake(16, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567") if key == "AKIA" else fake(32)
+    neutral = fake(40, AN + "+/")
+    text = (f"DATABASE_URL=postgres://app:{password}@localhost:5432/app_test\n"
+            f"PAYMENTS_API_KEY={key}\nSIGNING_BLOB={neutral}\nLOG_LEVEL=debug\n")
+    return text, [password, key, neutral]
+
+
 def s_env(st: Stack) -> Any:
-    """The suite fails on a missing environment variable; .env.example documents it; it passes."""
+    """The suite fails on a missing environment variable; .env.example documents it; it passes.
+    On the way the agent prints the test env file, secrets and all."""
     prompt = pick("the tests crash on a fresh clone, sort it out", "CI is red on a clean checkout, can you fix it",
                   "set up the project so the tests run")
+    env_text, secrets = printed_secrets(st)
+    st.secrets = secrets
     turns = [(prompt, [
         run(st, st.full, st.env_error, 1, "Running the suite."),
+        run(st, "cat .env.test", env_text, 0, "Checking what the test env sets."),
         run(st, f"grep -rn {st.env_var} .env.example", "", 1),
         MS.write(f"{st.repo}/.env.example", f"{st.env_var}=\n") if st.fmt == "claude" else
         MS.patch(".env.example", "", f"{st.env_var}="),
@@ -640,7 +665,8 @@ def main(folder: Path = HERE) -> None:
             old.unlink()
     for i, (st, _name, (kind, task, outcome, lessons, turns)) in enumerate(played, 1):
         slug = f"{st.key}-{kind}"
-        session = Session(slug, st.fmt, st.repo, st.repo, task, outcome, lessons, turns)
+        secrets = list(st.secrets or []) if kind == "env" else []
+        session = Session(slug, st.fmt, st.repo, st.repo, task, outcome, lessons, turns, secrets)
         clock = Clock(start + timedelta(hours=3 * i))
         sid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"deltamem-stacks/{slug}"))
         lines = (MS.render_claude if st.fmt == "claude" else MS.render_codex)(session, sid, clock)
@@ -649,7 +675,7 @@ def main(folder: Path = HERE) -> None:
                                             for line in lines), encoding="utf-8")
         labels["sessions"].append({
             "id": f"t{i:03d}", "file": fname, "format": st.fmt, "repo": st.repo, "cwd": st.repo,
-            "task": task, "outcome": outcome, "lessons": lessons, "secrets": [], "stale": [],
+            "task": task, "outcome": outcome, "lessons": lessons, "secrets": secrets, "stale": [],
             "stack": st.key, "scenario": kind, "split": st.split})
     (folder / "labels.json").write_text(json.dumps(labels, indent=1, ensure_ascii=False) + "\n",
                                         encoding="utf-8")

@@ -413,16 +413,31 @@ def _is_secret_value(name: str, value: str, quoted: bool) -> bool:
 
 
 def _key_material(value: str) -> bool:
-    """Whether an assigned value is key material: 16+ characters of a key alphabet in two or
-    more character classes, spread evenly (entropy), changing class often, not made of words,
-    not an identity (a path, a hexadecimal hash or id, a UUID, a version, a digest), and not
+    """Whether an assigned value is key material: 16+ characters of a key alphabet, random
+    (:func:`_random_run`; for a value with slashes, some segment of it), not an identity (a path
+    or a ref made of words, a hexadecimal hash or id, a UUID, a version, a digest), and not
     base64 of readable text."""
     token = value.strip().rstrip("=")
     n = len(token)
     if n < 16 or n > 512 or not re.fullmatch(r"[A-Za-z0-9+/_\-.~!@#$%^&*]+", token):
         return False
-    if _HEXISH.fullmatch(token) or _VERSIONISH.fullmatch(token) or token.count("/") >= 2 \
-            or token.count(".") >= 2 or _DIGEST.match(token):
+    if _HEXISH.fullmatch(token) or _VERSIONISH.fullmatch(token) or token.count(".") >= 2 \
+            or _DIGEST.match(token):
+        return False
+    if "/" in token:  # a path or a ref when no segment of it is random
+        return any(_random_run(part) for part in token.split("/")) \
+            and _decoded_text(value.strip()) is None
+    if not _random_run(token):
+        return False
+    return _decoded_text(value.strip()) is None  # base64 of text: the encoded rule judges it
+
+
+def _random_run(token: str) -> bool:
+    """Whether a run of characters is random rather than words, an identifier or a number:
+    12+ characters, two or more character classes spread evenly (entropy), and less than
+    half of its letters in pronounceable words."""
+    n = len(token)
+    if n < 12 or _HEXISH.fullmatch(token):
         return False
     classes = sum((any(c.isupper() for c in token), any(c.islower() for c in token),
                    any(c.isdigit() for c in token)))
@@ -434,8 +449,6 @@ def _key_material(value: str) -> bool:
     entropy = -sum(k / n * math.log2(k / n) for k in counts.values())
     if entropy < min(3.5, math.log2(n) - 0.8):
         return False
-    if _decoded_text(value.strip()) is not None:
-        return False  # base64 of text: the encoded-value rule judges what it says
     letters = sum(c.isalpha() for c in token)
     wordy = sum(len(w) for w in _WORDS.findall(token) if len(w) >= 4 and w.isalpha()
                 and _VOWEL.search(w[1:]) and not re.search(r"[^aeiouy]{4}", w.lower()))

@@ -224,6 +224,21 @@ def test_recalled_steps_are_carried_out_by_the_scene_s_own_objects() -> None:
     assert plan.next_step(valid) is None
 
 
+def test_an_adapted_step_shares_a_word_beyond_the_verb_and_the_number() -> None:
+    """ "go to countertop 1" is not carried out by "go to shelf 1" (the number is all they
+    share: the dev-2 replay's 35 of 44 adapted navigation steps); it still is by "go to
+    countertop 2", and an abstract step's variable still stands for the receptacle."""
+    from deltamem_bench.choice import adapt_step
+
+    valid = ["go to shelf 1", "go to drawer 2"]
+    assert adapt_step(("go", "to", "countertop", "1"), valid) is None
+    assert adapt_step(("go", "to", "countertop", "1"), valid, word_match=False) == (
+        1 / 3, "go to shelf 1")  # the agent of the runs before 2026-12-06
+    assert adapt_step(("go", "to", "countertop", "1"), ["go to countertop 2"]) == (
+        1 / 3, "go to countertop 2")
+    assert adapt_step(("go", "to", "xslotx"), valid) is not None
+
+
 def test_an_adapted_step_keeps_the_objects_the_task_names() -> None:
     """A past object may give way to the scene's, a task's object may not: with the task's
     words as ``keep``, "move keychain 1 to sidetable 1" is not carried out by "move box 1 to

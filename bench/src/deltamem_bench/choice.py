@@ -112,6 +112,11 @@ class ChoiceConfig:
             ScienceWorld, 49% of DeltaMem's steps were spent in a run of three or more such
             refusals, "look around" offered twelve times while "go to hallway", the next step,
             was never offered).
+        word_match: An adapted plan step must share a word with the recalled step beyond its
+            verb and its numbers (see :func:`adapt_step`; False is the agent of the runs
+            before 2026-12-06, whose plans carried "go to countertop 1" out by "go to shelf 1":
+            the instance number was the only word in common, in 35 of 44 adapted navigation
+            steps of an ALFWorld dev-2 replay).
         observation_chars: Observations are cut to this many characters in the prompt.
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
@@ -139,6 +144,7 @@ class ChoiceConfig:
     verb_first: bool = True
     keep_task_objects: bool = True
     defer_passed: bool = True
+    word_match: bool = True
     observation_chars: int = 600
     memory_chars: int = 2400
     context_tokens: int = 3000
@@ -218,7 +224,8 @@ def _action_words(action: str) -> tuple[str, ...]:
 
 def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
                verb_first: bool = True,
-               keep: frozenset[str] = frozenset()) -> tuple[float, str] | None:
+               keep: frozenset[str] = frozenset(),
+               word_match: bool = True) -> tuple[float, str] | None:
     """The valid action that best carries out a recalled step in the current scene.
 
     Recalled steps name the objects and places of past episodes ("put black pepper in shelf");
@@ -238,6 +245,10 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
     but a word of the phrase that the task names must stay in the adapted action: the task's
     objects are the goal. Without it, "move keychain 1 to sidetable 1" was carried out by "move
     box 1 to sidetable 1" in a game whose task is "put a keychain in sidetable".
+
+    ``word_match``: an adapted action must share a content word that is not a number with the
+    phrase (a variable of an abstract step counts as sharing). Without it, "go to countertop 1"
+    was carried out by "go to shelf 1", the instance number their only word in common.
     """
     best: tuple[float, str] | None = None
     # The phrase's content after each place its verb may stand, and the task's words in it: the
@@ -261,6 +272,9 @@ def adapt_step(phrase: Sequence[str], admissible: Sequence[str], *,
             if tuple(phrase[at:at + len(words)]) == words:
                 return 1.0, action
             if not needed[at] <= want:
+                continue
+            if word_match and not slots[at] and not any(not w.isdigit()
+                                                         for w in want & rests[at]):
                 continue
             score = (_slotted(want, rests[at], slots[at], keep) if slots[at]
                      else _overlap(want, rests[at]))
@@ -309,6 +323,7 @@ class Plan:
     verb_first: bool = True  # see adapt_step
     keep: frozenset[str] = frozenset()  # the task's words (see adapt_step)
     defer_passed: bool = True
+    word_match: bool = True  # see adapt_step
     done: set[int] = field(default_factory=set)
     used: set[str] = field(default_factory=set)
     passed: dict[int, int] = field(default_factory=dict)  # phrase index -> times passed over
@@ -326,10 +341,12 @@ class Plan:
         for index, phrase in enumerate(self.phrases):
             if index in self.done:
                 continue
-            found = adapt_step(phrase, admissible, verb_first=self.verb_first, keep=self.keep)
+            found = adapt_step(phrase, admissible, verb_first=self.verb_first, keep=self.keep,
+                               word_match=self.word_match)
             if found is not None and found[0] < 1.0 and found[1] in self.used:
                 found = adapt_step(phrase, [a for a in admissible if a not in self.used],
-                                   verb_first=self.verb_first, keep=self.keep)
+                                   verb_first=self.verb_first, keep=self.keep,
+                                   word_match=self.word_match)
             if found is not None and found[0] >= self.cutoff:
                 score = (found[0], -index)
                 best[found[1]] = max(best.get(found[1], score), score)
@@ -583,7 +600,7 @@ class ChoiceAgent:
         keep = frozenset(_content(_action_words(reset.task))
                          if self.config.keep_task_objects else ())
         plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first, keep,
-                    self.config.defer_passed)
+                    self.config.defer_passed, self.config.word_match)
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)

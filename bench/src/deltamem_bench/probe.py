@@ -50,6 +50,7 @@ right by construction, since the family is given). ``none``: the scripted explor
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import time
 from collections import Counter
@@ -67,6 +68,9 @@ from deltamem_bench.envs.base import Environment, EpisodeSpec
 from deltamem_bench.memories import DeltaMemMemory
 
 PROBE_KINDS = ("none", "deltamem", "synapse", "awm")
+# ``deltamem-cosine``: DeltaMem recalling by the cosine alone (``core.ranking.kind_first`` off),
+# the "before" of the salient-word rule, measured in the same run.
+PROBE_ABLATIONS = ("deltamem-cosine",)
 _WORD = re.compile(r"[a-z]+|\d+")
 _GLUE = frozenset({"a", "an", "the", "in", "on", "into", "onto", "to", "from", "of", "with",
                    "at", "for", "and", "or", "is", "it", "its", "them", "some", "your", "task",
@@ -134,7 +138,7 @@ def manipulations(actions: Sequence[str]) -> tuple[list[Manipulation], list[tupl
     for action in actions:
         match = _ALF.match(" ".join(words(action.replace("in/on", "in"))))
         verb = _verb(match)
-        if verb not in MANIPULATIONS:
+        if match is None or verb not in MANIPULATIONS:
             continue
         obj, target = kind_of(match.group(2)), kind_of(match.group(3) or "")
         if verb == "take":
@@ -226,15 +230,18 @@ def make_probe_memory(name: str, directory: Path, embedder: Embedder,
     """The probe's memory ``name`` (:data:`PROBE_KINDS`), empty, persisting under
     ``directory`` (``settings``: DeltaMem's)."""
     directory.mkdir(parents=True, exist_ok=True)
-    if name == "deltamem":
-        return ProbeMemory(name, deltamem=DeltaMemMemory(directory / "memory.db", embedder,
-                                                          extractor="trace",
-                                                          settings=settings))
+    if name in ("deltamem", "deltamem-cosine"):
+        memory = DeltaMemMemory(directory / "memory.db", embedder, extractor="trace",
+                                settings=settings)
+        if name == "deltamem-cosine":
+            memory.mem.reader.kind_weight = 0.0
+        return ProbeMemory(name, deltamem=memory)
     if name == "synapse":
         return ProbeMemory(name, synapse=SynapseMemory(embedder))
     if name in ("awm", "none"):
         return ProbeMemory(name)
-    raise ValueError(f"unknown probe memory {name!r}; choose from {PROBE_KINDS}")
+    raise ValueError(f"unknown probe memory {name!r}; choose from "
+                     f"{PROBE_KINDS + PROBE_ABLATIONS}")
 
 
 # -- the ALFWorld executor ----------------------------------------------------------------------
@@ -562,12 +569,18 @@ def train_episodes(env: Environment, specs: Sequence[EpisodeSpec]) -> list[Episo
 
 def run_probe(env: Environment, env_name: str, train: Sequence[Episode],
               games: Sequence[EpisodeSpec], kinds: Sequence[str], directory: Path,
-              embedder: Embedder, settings: Settings | None = None) -> dict[str, Any]:
+              embedder: Embedder, settings: Settings | None = None,
+              templated: dict[str, Sequence[dict[str, str]]] | None = None) -> dict[str, Any]:
     """Learn ``train`` into each memory of ``kinds``, probe it on ``games``; the summary per
-    memory, the per-game rows, and the time taken (``settings``: DeltaMem's)."""
+    memory, the per-game rows, and the time taken (``settings``: DeltaMem's). ``templated``:
+    templated tasks by split, whose recalled kinds (:func:`templated_kinds`) are reported
+    for every memory that recalls by the task text (DeltaMem, Synapse; AWM is given the
+    family)."""
     probe_game = probe_alfworld_game if env_name == "alfworld-generated" \
         else probe_scienceworld_game
     out: dict[str, Any] = {"env": env_name, "train": len(train), "games": len(games),
+                           "train_families": dict(Counter(str(e.meta.get("task_name", ""))
+                                                          for e in train)),
                            "memories": {}, "rows": {}, "seconds": {}}
     for kind in kinds:
         started = time.perf_counter()
@@ -576,6 +589,9 @@ def run_probe(env: Environment, env_name: str, train: Sequence[Episode],
             for episode in train:
                 memory.learn(episode)
             rows = [probe_game(env, spec, memory) for spec in games]
+            if templated and kind != "none" and kind != "awm":
+                out.setdefault("templated", {})[kind] = {
+                    split: templated_kinds(memory, tasks) for split, tasks in templated.items()}
         finally:
             memory.close()
         out["memories"][kind] = summarise(rows)
@@ -625,3 +641,38 @@ def probe_streams(env: Environment, name: str, train: int, games: int, seed: int
     train_specs = episode_stream(env, train_split, train, seed, families) if train else []
     dev_specs = episode_stream(env, dev_split, games, seed, families)
     return train_episodes(env, train_specs), dev_specs
+
+
+def templated_kinds(memory: ProbeMemory, tasks: Sequence[dict[str, str]]) -> dict[str, Any]:
+    """Recall for each templated task (``{"kind", "task"}``; no scene) and count the recalled
+    procedure's kind: ``right`` / ``wrong`` / ``none`` shares, and the wrong ones by pair."""
+    counts: Counter[str] = Counter()
+    confused: Counter[str] = Counter()
+    for item in tasks:
+        recalled = memory.recall(item["task"], "", item["kind"])
+        verdict = "none" if recalled.kind is None else (
+            "right" if recalled.kind == item["kind"] else "wrong")
+        counts[verdict] += 1
+        if verdict == "wrong":
+            confused[f"{item['kind']} -> {recalled.kind}"] += 1
+    n = max(len(tasks), 1)
+    return {"tasks": len(tasks),
+            **{k: round(counts[k] / n, 4) for k in ("right", "wrong", "none")},
+            "confused": dict(confused.most_common(8))}
+
+
+def load_gold(path: Path) -> list[Episode]:
+    """Gold episodes written by :func:`save_gold`."""
+    from deltamem.formats.episodes import episode_from_dict
+
+    return [episode_from_dict(json.loads(line)) for line in
+            path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def save_gold(path: Path, episodes: Sequence[Episode]) -> None:
+    """Keep gold episodes (JSON lines) so that a later probe learns the same ones at once."""
+    from deltamem.formats.episodes import episode_to_dict
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(episode_to_dict(e)) + "\n" for e in episodes),
+                    encoding="utf-8")

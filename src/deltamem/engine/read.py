@@ -59,6 +59,7 @@ class Reader:
         self.space = space
         self.settings = settings
         self.signature = signature
+        self.kind_weight = ranking.KIND_WEIGHT
 
     def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",
              filters: dict[str, FilterValue] | None = None, placing: bool = False) -> TreeRead:
@@ -82,6 +83,7 @@ class Reader:
         else:
             ranked, read.nodes, read.scanned = self.task_ranked(query, max(k, 1))
             read.ranked = ranked
+            ranked, read.nodes = self.kind_first(key, ranked, read.nodes, threshold)
             ties = ranking.best_ties(ranked)
             read.nodes = self.nodes_of(ties, read.nodes)
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
@@ -123,17 +125,33 @@ class Reader:
             found, nodes = self.same_scene(key, found, have=nodes)
         return [c.id for c in found], nodes
 
+    def kind_first(self, key: str, ranked: list[Candidate], nodes: dict[str, Node],
+                   threshold: float) -> tuple[list[Candidate], dict[str, Node]]:
+        """``core.ranking.kind_first`` over the first :data:`POOL` ranked task candidates (the
+        scan, discredited skills re-scored; a filtered read: of the matching ones), with the
+        nodes of those that clear the threshold fetched in one call at most."""
+        pool = ranked[:POOL]
+        accepted = [c for c in pool if accepts(c.score, threshold)]
+        if self.kind_weight <= 0 or len(accepted) < 2:
+            return ranked, nodes
+        nodes = self.nodes_of(accepted, nodes)
+        order = ranking.kind_first(pool, nodes, key, threshold, self.kind_weight)
+        return [*order, *ranked[POOL:]], nodes
+
     def filtered(self, tree: Tree, key: str, query: Vector, need: int,
                  filters: dict[str, FilterValue], scene: str
                  ) -> tuple[list[Candidate], dict[str, Node]]:
         """The ranking of the nodes that match ``filters``, exactly as an unfiltered read of
         a tree holding only them would rank them, with the matching nodes fetched.
 
-        Environment tree: the best ``max(need, POOL)`` matching candidates (what that read
-        scans), then ``core.ranking.same_scene``. Task tree: ``core.ranking.task_ranked`` over
-        the matching candidates, widening while it asks to, then the layout's ties first."""
-        want = max(need, POOL) if tree is Tree.ENV else need
-        k = max(need, POOL)
+        Both trees gather the best ``max(need, POOL)`` matching candidates (what that read
+        scans). Environment tree: then ``core.ranking.same_scene``. Task tree:
+        ``core.ranking.task_ranked`` over the matching candidates, widening while it asks to,
+        then the salient-word rule (``kind_first``) and the layout's ties first."""
+        # Both trees rank the best POOL matching candidates, as an unfiltered read of those
+        # nodes scans POOL: the environment tree keeps its layout's, the task tree learns its
+        # word salience from them (``kind_first``).
+        want = k = max(need, POOL)
         metas: dict[str, dict[str, Any]] = {}
         nodes: dict[str, Node] = {}
         while True:
@@ -155,8 +173,9 @@ class Reader:
                 ranked = ranking.task_ranked(kept, nodes, need, self.settings.penalty,
                                              exhausted=exhausted)
                 if ranked.candidates is not None:
-                    return ranking.started_here(ranked.candidates, nodes,
-                                                self.signature(scene)), nodes
+                    order, nodes = self.kind_first(key, ranked.candidates, nodes,
+                                                   self.settings.threshold(tree.value))
+                    return ranking.started_here(order, nodes, self.signature(scene)), nodes
             k *= 4
 
     def scan(self, tree: Tree, query: Vector, k: int) -> list[Candidate]:

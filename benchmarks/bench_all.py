@@ -97,6 +97,24 @@ def _server(r: dict[str, Any]) -> list[Ratio]:
             for op in ("recall", "learn")]
 
 
+def _cold(r: dict[str, Any]) -> list[Ratio]:
+    rows = r["rows"]
+    out: list[Ratio] = []
+    if "minilm_first_empty_over_kept" in r:
+        out.append(("first MiniLM recall, graph built ÷ graph kept",
+                    r["minilm_first_empty_over_kept"], "the first process ever", "> 1"))
+    for name in ("minilm: first", "static: first"):
+        if name in rows:
+            out.append((f"{name} recall of a fresh process, ms", rows[name]["p50"],
+                        "(absolute: the target is a time)", "<= 300"))
+    if "mcp_initialize_over_python" in r:
+        out.append(("deltamem mcp initialize ÷ python -c pass", r["mcp_initialize_over_python"],
+                    "the interpreter's own start", ""))
+        out.append(("deltamem mcp initialize, ms", rows["deltamem mcp: initialize answered"]["p50"],
+                    "(absolute: the target is a time)", "<= 300"))
+    return out
+
+
 SCRIPTS = [
     Script("learn_cost.py", ["--prefill", "1000", "--rounds", "300"], ["--tiny"], _learn),
     Script("recall.py", ["--sizes", "10000", "--queries", "100"],
@@ -111,6 +129,7 @@ SCRIPTS = [
            ["--steps", "30", "--old-steps", "5"], _lock),
     Script("scale_listing.py", ["--sizes", "1000,10000"], ["--tiny"], _listing),
     Script("write_cost.py", ["--llm", "none", "--embedder", "static"], ["--tiny"], _write_cost),
+    Script("cold_start.py", ["--runs", "3"], ["--tiny"], _cold),
     Script("server.py", ["--embedder", "static", "--clients", "4", "--requests", "50"],
            ["--embedder", "hashing", "--clients", "1", "--requests", "2"], _server),
 ]

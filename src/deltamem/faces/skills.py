@@ -80,11 +80,21 @@ def slugify(text: str) -> str:
     return slug or "skill"
 
 
-def _unique(slug: str, taken: set[str]) -> str:
-    candidate, n = slug, 2
+def _unique(slug: str, taken: dict[str, int]) -> str:
+    """The first of ``slug``, ``slug-2``, ``slug-3``, ... not in ``taken`` (names given so far,
+    each with the next suffix to try for it), recorded: names are never freed, so the search
+    for a name asked again starts where the last one stopped (linear in the names, where
+    trying every suffix from 2 was quadratic in the names sharing one slug)."""
+    n = taken.get(slug)
+    if n is None:
+        taken[slug] = 2
+        return slug
+    candidate = f"{slug}-{n}"
     while candidate in taken:
-        candidate, n = f"{slug}-{n}", n + 1
-    taken.add(candidate)
+        n += 1
+        candidate = f"{slug}-{n}"
+    taken[slug] = n + 1
+    taken[candidate] = 2
     return candidate
 
 
@@ -95,7 +105,7 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         ``{"skills": [paths], "knowledge": [paths]}`` relative to ``out_dir``.
     """
     root = Path(out_dir)
-    taken: set[str] = {KNOWLEDGE_DIR}
+    taken: dict[str, int] = {KNOWLEDGE_DIR: 2}
     written: dict[str, Any] = {"skills": [], "knowledge": []}
     for node in mem.nodes(Tree.TASK):
         if not node.is_root or not isinstance(node.content, Skill):
@@ -111,7 +121,7 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         path.write_text(_with_front_matter(meta, _skill_body(name, description, node.content)),
                         encoding="utf-8")
         written["skills"].append(str(path.relative_to(root)))
-    taken_k: set[str] = set()
+    taken_k: dict[str, int] = {}
     for node in mem.nodes(Tree.ENV):
         if not node.is_root or not isinstance(node.content, Knowledge):
             continue
@@ -372,7 +382,7 @@ def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         children: dict[str | None, list[Node]] = {}
         for node in sorted(mem.nodes(tree), key=lambda n: n.created_at):
             children.setdefault(node.parent_id, []).append(node)
-        taken: set[str] = set()
+        taken: dict[str, int] = {}
         stack = [(top, 0, [top]) for top in reversed(children.get(None, []))]
         while stack:
             node, depth, chain = stack.pop()
@@ -389,7 +399,7 @@ def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
 
 
 def _write_chain_file(mem: DeltaMem, root: Path, node: Node, chain: list[Node],
-                      taken: set[str]) -> tuple[str, str]:
+                      taken: dict[str, int]) -> tuple[str, str]:
     """Write one node's composed chain; return its section (skills/knowledge/lessons) and path."""
     if node.outcome is Outcome.FAILURE:
         kind = LESSONS_DIR

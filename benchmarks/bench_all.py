@@ -87,7 +87,8 @@ def _listing(r: dict[str, Any]) -> list[Ratio]:
 
 
 def _write_cost(r: dict[str, Any]) -> list[Ratio]:
-    return [("model calls, ours ÷ paper's scheme", r["ours_vs_paper_calls"],
+    ours = "trace extractor (no model)" if r["llm"] == "none" else "ours"
+    return [(f"model calls, {ours} ÷ paper's scheme", r["ours_vs_paper_calls"],
              "the paper's 2 calls/episode", "< 1")]
 
 

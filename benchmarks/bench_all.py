@@ -87,7 +87,8 @@ def _listing(r: dict[str, Any]) -> list[Ratio]:
 
 
 def _write_cost(r: dict[str, Any]) -> list[Ratio]:
-    return [("model calls, ours ÷ paper's scheme", r["ours_vs_paper_calls"],
+    ours = "trace extractor (no model)" if r["llm"] == "none" else "ours"
+    return [(f"model calls, {ours} ÷ paper's scheme", r["ours_vs_paper_calls"],
              "the paper's 2 calls/episode", "< 1")]
 
 
@@ -95,6 +96,24 @@ def _server(r: dict[str, Any]) -> list[Ratio]:
     ratio = r["ratio_http_over_in_process"]
     return [(f"REST ÷ in-process req/s, {op}", ratio[op]["rps"], "in-process calls", ">= 0.8")
             for op in ("recall", "learn")]
+
+
+def _cold(r: dict[str, Any]) -> list[Ratio]:
+    rows = r["rows"]
+    out: list[Ratio] = []
+    if "minilm_first_empty_over_kept" in r:
+        out.append(("first MiniLM recall, graph built ÷ graph kept",
+                    r["minilm_first_empty_over_kept"], "the first process ever", "> 1"))
+    for name in ("minilm: first", "static: first"):
+        if name in rows:
+            out.append((f"{name} recall of a fresh process, ms", rows[name]["p50"],
+                        "(absolute: the target is a time)", "<= 300"))
+    if "mcp_initialize_over_python" in r:
+        out.append(("deltamem mcp initialize ÷ python -c pass", r["mcp_initialize_over_python"],
+                    "the interpreter's own start", ""))
+        out.append(("deltamem mcp initialize, ms", rows["deltamem mcp: initialize answered"]["p50"],
+                    "(absolute: the target is a time)", "<= 300"))
+    return out
 
 
 SCRIPTS = [
@@ -111,6 +130,7 @@ SCRIPTS = [
            ["--steps", "30", "--old-steps", "5"], _lock),
     Script("scale_listing.py", ["--sizes", "1000,10000"], ["--tiny"], _listing),
     Script("write_cost.py", ["--llm", "none", "--embedder", "static"], ["--tiny"], _write_cost),
+    Script("cold_start.py", ["--runs", "3"], ["--tiny"], _cold),
     Script("server.py", ["--embedder", "static", "--clients", "4", "--requests", "50"],
            ["--embedder", "hashing", "--clients", "1", "--requests", "2"], _server),
 ]

@@ -40,6 +40,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "learn_cost.py": (["--tiny", "--profile"], []),
     "scale_listing.py": (["--tiny"], []),
     "bench_all.py": (["--tiny"], ["slow"]),
+    "cold_start.py": (["--tiny"], ["slow"]),
     "write_lock.py": (["--steps", "30", "--old-steps", "5"], ["slow"]),
     "recall_roundtrips.py": (["--episodes", "4"], ["postgres", "slow"]),
     "open.py": (["--sizes", "400", "--repeats", "1"], ["slow"]),

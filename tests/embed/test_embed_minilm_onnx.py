@@ -68,3 +68,36 @@ def test_runtime_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     assert MiniLMEmbedder().runtime == "numpy"
     with pytest.raises(ConfigError, match=r"pip install 'deltamem\[onnx\]'"):
         MiniLMEmbedder(runtime="onnx")
+
+
+def test_a_cached_graph_needs_no_onnx_import_and_gives_the_same_vectors(tmp_path) -> None:
+    """The first process writes the graph into the cache; a later one builds its session from
+    it without importing ``onnx`` (most of a cold start) and embeds exactly as before."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, numpy as np\n"
+        "from deltamem.embed.minilm import MiniLMEmbedder\n"
+        f"v = MiniLMEmbedder(runtime='onnx', cache={str(tmp_path)!r}).embed({TEXTS[:3]!r})\n"
+        "print('onnx' in sys.modules)\n"
+        "print(' '.join(repr(float(x)) for x in v.ravel()[:64]))\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                           check=True).stdout.split("\n") for _ in range(2)]
+    assert len(list(tmp_path.glob("minilm-graph-*.json"))) == 1
+    assert runs[0][0] == "True" and runs[1][0] == "False"  # built, then read from the cache
+    assert runs[0][1] == runs[1][1]
+
+
+def test_the_weights_are_mapped_not_read_and_equal_safetensors_own_reader() -> None:
+    """``mapped_safetensors`` gives the tensors ``safetensors`` reads, as views of one map."""
+    from safetensors.numpy import load_file
+
+    path = minilm.find_model_dir() / "model.safetensors"
+    mapped, read = minilm.mapped_safetensors(path), load_file(str(path))
+    assert mapped.keys() == read.keys()
+    for name, array in read.items():
+        assert mapped[name].dtype == array.dtype and np.array_equal(mapped[name], array)
+    assert all(isinstance(a.base, np.memmap) or isinstance(a, np.memmap)
+               for a in mapped.values())

@@ -196,3 +196,29 @@ def test_skill_folders_keep_root_counters_and_export_the_same_bytes(tmp_path: Pa
     export_skills(copy, second)
     assert tree_files(second) == {k: v for k, v in tree_files(first).items()
                                   if not k.startswith("knowledge/")}
+
+
+def test_names_that_share_a_slug_get_the_next_free_suffix_in_linear_time() -> None:
+    """``skills export`` names the n-th skill of one slug ``slug-n`` without trying every
+    earlier suffix again (it was quadratic in the skills sharing a slug), and never reuses a
+    name another slug already took."""
+    from deltamem.faces import skills
+
+    taken: dict[str, int] = {}
+    assert [skills._unique("heat", taken) for _ in range(3)] == ["heat", "heat-2", "heat-3"]
+    assert skills._unique("heat-4", taken) == "heat-4"
+    assert skills._unique("heat", taken) == "heat-5"
+
+    class Lookups(dict):  # type: ignore[type-arg]
+        """A test double: a dict that counts the names looked up in it."""
+
+        looked = 0
+
+        def __contains__(self, key: object) -> bool:
+            Lookups.looked += 1
+            return super().__contains__(key)
+
+    counted = Lookups()
+    names = [skills._unique("same", counted) for _ in range(2_000)]
+    assert len(set(names)) == 2_000 and names[-1] == "same-2000"
+    assert Lookups.looked <= 2 * 2_000  # trying every suffix again looked ~2,000,000 up

@@ -25,6 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -117,7 +118,6 @@ class MiniLMModel:
 
     def __init__(self, model_dir: Path):
         """Load weights, config and tokenizer from ``model_dir`` (takes ~0.3 s)."""
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
         config = json.loads((model_dir / "config.json").read_text())
@@ -126,7 +126,7 @@ class MiniLMModel:
         self.eps = float(config.get("layer_norm_eps", 1e-12))
         self.max_len = _max_seq_length(model_dir, int(config["max_position_embeddings"]))
 
-        raw = load_file(str(model_dir / "model.safetensors"))
+        raw = mapped_safetensors(model_dir / "model.safetensors")
         # Some exports prefix every key with "bert." or "model."; strip it so lookups are uniform.
         w = {k.removeprefix("bert.").removeprefix("model."): v for k, v in raw.items()}
 
@@ -247,6 +247,32 @@ class MiniLMModel:
         return out
 
 
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64,
+                       "I64": np.int64, "I32": np.int32}
+
+
+def mapped_safetensors(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """The tensors of a safetensors file as read-only views of one memory map of it: nothing is
+    read until used (the 47 MB word-embedding table is paged in only where a text's tokens
+    fall), and nothing is copied. The format: an 8-byte little-endian header length, a JSON
+    header of ``{name: {dtype, shape, data_offsets}}``, then the data."""
+    with path.open("rb") as handle:
+        size = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(size))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + size)
+    out: dict[str, npt.NDArray[Any]] = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _SAFETENSORS_DTYPES.get(info["dtype"])
+        if dtype is None:
+            raise ConfigError(f"{path}: tensor {name!r} has dtype {info['dtype']}, which the "
+                              "MiniLM loader does not read")
+        begin, end = info["data_offsets"]
+        out[name] = data[begin:end].view(dtype).reshape(info["shape"])
+    return out
+
+
 def _max_seq_length(model_dir: Path, positions: int) -> int:
     """The truncation length sentence-transformers uses for this model (256 for MiniLM)."""
     cfg = model_dir / "sentence_bert_config.json"
@@ -278,14 +304,15 @@ def load_model(model_dir: Path | None = None) -> MiniLMModel:
 _ONNX: weakref.WeakKeyDictionary[MiniLMModel, Forward] = weakref.WeakKeyDictionary()
 
 
-def onnx_forward(model: MiniLMModel) -> Forward:
-    """The process-wide ONNX Runtime forward pass for ``model`` (built once per model)."""
+def onnx_forward(model: MiniLMModel, cache: Path | None = None) -> Forward:
+    """The process-wide ONNX Runtime forward pass for ``model`` (built once per model; its
+    graph is kept in ``cache`` between processes, see ``minilm_onnx.cached_graph``)."""
     with _LOCK:
         forward = _ONNX.get(model)
         if forward is None:
             from deltamem.embed.minilm_onnx import OnnxForward
 
-            forward = _ONNX[model] = OnnxForward(model)
+            forward = _ONNX[model] = OnnxForward(model, cache=cache)
         return forward
 
 
@@ -377,7 +404,8 @@ class MiniLMEmbedder:
         if self.runtime == "int8":
             forward = int8_forward(self._model_dir, self._cache or cache_dir())
         else:
-            forward = onnx_forward(model) if self.runtime == "onnx" else model.forward
+            forward = onnx_forward(model, self._cache or cache_dir()) \
+                if self.runtime == "onnx" else model.forward
         pooled = model.embed_ids(ids, self.batch_size, forward)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out[keep] = pooled / np.maximum(norms, 1e-12)

@@ -15,6 +15,7 @@ Needs the ``onnx`` extra: ``pip install 'deltamem[onnx]'``.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -85,24 +86,36 @@ class EncoderWeights(Protocol):
     def layers(self) -> Sequence[LayerWeights]: ...
 
 
+def weight_at(model: EncoderWeights, address: str) -> F32:
+    """The weight array at ``address`` in ``model``: attribute names and indexes joined by dots
+    (``"word_emb"``, ``"type_emb.0"``, ``"layers.3.qkv_w"``)."""
+    value: Any = model
+    for part in address.split("."):
+        value = value[int(part)] if part.isdigit() else getattr(value, part)
+    return np.ascontiguousarray(value, dtype=np.float32)
+
+
 class _Graph:
     """Accumulates nodes and weight references while the encoder is written out."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: EncoderWeights) -> None:
         from onnx import TensorProto, helper
 
+        self.model = model
         self.helper, self.proto = helper, TensorProto
         self.nodes: list[Any] = []
         self.initializers: list[Any] = []
-        self.external: dict[str, F32] = {}  # weights handed over as numpy arrays
+        self.addresses: dict[str, str] = {}  # weight name -> where it is in the model
         self._count = 0
 
     def _name(self, prefix: str) -> str:
         self._count += 1
         return f"{prefix}{self._count}"
 
-    def weight(self, array: F32) -> str:
-        """A model weight: declared in the graph, its data supplied from ``array`` at load."""
+    def weight(self, address: str) -> str:
+        """A model weight (:func:`weight_at`): declared in the graph, its data supplied from the
+        model's array at load."""
+        array = weight_at(self.model, address)
         name = self._name("w")
         tensor = self.proto()
         tensor.name = name
@@ -112,7 +125,7 @@ class _Graph:
         entry = tensor.external_data.add()
         entry.key, entry.value = "location", name
         self.initializers.append(tensor)
-        self.external[name] = np.ascontiguousarray(array, dtype=np.float32)
+        self.addresses[name] = address
         return name
 
     def const(self, value: Any, dtype: type = np.int64) -> str:
@@ -129,43 +142,49 @@ class _Graph:
         return out
 
 
-def build_graph(model: EncoderWeights) -> tuple[bytes, dict[str, F32]]:
-    """The serialized ONNX model (weights external) and the arrays its weights come from.
+def build_graph(model: EncoderWeights) -> tuple[bytes, dict[str, str]]:
+    """The serialized ONNX model (weights external) and, per weight name, where its array is
+    in ``model`` (:func:`weight_at`). Needs the ``onnx`` package; :func:`cached_graph` keeps the
+    result so that later processes need only ONNX Runtime.
 
     Inputs: ``ids`` (B, T) int64 and ``mask`` (B, T) float32; output ``pooled`` (B, hidden).
     """
-    g = _Graph()
+    g = _Graph(model)
     hidden, heads, eps = model.hidden, model.heads, model.eps
     dh = hidden // heads
     f32 = np.float32
 
-    def layer_norm(x: str, gain: F32, bias: F32) -> str:
+    def layer_norm(x: str, gain: str, bias: str) -> str:
         return g.op("LayerNormalization", x, g.weight(gain), g.weight(bias), axis=-1, epsilon=eps)
 
-    def linear(x: str, w: F32, b: F32) -> str:
+    def linear(x: str, w: str, b: str) -> str:
         return g.op("Add", g.op("MatMul", x, g.weight(w)), g.weight(b))
 
     seq = g.op("Shape", "ids", start=1, end=2)
-    positions = g.op("Slice", g.weight(model.pos_emb), g.const([0]), seq, g.const([0]))
-    x = g.op("Add", g.op("Gather", g.weight(model.word_emb), "ids"), positions)
-    x = layer_norm(g.op("Add", x, g.weight(model.type_emb[0])), model.emb_ln_g, model.emb_ln_b)
+    positions = g.op("Slice", g.weight("pos_emb"), g.const([0]), seq, g.const([0]))
+    x = g.op("Add", g.op("Gather", g.weight("word_emb"), "ids"), positions)
+    x = layer_norm(g.op("Add", x, g.weight("type_emb.0")), "emb_ln_g", "emb_ln_b")
     # Additive attention bias: padding keys get a large negative score (exp underflows to 0).
     bias = g.op("Mul", g.op("Sub", "mask", g.const(1.0, f32)), g.const(1e9, f32))
     bias = g.op("Unsqueeze", bias, g.const([1, 2]))  # (B, 1, 1, T)
     scale = g.const(1.0 / math.sqrt(dh), f32)
-    for layer in model.layers:
-        qkv = g.op("Reshape", linear(x, layer.qkv_w, layer.qkv_b), g.const([0, 0, 3, heads, dh]))
+    for i in range(len(model.layers)):
+        def at(name: str, i: int = i) -> str:
+            return f"layers.{i}.{name}"
+
+        qkv = g.op("Reshape", linear(x, at("qkv_w"), at("qkv_b")),
+                   g.const([0, 0, 3, heads, dh]))
         qkv = g.op("Transpose", qkv, perm=[2, 0, 3, 1, 4])  # (3, B, heads, T, dh)
         q, k, v = (g.op("Gather", qkv, g.const(i), axis=0) for i in range(3))
         scores = g.op("MatMul", g.op("Mul", q, scale), g.op("Transpose", k, perm=[0, 1, 3, 2]))
         attn = g.op("Softmax", g.op("Add", scores, bias), axis=-1)
         ctx = g.op("Transpose", g.op("MatMul", attn, v), perm=[0, 2, 1, 3])
         ctx = g.op("Reshape", ctx, g.const([0, 0, hidden]))
-        x = layer_norm(g.op("Add", linear(ctx, layer.out_w, layer.out_b), x),
-                       layer.ln1_g, layer.ln1_b)
-        h = g.op("Gelu", linear(x, layer.up_w, layer.up_b))  # exact (erf) GELU, as BERT
-        x = layer_norm(g.op("Add", linear(h, layer.down_w, layer.down_b), x),
-                       layer.ln2_g, layer.ln2_b)
+        x = layer_norm(g.op("Add", linear(ctx, at("out_w"), at("out_b")), x),
+                       at("ln1_g"), at("ln1_b"))
+        h = g.op("Gelu", linear(x, at("up_w"), at("up_b")))  # exact (erf) GELU, as BERT
+        x = layer_norm(g.op("Add", linear(h, at("down_w"), at("down_b")), x),
+                       at("ln2_g"), at("ln2_b"))
     summed = g.op("Squeeze", g.op("MatMul", g.op("Unsqueeze", "mask", g.const([1])), x),
                   g.const([1]))
     count = g.op("Max", g.op("ReduceSum", "mask", g.const([1]), keepdims=1), g.const(1.0, f32))
@@ -177,7 +196,46 @@ def build_graph(model: EncoderWeights) -> tuple[bytes, dict[str, F32]]:
         [tensor("pooled", g.proto.FLOAT, ["B", hidden])], g.initializers)
     onnx_model = g.helper.make_model(graph, opset_imports=[g.helper.make_opsetid("", OPSET)])
     onnx_model.ir_version = 10
-    return onnx_model.SerializeToString(), g.external
+    return onnx_model.SerializeToString(), g.addresses
+
+
+GRAPH_FORMAT = 1  # bump when build_graph writes another graph
+
+
+def cached_graph(model: EncoderWeights, cache: Path | None) -> tuple[bytes, dict[str, str]]:
+    """:func:`build_graph`'s result, kept in ``cache`` (``minilm-graph-v<N>-<shape>.onnx`` and
+    its ``.json`` of weight addresses; the graph holds no weights, so it depends only on the
+    format and the network's shape): a process that finds it needs no ``onnx`` import (most of
+    a cold start). Written to temporary names first, the addresses last, so a half-written pair
+    is never read; ``cache`` None (or unwritable) builds every time."""
+    shape = f"{model.hidden}x{model.heads}x{len(model.layers)}-{model.eps!r}"
+    stem = f"minilm-graph-v{GRAPH_FORMAT}-{shape}"
+    if cache is not None:
+        blob_path, names_path = cache / f"{stem}.onnx", cache / f"{stem}.json"
+        try:
+            if names_path.is_file():
+                return blob_path.read_bytes(), json.loads(names_path.read_text("utf-8"))
+        except (OSError, ValueError):
+            pass  # unreadable: built again below
+    blob, addresses = build_graph(model)
+    if cache is not None:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            _atomic_write(blob_path, blob)
+            _atomic_write(names_path, json.dumps(addresses).encode("utf-8"))
+        except OSError:
+            pass  # a read-only cache: build every time
+    return blob, addresses
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    finally:
+        Path(tmp).unlink(missing_ok=True)
 
 
 class OnnxForward:
@@ -187,12 +245,14 @@ class OnnxForward:
         model: the loaded weights (kept alive: ONNX Runtime reads them in place).
         threads: intra-op threads; 0 lets ONNX Runtime use every core. Threads sleep between
             calls instead of spinning, so an idle embedder costs no CPU on a shared machine.
+        cache: where the graph is kept between processes (:func:`cached_graph`).
     """
 
-    def __init__(self, model: EncoderWeights, threads: int = 0):
+    def __init__(self, model: EncoderWeights, threads: int = 0, cache: Path | None = None):
         import onnxruntime as ort
 
-        blob, weights = build_graph(model)
+        blob, addresses = cached_graph(model, cache)
+        weights = {name: weight_at(model, address) for name, address in addresses.items()}
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
@@ -218,12 +278,13 @@ def inline_model(model: EncoderWeights) -> Any:
     import onnx
     from onnx import numpy_helper
 
-    blob, weights = build_graph(model)
+    blob, addresses = build_graph(model)
     proto = onnx.load_from_string(blob)
     inits = proto.graph.initializer
     for i, tensor in enumerate(list(inits)):
-        if tensor.name in weights:
-            inits[i].CopyFrom(numpy_helper.from_array(weights[tensor.name], tensor.name))
+        if tensor.name in addresses:
+            inits[i].CopyFrom(numpy_helper.from_array(weight_at(model, addresses[tensor.name]),
+                                                      tensor.name))
     return proto
 
 

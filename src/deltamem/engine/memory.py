@@ -70,7 +70,7 @@ from deltamem.extract.base import Extractor
 from deltamem.formats import transfer
 from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy import scrub as scrubbing
-from deltamem.privacy.redact import redact_episode
+from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
 from deltamem.store import open_store
 from deltamem.store.base import EpisodeRecord, Store, Vector

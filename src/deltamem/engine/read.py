@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import lru_cache, partial
 from typing import Any, TypeVar
 
 from deltamem.config import Settings
@@ -30,6 +30,7 @@ from deltamem.engine.results import ChainLink, TreeRecall, cosine
 from deltamem.store.base import Store, Vector
 
 _R = TypeVar("_R")
+SIGNATURES = 8192  # scene signatures remembered per reader
 
 
 @dataclass(slots=True)
@@ -58,7 +59,9 @@ class Reader:
         self.store = store
         self.space = space
         self.settings = settings
-        self.signature = signature
+        # A scene's signature is a function of its text: each node key's is computed once per
+        # process, not once per candidate per read (a learn reads both trees twice).
+        self.signature = lru_cache(maxsize=SIGNATURES)(signature)
         self.kind_weight = ranking.KIND_WEIGHT
 
     def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",

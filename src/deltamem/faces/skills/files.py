@@ -41,11 +41,21 @@ def slugify(text: str) -> str:
     return slug or "skill"
 
 
-def unique(slug: str, taken: set[str]) -> str:
-    candidate, n = slug, 2
+def unique(slug: str, taken: dict[str, int]) -> str:
+    """The first of ``slug``, ``slug-2``, ``slug-3``, ... not in ``taken`` (names given so far,
+    each with the next suffix to try for it), recorded: names are never freed, so the search
+    for a name asked again starts where the last one stopped (linear in the names, where
+    trying every suffix from 2 was quadratic in the names sharing one slug)."""
+    n = taken.get(slug)
+    if n is None:
+        taken[slug] = 2
+        return slug
+    candidate = f"{slug}-{n}"
     while candidate in taken:
-        candidate, n = f"{slug}-{n}", n + 1
-    taken.add(candidate)
+        n += 1
+        candidate = f"{slug}-{n}"
+    taken[slug] = n + 1
+    taken[candidate] = 2
     return candidate
 
 

@@ -71,7 +71,7 @@ def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         for node in sorted(mem.nodes(tree), key=lambda n: n.created_at):
             if node.id not in gone:
                 children.setdefault(node.parent_id, []).append(node)
-        taken: set[str] = set()
+        taken: dict[str, int] = {}
         stack = [(top, 0, [top]) for top in reversed(children.get(None, []))]
         while stack:
             node, depth, chain = stack.pop()
@@ -87,7 +87,7 @@ def export_memory_md(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
 
 
 def _write_chain_file(mem: DeltaMem, folder: Folder, node: Node, chain: list[Node],
-                      taken: set[str]) -> tuple[str, str]:
+                      taken: dict[str, int]) -> tuple[str, str]:
     """Write one node's composed chain; return its section (skills/knowledge/lessons) and path."""
     if node.outcome is Outcome.FAILURE:
         kind = LESSONS_DIR

@@ -76,7 +76,7 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
     folder = Folder(out_dir)
     nodes = list(mem.nodes())
     gone = withdrawn(nodes)
-    taken: set[str] = {KNOWLEDGE_DIR}
+    taken: dict[str, int] = {KNOWLEDGE_DIR: 2}
     written: dict[str, Any] = {"skills": [], "knowledge": []}
     for node in nodes:
         if node.tree is not Tree.TASK or not node.is_root or node.id in gone \
@@ -91,7 +91,7 @@ def export_skills(mem: DeltaMem, out_dir: str | Path) -> dict[str, Any]:
         rel = f"{name}/SKILL.md"
         folder.write(rel, with_front_matter(meta, skill_body(name, description, node.content)))
         written["skills"].append(rel)
-    taken_k: set[str] = set()
+    taken_k: dict[str, int] = {}
     for node in nodes:
         if node.tree is not Tree.ENV or not node.is_root or node.id in gone \
                 or not isinstance(node.content, Knowledge):

@@ -2,11 +2,11 @@
 
 Each runs in a subprocess with its arguments cut to seconds (the figures are not asserted: a
 smoke size measures nothing); what is asserted is that it exits 0 and prints its report: a table
-(lines of text) and one valid JSON object. Scripts that need the real model, environments or
-PostgreSQL carry those markers; a script with no run that avoids them says why in
-:data:`NEEDS`, and the few that are tools rather than measurements (they print no table) in
-:data:`TOOLS`. A new script must be added to :data:`SMOKE`: a test fails on any script that is
-not listed.
+(lines of text) and one valid JSON object (on stdout, or in its ``--out`` file). Scripts that
+need the real model, environments or PostgreSQL carry those markers; a script with no run that
+avoids them says why in :data:`NEEDS`, and the few that are tools rather than measurements (they
+print no table) in :data:`TOOLS`. A new script must be added to :data:`SMOKE`: a test fails on
+any script that is not listed.
 """
 
 from __future__ import annotations
@@ -126,5 +126,8 @@ def test_script_runs_at_smoke_size(name: str, args: list[str], tmp_path: Path) -
     if name in TOOLS:
         return
     table, found = report_of(done.stdout)
+    if not found and "--out" in args:  # a script that writes its JSON to --out, not stdout
+        out = Path(args[args.index("--out") + 1].replace("{tmp}", str(tmp_path)))
+        found = json.loads(out.read_text(encoding="utf-8")) if out.is_file() else {}
     assert found, f"{name} printed no JSON object:\n{done.stdout[-2000:]}"
     assert len(table) >= 2, f"{name} printed no table:\n{done.stdout[-2000:]}"

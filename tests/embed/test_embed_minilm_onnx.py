@@ -101,3 +101,22 @@ def test_the_weights_are_mapped_not_read_and_equal_safetensors_own_reader() -> N
         assert mapped[name].dtype == array.dtype and np.array_equal(mapped[name], array)
     assert all(isinstance(a.base, np.memmap) or isinstance(a, np.memmap)
                for a in mapped.values())
+
+
+def test_warm_loads_what_the_first_embed_would(tmp_path) -> None:
+    """``warm()`` builds, in a fresh process, the forward pass a server's first request would
+    otherwise wait for (and keeps the graph in the cache)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "from deltamem.embed import minilm\n"
+        f"emb = minilm.MiniLMEmbedder(runtime='onnx', cache={str(tmp_path)!r})\n"
+        "print(len(minilm._ONNX), len(minilm._MODELS))\n"
+        "emb.warm()\n"
+        "print(len(minilm._ONNX), len(minilm._MODELS))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.split("\n")
+    assert out[:2] == ["0 0", "1 1"]
+    assert list(tmp_path.glob("minilm-graph-*.json"))

@@ -127,3 +127,16 @@ def test_full_vocabulary_orders_like_minilm(tmp_path: Path) -> None:
     v = e.embed(["heat the apple", "warm the apple", "open the drawer"])
     assert e.name == "static-minilm" and v.shape == (3, 256)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3
+
+
+def test_warm_loads_the_matrix_once(small: StaticEmbedder) -> None:
+    """``warm()`` loads what the first embed needs, once per process (a server calls it at
+    start); the few-texts path (one ``encode`` each) embeds as the batch path does."""
+    from deltamem.embed import static
+
+    small.warm()
+    loaded = static._LOADED[small.folder]
+    small.warm()
+    assert static._LOADED[small.folder] is loaded
+    few = small.embed(PROBE[:2])  # <= _FEW texts: encoded one by one
+    np.testing.assert_allclose(few, small.embed(PROBE)[:2], atol=1e-6)

@@ -393,6 +393,19 @@ class MiniLMEmbedder:
         """The loaded network (loads it on first access)."""
         return load_model(self._model_dir)
 
+    def warm(self) -> None:
+        """Load the weights, the tokenizer and the runtime's forward pass now (what the first
+        :meth:`embed` would do), so that a server started before its first request answers
+        that request warm; idempotent, and safe to run in a background thread."""
+        self._forward(self.model)
+
+    def _forward(self, model: MiniLMModel) -> Forward:
+        if self.runtime == "int8":
+            return int8_forward(self._model_dir, self._cache or cache_dir())
+        if self.runtime == "onnx":
+            return onnx_forward(model, self._cache or cache_dir())
+        return model.forward
+
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Embed ``texts`` into L2-normalised float32 vectors of shape ``(len(texts), 384)``."""
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
@@ -401,12 +414,7 @@ class MiniLMEmbedder:
             return out
         model = self.model
         ids = model.tokenize([texts[i] for i in keep])
-        if self.runtime == "int8":
-            forward = int8_forward(self._model_dir, self._cache or cache_dir())
-        else:
-            forward = onnx_forward(model, self._cache or cache_dir()) \
-                if self.runtime == "onnx" else model.forward
-        pooled = model.embed_ids(ids, self.batch_size, forward)
+        pooled = model.embed_ids(ids, self.batch_size, self._forward(model))
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         out[keep] = pooled / np.maximum(norms, 1e-12)
         return out

@@ -228,6 +228,10 @@ class StaticEmbedder:
         """Distil if needed, load once per process, and return the manifest."""
         return self._load().manifest
 
+    def warm(self) -> None:
+        """Load the matrix and tokenizer now (see ``MiniLMEmbedder.warm``)."""
+        self._load()
+
     def _load(self) -> _Loaded:
         with _LOCK:
             loaded = _LOADED.get(self.folder)

@@ -347,8 +347,8 @@ CLOCK = {"wall_ms", "created_at"}
 
 
 def canonical(data: Any) -> Any:
-    """``data`` with ids renamed by first appearance (keys walked in sorted order, so key order
-    does not matter) and the clock fields dropped."""
+    """``data`` with ids renamed by first appearance, in values and inside texts (keys walked in
+    sorted order, so key order does not matter) and the clock fields dropped."""
     names: dict[str, str] = {}
 
     def walk(value: Any) -> Any:
@@ -356,8 +356,10 @@ def canonical(data: Any) -> Any:
             return {k: walk(value[k]) for k in sorted(value) if k not in CLOCK}
         if isinstance(value, list):
             return [walk(v) for v in value]
-        if isinstance(value, str) and ID.fullmatch(value):
-            return names.setdefault(value, f"{value.split('-')[0]}#{len(names)}")
+        if isinstance(value, str):  # an id, or a text naming ids (a note's "Node <id>")
+            return ID.sub(lambda m: names.setdefault(m.group(0),
+                                                     f"{m.group(0).split('-')[0]}#{len(names)}"),
+                          value)
         return value
 
     return walk(data)

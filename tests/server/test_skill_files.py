@@ -202,12 +202,12 @@ def test_names_that_share_a_slug_get_the_next_free_suffix_in_linear_time() -> No
     """``skills export`` names the n-th skill of one slug ``slug-n`` without trying every
     earlier suffix again (it was quadratic in the skills sharing a slug), and never reuses a
     name another slug already took."""
-    from deltamem.faces import skills
+    from deltamem.faces.skills.files import unique
 
     taken: dict[str, int] = {}
-    assert [skills._unique("heat", taken) for _ in range(3)] == ["heat", "heat-2", "heat-3"]
-    assert skills._unique("heat-4", taken) == "heat-4"
-    assert skills._unique("heat", taken) == "heat-5"
+    assert [unique("heat", taken) for _ in range(3)] == ["heat", "heat-2", "heat-3"]
+    assert unique("heat-4", taken) == "heat-4"
+    assert unique("heat", taken) == "heat-5"
 
     class Lookups(dict):  # type: ignore[type-arg]
         """A test double: a dict that counts the names looked up in it."""
@@ -219,6 +219,6 @@ def test_names_that_share_a_slug_get_the_next_free_suffix_in_linear_time() -> No
             return super().__contains__(key)
 
     counted = Lookups()
-    names = [skills._unique("same", counted) for _ in range(2_000)]
+    names = [unique("same", counted) for _ in range(2_000)]
     assert len(set(names)) == 2_000 and names[-1] == "same-2000"
     assert Lookups.looked <= 2 * 2_000  # trying every suffix again looked ~2,000,000 up

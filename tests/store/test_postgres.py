@@ -237,8 +237,12 @@ def _canon(value, names: dict[str, str]):
         return {k: _canon(v, names) for k, v in value.items() if k not in ("created_at", "at")}
     if isinstance(value, list | tuple):
         return [_canon(v, names) for v in value]
-    if isinstance(value, str):
-        return names.get(value, value)
+    if isinstance(value, str):  # an id, or a text naming ids (a rendered note's "Node <id>")
+        if value in names:
+            return names[value]
+        for old, new in names.items():
+            value = value.replace(old, new)
+        return value
     return value
 
 

@@ -449,10 +449,12 @@ class DeltamemArm(Arm):
         if embedder:
             self.env["DELTAMEM_EMBEDDER"] = embedder
         self.embedder = embedder
-        stop = os.path.expandvars(self.commands["stop"].replace("$HOME", str(home)))
-        words = shlex.split(stop)
-        self.db = Path(words[words.index("--db") + 1]) if "--db" in words else \
-            home / ".deltamem" / "memory.db"
+        # The hook's --db argument as the shell expands it (a plugin option with a default).
+        words = shlex.split(self.commands["stop"])
+        self.db = Path(subprocess.run(
+            ["bash", "-c", f'printf %s "{words[words.index("--db") + 1]}"'
+             if "--db" in words else 'printf %s "$HOME/.deltamem/memory.db"'],
+            env=self.env, capture_output=True, text=True, check=True).stdout)
 
     def hook(self, event: str, payload: dict[str, Any]) -> HookCall:
         started = time.perf_counter()

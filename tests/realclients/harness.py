@@ -205,16 +205,32 @@ def write_codex_config(home: Path, port: int, model: str = CODEX_MODEL) -> None:
                                 or line.startswith("[")) + "\n")
 
 
-def plugin_commands(client: str, exe: Path, options: Mapping[str, str] | None = None
-                    ) -> list[list[str]]:
+def plugin_commands(client: str, exe: Path, options: Mapping[str, str] | None = None,
+                    marketplace: Path = REPO) -> list[list[str]]:
     """The CLI's own commands that install the plugin from this checkout's marketplace (Claude
     Code: with ``options`` set through ``--config``)."""
     if client == "claude-code":
         config = [x for k, v in (options or {}).items() for x in ("--config", f"{k}={v}")]
-        return [[str(exe), "plugin", "marketplace", "add", str(REPO)],
+        return [[str(exe), "plugin", "marketplace", "add", str(marketplace)],
                 [str(exe), "plugin", "install", "deltamem@deltamem", *config]]
-    return [[str(exe), "plugin", "marketplace", "add", str(REPO)],
+    return [[str(exe), "plugin", "marketplace", "add", str(marketplace)],
             [str(exe), "plugin", "add", "deltamem@deltamem"]]
+
+
+def marketplace_without(folder: Path, parts: Sequence[str]) -> Path:
+    """A copy of this checkout's marketplace whose plugin leaves ``parts`` out (``mcp``: its MCP
+    server), to measure what each part costs."""
+    shutil.copytree(REPO / ".claude-plugin", folder / ".claude-plugin")
+    plugin = folder / "plugins" / "deltamem"
+    shutil.copytree(REPO / "plugins" / "deltamem", plugin)
+    if "mcp" in parts:
+        for name in (".mcp.json", ".codex-mcp.json"):
+            (plugin / name).unlink(missing_ok=True)
+        manifest = plugin / ".codex-plugin" / "plugin.json"
+        data = json.loads(manifest.read_text())
+        data.pop("mcpServers", None)
+        manifest.write_text(json.dumps(data, indent=2))
+    return folder
 
 
 def session_command(client: str, exe: Path, prompt: str) -> list[str]:
@@ -266,7 +282,8 @@ def _inner(plan_path: str) -> int:
     out: dict[str, Any] = {"sessions": [], "install_s": 0.0}
     if plan["plugin"]:
         start = time.monotonic()
-        for command in plugin_commands(client, exe, plan.get("options")):
+        for command in plugin_commands(client, exe, plan.get("options"),
+                                       Path(plan.get("marketplace") or REPO)):
             done = subprocess.run(command, env=client_env(client, home, None), cwd=str(home),
                                   capture_output=True, text=True, timeout=120,
                                   stdin=subprocess.DEVNULL)
@@ -380,11 +397,13 @@ def read_episodes(db: Path | None) -> list[dict[str, Any]]:
 def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = True,
                  record_hooks: bool = False, keep: bool = False,
                  timeout: float = SESSION_TIMEOUT,
-                 options: Mapping[str, str] | None = None) -> RunResult:
+                 options: Mapping[str, str] | None = None,
+                 without: Sequence[str] = ()) -> RunResult:
     """One run: fresh home and repository, the plugin installed (``plugin``; Claude Code with
     the userConfig ``options``), the sessions one after another, each CLI inside a
     loopback-only network namespace (see the module docstring). ``{home}`` in an option's
-    value is the run's home.
+    value is the run's home. ``without`` leaves parts of the plugin out
+    (:func:`marketplace_without`).
 
     Raises:
         ClientsMissing: the pinned CLIs (or unshare) are not installed.
@@ -402,7 +421,9 @@ def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = Tru
     plan = {"client": client, "home": str(home), "repo": str(repo), "exe": str(exe),
             "plugin": plugin, "sessions": [asdict(s) for s in sessions], "timeout": timeout,
             "result": str(root / "result.json"), "hook_log": str(hook_log or ""),
-            "options": {k: v.replace("{home}", str(home)) for k, v in (options or {}).items()}}
+            "options": {k: v.replace("{home}", str(home)) for k, v in (options or {}).items()},
+            "marketplace": str(marketplace_without(root / "marketplace", without))
+            if without else ""}
     (root / "plan.json").write_text(json.dumps(plan))
     result = RunResult(client, plugin, str(root), str(repo), str(home))
     try:

@@ -253,7 +253,10 @@ print(os.path.getsize(p) if p and os.path.exists(p) else -1)')
 printf '%s' "$payload" > "{log}/$stamp-$1.json"
 printf '%s' "$size" > "{log}/$stamp-$1.size"
 env | grep '^CLAUDE_PLUGIN_OPTION_' > "{log}/$stamp-$1.options" || true
-printf '%s' "$payload" | exec {real} "$@"
+printf '%s' "$payload" | {real} "$@"
+status=$?
+printf '%s' "$(date +%s%N)" > "{log}/$stamp-$1.end"
+exit $status
 """
 
 
@@ -464,7 +467,10 @@ def _hook_payloads(log: Path) -> list[dict[str, Any]]:
         stamp, _, event = path.stem.partition("-")
         size_file = path.with_suffix(".size")
         options = path.with_suffix(".options")
+        end = path.with_suffix(".end")
         out.append({"event": event, "at_ns": int(stamp),
+                    "took_s": (int(end.read_text()) - int(stamp)) / 1e9 if end.exists()
+                    and end.read_text().strip() else None,
                     "options": dict(line.split("=", 1) for line in
                                     options.read_text().splitlines() if "=" in line)
                     if options.exists() else {},

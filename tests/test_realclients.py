@@ -80,3 +80,14 @@ def test_codex_code_mode_is_read_as_the_commands_it_ran() -> None:
     assert any(a.startswith("apply_patch") and "calc.py" in a for a in actions), actions
     assert episode["success"] is False
     assert "1 failed" in _final_run(episode)["observation"]
+
+
+def test_claude_code_plugin_options_move_the_database() -> None:
+    """The database path is a plugin option (userConfig ``db_path``, set at install with
+    ``--config``): hooks and learning use it."""
+    _installed("claude-code")
+    run = h.run_sessions("claude-code", [h.Session(PROMPT_1, h.fix_the_test(True))],
+                         options={"db_path": "{home}/memories/work.db"}, record_hooks=True)
+    assert run.episodes, run.sessions[0].stderr[-500:]  # read from {home}/memories/work.db
+    options = {k: v for x in run.sessions[0].hooks for k, v in x["options"].items()}
+    assert options.get("CLAUDE_PLUGIN_OPTION_DB_PATH", "").endswith("/memories/work.db")

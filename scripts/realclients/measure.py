@@ -1,7 +1,7 @@
 """The real-client done-when measurement: the scripted two-session run, N times per client.
 
     PYTHONPATH=src .venv/bin/python scripts/realclients/measure.py --repeats 20 [--client ...]
-        [--json results/realclients.json]
+        [--json results/realclients.json] [--without mcp]
 
 Each repeat is two runs of the same scripts in fresh homes and repositories
 (``tests/realclients/harness.py``): one with the deltamem plugin installed through the client's
@@ -56,14 +56,15 @@ def check(run: h.RunResult, passes: bool) -> dict[str, Any]:
             "wall": [s.wall_s for s in run.sessions]}
 
 
-def measure(client: str, repeats: int) -> dict[str, Any]:
+def measure(client: str, repeats: int, without: list[str]) -> dict[str, Any]:
     rows = []
     for i in range(repeats):
         passes = i % 2 == 1
         order = (True, False) if i % 2 == 0 else (False, True)
         runs = {}
         for plugin in order:
-            runs[plugin] = h.run_sessions(client, sessions(passes), plugin=plugin)
+            runs[plugin] = h.run_sessions(client, sessions(passes), plugin=plugin,
+                                          without=without if plugin else ())
         row = check(runs[True], passes)
         row["baseline_wall"] = [s.wall_s for s in runs[False].sessions]
         row["baseline_rc"] = [s.rc for s in runs[False].sessions]
@@ -74,6 +75,7 @@ def measure(client: str, repeats: int) -> dict[str, Any]:
     added_1 = [r["wall"][0] - r["baseline_wall"][0] for r in rows]
     added_2 = [r["wall"][1] - r["baseline_wall"][1] for r in rows]
     return {"client": client, "version": h.VERSIONS[client], "repeats": repeats,
+            "without": without,
             "complete": sum(r["complete"] for r in rows),
             "outcome": sum(r["outcome"] for r in rows),
             "notes": sum(r["notes"] for r in rows),
@@ -107,9 +109,13 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--client", choices=sorted(h.VERSIONS), action="append")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--without", choices=["mcp"], action="append", default=[],
+                        help="Leave a part of the plugin out (mcp: its MCP server), to see "
+                             "what it costs.")
     args = parser.parse_args()
     started = time.time()
-    results = [measure(client, args.repeats) for client in args.client or sorted(h.VERSIONS)]
+    results = [measure(client, args.repeats, args.without)
+               for client in args.client or sorted(h.VERSIONS)]
     print(table(results))
     print(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in results]))
     if args.json:

@@ -74,6 +74,7 @@ def record(client: str) -> None:
                           errors="replace"), run.root).encode()) if x["transcript_size"] >= 0
                       else -1,
                       "transcript_lines": raw[:max(x["transcript_size"], 0)].count(b"\n"),
+                      "options": x["options"],
                       "payload": x["payload"]} for x in session.hooks]
             requests = [{"path": r["path"], "model": r["body"].get("model"),
                          "items": len(conversation(client, r["body"]) or []),

@@ -200,3 +200,17 @@ def test_claude_code_tool_names_read_as_the_rules_know_them() -> None:
              for m in transcript.messages for c in m.get("tool_calls") or []][-3:]
     assert names == [("shell", {"command": "Invoke-Pester"}), ("task", {"description": "explore"}),
                      ("todowrite", {"subject": "fix add"})]
+
+
+def test_claude_code_reports_each_failed_call_by_id() -> None:
+    """The registered PostToolUseFailure hook fires for both failing test runs, naming the call
+    the transcript records as failed; what the hook keeps of it is the id and the flag."""
+    session = CLAUDE / "fix-fail" / "session-1"
+    calls = [h["payload"] for h in json.loads((session / "hooks.json").read_text())
+             if h["event"] == "tool-failure"]
+    assert [c["hook_event_name"] for c in calls] == ["PostToolUseFailure"] * 2
+    assert all(c["tool_name"] == "Bash" and c["is_interrupt"] is False for c in calls)
+    transcript = read_transcript(session / "transcript.jsonl")
+    failed = {str(m["tool_call_id"]) for m in transcript.messages if m.get("role") == "tool"
+              and str(m.get("content")).startswith("error: ")}
+    assert {c["tool_use_id"] for c in calls} == failed

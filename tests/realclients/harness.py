@@ -205,13 +205,32 @@ def write_codex_config(home: Path, port: int, model: str = CODEX_MODEL) -> None:
                                 or line.startswith("[")) + "\n")
 
 
-def plugin_commands(client: str, exe: Path) -> list[list[str]]:
-    """The CLI's own commands that install the plugin from this checkout's marketplace."""
+def plugin_commands(client: str, exe: Path, options: Mapping[str, str] | None = None,
+                    marketplace: Path = REPO) -> list[list[str]]:
+    """The CLI's own commands that install the plugin from this checkout's marketplace (Claude
+    Code: with ``options`` set through ``--config``)."""
     if client == "claude-code":
-        return [[str(exe), "plugin", "marketplace", "add", str(REPO)],
-                [str(exe), "plugin", "install", "deltamem@deltamem"]]
-    return [[str(exe), "plugin", "marketplace", "add", str(REPO)],
+        config = [x for k, v in (options or {}).items() for x in ("--config", f"{k}={v}")]
+        return [[str(exe), "plugin", "marketplace", "add", str(marketplace)],
+                [str(exe), "plugin", "install", "deltamem@deltamem", *config]]
+    return [[str(exe), "plugin", "marketplace", "add", str(marketplace)],
             [str(exe), "plugin", "add", "deltamem@deltamem"]]
+
+
+def marketplace_without(folder: Path, parts: Sequence[str]) -> Path:
+    """A copy of this checkout's marketplace whose plugin leaves ``parts`` out (``mcp``: its MCP
+    server), to measure what each part costs."""
+    shutil.copytree(REPO / ".claude-plugin", folder / ".claude-plugin")
+    plugin = folder / "plugins" / "deltamem"
+    shutil.copytree(REPO / "plugins" / "deltamem", plugin)
+    if "mcp" in parts:
+        for name in (".mcp.json", ".codex-mcp.json"):
+            (plugin / name).unlink(missing_ok=True)
+        manifest = plugin / ".codex-plugin" / "plugin.json"
+        data = json.loads(manifest.read_text())
+        data.pop("mcpServers", None)
+        manifest.write_text(json.dumps(data, indent=2))
+    return folder
 
 
 def session_command(client: str, exe: Path, prompt: str) -> list[str]:
@@ -224,7 +243,8 @@ def session_command(client: str, exe: Path, prompt: str) -> list[str]:
 
 HOOK_RECORDER = """#!/bin/sh
 # Test double around the real deltamem-hook: keeps each payload, with the transcript's size
-# when the hook was called, then hands the payload on unchanged.
+# when the hook was called and the plugin options the client passed, then hands the payload on
+# unchanged.
 payload=$(cat)
 stamp=$(date +%s%N)
 size=$(printf '%s' "$payload" | {python} -c 'import json,os,sys
@@ -232,7 +252,11 @@ p=json.load(sys.stdin).get("transcript_path") or ""
 print(os.path.getsize(p) if p and os.path.exists(p) else -1)')
 printf '%s' "$payload" > "{log}/$stamp-$1.json"
 printf '%s' "$size" > "{log}/$stamp-$1.size"
-printf '%s' "$payload" | exec {real} "$@"
+env | grep '^CLAUDE_PLUGIN_OPTION_' > "{log}/$stamp-$1.options" || true
+printf '%s' "$payload" | {real} "$@"
+status=$?
+printf '%s' "$(date +%s%N)" > "{log}/$stamp-$1.end"
+exit $status
 """
 
 
@@ -261,7 +285,8 @@ def _inner(plan_path: str) -> int:
     out: dict[str, Any] = {"sessions": [], "install_s": 0.0}
     if plan["plugin"]:
         start = time.monotonic()
-        for command in plugin_commands(client, exe):
+        for command in plugin_commands(client, exe, plan.get("options"),
+                                       Path(plan.get("marketplace") or REPO)):
             done = subprocess.run(command, env=client_env(client, home, None), cwd=str(home),
                                   capture_output=True, text=True, timeout=120,
                                   stdin=subprocess.DEVNULL)
@@ -374,9 +399,14 @@ def read_episodes(db: Path | None) -> list[dict[str, Any]]:
 
 def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = True,
                  record_hooks: bool = False, keep: bool = False,
-                 timeout: float = SESSION_TIMEOUT) -> RunResult:
-    """One run: fresh home and repository, the plugin installed (``plugin``), the sessions one
-    after another, each CLI inside a loopback-only network namespace (see the module docstring).
+                 timeout: float = SESSION_TIMEOUT,
+                 options: Mapping[str, str] | None = None,
+                 without: Sequence[str] = ()) -> RunResult:
+    """One run: fresh home and repository, the plugin installed (``plugin``; Claude Code with
+    the userConfig ``options``), the sessions one after another, each CLI inside a
+    loopback-only network namespace (see the module docstring). ``{home}`` in an option's
+    value is the run's home. ``without`` leaves parts of the plugin out
+    (:func:`marketplace_without`).
 
     Raises:
         ClientsMissing: the pinned CLIs (or unshare) are not installed.
@@ -393,7 +423,10 @@ def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = Tru
         install_recorder(home, hook_log)
     plan = {"client": client, "home": str(home), "repo": str(repo), "exe": str(exe),
             "plugin": plugin, "sessions": [asdict(s) for s in sessions], "timeout": timeout,
-            "result": str(root / "result.json"), "hook_log": str(hook_log or "")}
+            "result": str(root / "result.json"), "hook_log": str(hook_log or ""),
+            "options": {k: v.replace("{home}", str(home)) for k, v in (options or {}).items()},
+            "marketplace": str(marketplace_without(root / "marketplace", without))
+            if without else ""}
     (root / "plan.json").write_text(json.dumps(plan))
     result = RunResult(client, plugin, str(root), str(repo), str(home))
     try:
@@ -421,7 +454,8 @@ def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = Tru
     finally:
         wait_learned(home)
         stop_daemons(home)
-    result.episodes = read_episodes(memory_db(home))
+    configured = plan["options"].get("db_path")
+    result.episodes = read_episodes(Path(configured) if configured else memory_db(home))
     if not keep:
         shutil.rmtree(root, ignore_errors=True)
     return result
@@ -432,7 +466,14 @@ def _hook_payloads(log: Path) -> list[dict[str, Any]]:
     for path in sorted(log.glob("*.json")):
         stamp, _, event = path.stem.partition("-")
         size_file = path.with_suffix(".size")
+        options = path.with_suffix(".options")
+        end = path.with_suffix(".end")
         out.append({"event": event, "at_ns": int(stamp),
+                    "took_s": (int(end.read_text()) - int(stamp)) / 1e9 if end.exists()
+                    and end.read_text().strip() else None,
+                    "options": dict(line.split("=", 1) for line in
+                                    options.read_text().splitlines() if "=" in line)
+                    if options.exists() else {},
                     "transcript_size": int(size_file.read_text() or -1)
                     if size_file.exists() else -1,
                     "payload": json.loads(path.read_text() or "{}")})

@@ -84,7 +84,7 @@ async def scenario(session: ClientSession, export_dir: Path) -> dict[str, Any]:
     out["recalled"] = await c.ok("recall", {"task": "heat the apple", "env": "a kitchen",
                                             "explain": True})
     out["budget"] = await c.ok("recall", {"task": "heat the apple", "env": "a kitchen",
-                                          "budget_tokens": 80})
+                                          "budget_tokens": 120})
     out["outcome"] = await c.ok("record_outcome", {"success": True})
     node = out["learned"][0]["task"]["node"]
     out["shown"] = await c.ok("show", {"node_id": node})
@@ -127,7 +127,8 @@ def check(out: dict[str, Any], export_dir: Path) -> None:
     assert text.startswith(data["context"]) and "1. go to kitchen" in text
     assert text.endswith("]") and "skill: t-" in text
     budgeted, _ = out["budget"]
-    assert 0 < budgeted["context_tokens"] <= 80 < out["recalled"][0]["context_tokens"]
+    # A block's head (header, activation, the source naming its node) is about 95 tokens.
+    assert 0 < budgeted["context_tokens"] <= 120 < out["recalled"][0]["context_tokens"]
     data, text = out["outcome"]
     assert data["nodes"] == [out["recalled"][0]["task"]["node"], out["recalled"][0]["env"]["node"]]
     assert text.startswith("counted a success on t-")

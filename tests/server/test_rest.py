@@ -66,8 +66,9 @@ def test_learn_recall_consolidate_export_import_cycle(tmp_path: Path) -> None:
         assert "1. go to kitchen" in body["context"]
         assert body["explain"]["task"]["candidates"][0]["clears_threshold"] is True
         capped = c.post("/v1/spaces/a/recall", json={"task": "heat the apple", "env": KITCHEN,
-                                                     "budget_tokens": 90}).json()
-        assert 0 < capped["context_tokens"] <= 90 < body["context_tokens"]
+                                                     "budget_tokens": 120}).json()
+        # A block's head (header, activation, the source naming its node) is about 95 tokens.
+        assert 0 < capped["context_tokens"] <= 120 < body["context_tokens"]
         assert c.post("/v1/spaces/a/recall", json={"budget_tokens": -1}).status_code == 422
 
         done = c.post("/v1/spaces/a/consolidate").json()["consolidated"]

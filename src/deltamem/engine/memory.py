@@ -66,12 +66,11 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.formats import transfer
 from deltamem.formats.episodes import check_episode, episode_to_dict
-from deltamem.privacy import scrub as scrubbing
 from deltamem.privacy.redact import redact, redact_episode, redact_experience, redact_value
 from deltamem.scenes import Scene, make_scene
-from deltamem.store import open_store
+from deltamem.store import open_store, transfer
+from deltamem.store import scrub as scrubbing
 from deltamem.store.base import Candidate, EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
 
@@ -675,9 +674,7 @@ class DeltaMem:
                 total["episodes"] += counts["episodes"]
                 total["spaces"] += 1
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
-        path = getattr(self.store, "path", None)
-        if isinstance(path, str) and path != ":memory:" and self.store.url.startswith("sqlite:"):
-            scrubbing.compact(path)
+        self.store.compact()
         return total
 
     def correct(self, node_id: str, *, success: bool | None = None,

@@ -183,6 +183,11 @@ class Store(ABC):
     def close(self) -> None:
         """Release connections and files; the store is not used afterwards."""
 
+    def compact(self) -> None:
+        """Rewrite the storage so that no page of deleted or rewritten text remains (after a
+        scrub). Nothing to do for a store that keeps no such pages; SQLite overrides it."""
+        return None
+
     # -- conveniences, written once over the batch operations -------------------------------
     def get_node(self, space: str, node_id: str) -> Node | None:
         """One node (None when there is none): :meth:`get_nodes` of one id."""

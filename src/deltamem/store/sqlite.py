@@ -245,6 +245,13 @@ class SQLiteStore(SQLStore):
         with self._read() as conn:
             return [r[0] for r in conn.execute("PRAGMA integrity_check")]
 
+    def compact(self) -> None:
+        """``VACUUM`` the file and truncate its WAL (see :func:`deltamem.store.scrub.compact`)."""
+        if not self._memory:
+            from deltamem.store.scrub import compact
+
+            compact(self.path)
+
     def close(self) -> None:
         with self._write_lock:
             for conn in self._readers:

@@ -36,7 +36,7 @@ from deltamem.core.model import (
 from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
 from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
-from deltamem.core.render import Style, estimate_tokens, render_context
+from deltamem.core.render import estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
@@ -247,7 +247,7 @@ class DeltaMem:
         reads = self._read(task, env, top_k or self.settings.top_k, usage, wanted)
         recalls = {tree: read.recall for tree, read in reads.items()}
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
-                                 Style(self.settings.style), budget_tokens=budget_tokens,
+                                 self.settings.style, budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,

@@ -61,7 +61,7 @@ class Reader:
              filters: dict[str, FilterValue] | None = None) -> TreeRead:
         """What ``tree`` recalls for ``key`` (``scene``: the agent's scene, for task ties;
         ``filters``: only nodes whose episode meta matches, see the module docstring)."""
-        threshold = self.settings.threshold(tree.value)
+        threshold = self.settings.threshold(tree)
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         read = TreeRead(result)
         if not key.strip():

@@ -115,7 +115,7 @@ class Writer:
         """Candidates are the best :data:`POOL` nodes that clear the tree's threshold (in the
         environment tree, only scenes of the same layout), best first; their chains come in
         one call and ``core.tree.choose_placement`` decides."""
-        threshold = self.settings.threshold(tree.value)
+        threshold = self.settings.threshold(tree)
         if tree is Tree.ENV:
             found, _ = self.reader.same_scene(key, found)
         ids = [c.id for c in found if accepts(c.score, threshold)]

@@ -191,7 +191,7 @@ def _agreement(exact: list[list[Any]], approx: list[list[Any]]) -> tuple[float, 
     same = agree = count = 0
     for e_pair, a_pair in zip(exact, approx, strict=True):
         for tree, e, a in zip(Tree, e_pair, a_pair, strict=True):
-            tau = settings.threshold(tree.value)
+            tau = settings.threshold(tree)
             count += 1
             same += e.id == a.id
             assert a.score <= e.score, "the approximate scan beat the exact scan"

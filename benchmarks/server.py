@@ -47,9 +47,10 @@ SERVER = """
 import sys, uvicorn
 from deltamem.config import Settings
 from deltamem.faces.server.rest import create_app
-db, embedder, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+db, embedder, port, http, loop = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6]
 app = create_app(db, embedder=embedder, settings=Settings(embedder=embedder))
-uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=http,
+            loop=loop)
 """
 
 
@@ -147,9 +148,26 @@ def http_calls(pool: list[httpx.Client], ids: list[str]) -> dict[str, Callable[[
     }
 
 
-def run_all(calls: dict[str, Callable[[int, int], object]], clients: int,
-            requests: int) -> dict[str, Any]:
-    return {op: summary(*run_clients(clients, requests, calls[op])) for op in BENCH_OPS}
+def cpu_seconds(pid: int | None = None) -> float:
+    """CPU time (user + system) of this process, or of process ``pid`` (Linux /proc)."""
+    if pid is None:
+        return time.process_time()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_all(calls: dict[str, Callable[[int, int], object]], clients: int, requests: int,
+            pid: int | None = None) -> dict[str, Any]:
+    """Each operation's summary, with the CPU time the memory's side spent per request: this
+    process's (in-process: the callers are the memory) or the server's (``pid``). Requests per
+    CPU-second is the rate per core, which the machine's other load does not skew as it skews
+    wall time."""
+    out = {}
+    for op in BENCH_OPS:
+        before = cpu_seconds(pid)
+        out[op] = summary(*run_clients(clients, requests, calls[op]))
+        out[op]["cpu_ms"] = round((cpu_seconds(pid) - before) * 1000 / (clients * requests), 3)
+    return out
 
 
 def seeded(db: str, embedder: str) -> list[str]:
@@ -174,20 +192,27 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def over_http(db: str, embedder: str, clients: int, requests: int) -> dict[str, Any]:
+# uvicorn's HTTP parser and event loop: pure Python (h11, asyncio; what a plain `pip install
+# uvicorn` runs) and the C ones the server extra installs (httptools, uvloop; what `auto` picks).
+STACKS = {"h11": ("h11", "asyncio"), "httptools": ("httptools", "uvloop")}
+
+
+def over_http(db: str, embedder: str, clients: int, requests: int,
+              stack: str = "httptools") -> dict[str, Any]:
     ids = seeded(db, embedder)
     keys = open_keys(db)
     secret = keys.create(["default"], name="bench")[1]
     keys.close()
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, db, embedder, str(port)],
+    server = subprocess.Popen([sys.executable, "-c", SERVER, db, embedder, str(port),
+                               *STACKS[stack]],
                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, server)
         pool = [httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"},
                              timeout=120) for _ in range(clients)]
-        out = run_all(http_calls(pool, ids), clients, requests)
+        out = run_all(http_calls(pool, ids), clients, requests, server.pid)
         out["episodes_stored"] = pool[0].get("/v1/spaces/default/stats").json()["episodes"]
         for client in pool:
             client.close()
@@ -222,8 +247,14 @@ def databases(kinds: list[str], folder: Path, url: str | None
 
         if not url:
             url, stop = start_server()
-        out["postgres"] = (with_schema(url, "bench_inproc"), with_schema(url, "bench_http"))
+        out["postgres"] = (with_schema(url, "bench_inproc"), url)
     return out, stop
+
+
+def with_fresh_schema(url: str, stack: str) -> str:
+    from recall_pg import with_schema
+
+    return with_schema(url, f"bench_http_{stack}")
 
 
 def main() -> None:
@@ -233,6 +264,8 @@ def main() -> None:
     parser.add_argument("--embedder", default="static")
     parser.add_argument("--db", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--url", default=os.environ.get("DELTAMEM_BENCH_PG_URL"))
+    parser.add_argument("--stacks", default="h11,httptools",
+                        help="uvicorn stacks to serve with (h11: the pure-Python baseline)")
     args = parser.parse_args()
     make_embedder(args.embedder)  # fail early on a bad spec or missing weights
     sent = args.clients * args.requests
@@ -242,31 +275,47 @@ def main() -> None:
         try:
             for kind, (local_db, served_db) in dbs.items():
                 base = in_process(local_db, args.embedder, args.clients, args.requests)
-                http = over_http(served_db, args.embedder, args.clients, args.requests)
+                sides: dict[str, Any] = {"in_process": base}
+                for stack in args.stacks.split(","):
+                    db = served_db if stack == "httptools" else f"{served_db}-{stack}"
+                    if kind == "postgres":
+                        db = with_fresh_schema(served_db, stack)
+                    sides[stack] = over_http(db, args.embedder, args.clients, args.requests,
+                                             stack)
                 results[kind] = {
-                    "in_process": base, "http": http,
-                    "lost_episodes": {"in_process": SEED + sent - base["episodes_stored"],
-                                      "http": SEED + sent - http["episodes_stored"]},
-                    "ratio_rps_http_over_in_process": {
-                        op: round(http[op]["rps"] / base[op]["rps"], 2) for op in BENCH_OPS}}
+                    **sides,
+                    "lost_episodes": {side: SEED + sent - data["episodes_stored"]
+                                      for side, data in sides.items()},
+                    "ratio_rps_over_in_process": {
+                        stack: {op: round(sides[stack][op]["rps"] / base[op]["rps"], 2)
+                                for op in BENCH_OPS} for stack in sides if stack != "in_process"},
+                    # requests per CPU-second of the server over calls per CPU-second in-process
+                    "ratio_per_core": {
+                        stack: {op: round(base[op]["cpu_ms"] / max(sides[stack][op]["cpu_ms"],
+                                                                  1e-6), 2)
+                                for op in BENCH_OPS} for stack in sides if stack != "in_process"}}
         finally:
             stop()
     report: dict[str, Any] = {
         "benchmark": "server", "embedder": args.embedder, "clients": args.clients,
         "requests_per_client": args.requests, "cpus": os.cpu_count(),
         "python": platform.python_version(), "workers": 1, "results": results}
-    print(f"{'db':9} {'op':15} {'in-proc r/s':>11} {'http r/s':>9} {'ratio':>6} "
-          f"{'p50 in':>8} {'p50 http':>8} {'errors':>6}")
+    stacks = args.stacks.split(",")
+    print(f"{'db':9} {'op':15} {'in-proc':>8} " + " ".join(
+        f"{stack:>10} {'r/s ratio':>9} {'per core':>8}" for stack in stacks)
+        + "   (cpu ms per request; ratios over in-process)")
     for kind, data in results.items():
         for op in BENCH_OPS:
-            base, http = data["in_process"][op], data["http"][op]
-            print(f"{kind:9} {op:15} {base['rps']:11.1f} {http['rps']:9.1f} "
-                  f"{data['ratio_rps_http_over_in_process'][op]:6.2f} {base['p50_ms']:8.2f} "
-                  f"{http['p50_ms']:8.2f} {base['errors'] + http['errors']:6d}")
+            base = data["in_process"][op]
+            cells = " ".join(f"{data[stack][op]['cpu_ms']:10.3f} "
+                             f"{data['ratio_rps_over_in_process'][stack][op]:9.2f} "
+                             f"{data['ratio_per_core'][stack][op]:8.2f}" for stack in stacks)
+            print(f"{kind:9} {op:15} {base['cpu_ms']:8.3f} {cells}")
         print(f"{kind}: lost episodes {data['lost_episodes']}")
     print(json.dumps(report))
-    failed = any(d[side][op]["errors"] for d in results.values()
-                 for side in ("in_process", "http") for op in BENCH_OPS)
+    failed = any(side[op]["errors"] for d in results.values()
+                 for name, side in d.items() if name in ("in_process", *stacks)
+                 for op in BENCH_OPS)
     if failed or any(v for d in results.values() for v in d["lost_episodes"].values()):
         sys.exit(1)
 

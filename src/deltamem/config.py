@@ -24,6 +24,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from deltamem.core.model import Tree
+from deltamem.core.render import Style
 from deltamem.core.tree import MAX_DEPTH
 from deltamem.errors import ConfigError
 from deltamem.scenes import DEFAULT_SCENE, SCENE_NAMES
@@ -79,7 +81,7 @@ class Settings:
     top_k: int = 1
     auto_consolidate: bool = True
     embedder: str = DEFAULT_EMBEDDER
-    style: str = "composed"
+    style: Style = Style.COMPOSED
     scene: str = DEFAULT_SCENE
     embed_cache: int = 4096
     embed_threads: int = 1
@@ -101,13 +103,17 @@ class Settings:
             raise ConfigError(f"ann_from must be >= 0 (0: always exact), got {self.ann_from}")
         if self.embed_threads < 0:
             raise ConfigError(f"embed_threads must be >= 0, got {self.embed_threads}")
-        if self.style not in ("composed", "patches"):
-            raise ConfigError(f"style must be 'composed' or 'patches', got {self.style!r}")
+        try:  # the enum, or its value ("composed", "patches")
+            object.__setattr__(self, "style", Style(self.style))
+        except ValueError:
+            raise ConfigError(f"style must be 'composed' or 'patches', got {self.style!r}"
+                              ) from None
         if self.scene not in SCENE_NAMES:
             raise ConfigError(f"scene must be one of {', '.join(SCENE_NAMES)}, got {self.scene!r}")
 
-    def threshold(self, tree: str) -> float:
-        return self.tau_task if tree == "task" else self.tau_env
+    def threshold(self, tree: Tree) -> float:
+        """The acceptance threshold of ``tree`` (``tau_task`` or ``tau_env``)."""
+        return self.tau_task if Tree(tree) is Tree.TASK else self.tau_env
 
     def with_(self, **changes: Any) -> Settings:
         """A copy with ``changes`` applied; ``None`` values are ignored (handy for CLI flags)."""
@@ -171,17 +177,6 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
         return Path(env["DELTAMEM_CACHE"]).expanduser()
     base = env.get("XDG_CACHE_HOME")
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "deltamem"
-
-
-def extraction(environ: Mapping[str, str] | None = None) -> dict[str, str | None]:
-    """The extractor a background learner (the hook daemon) uses: ``DELTAMEM_EXTRACTOR``
-    (``trace`` when unset), ``DELTAMEM_LLM``, ``DELTAMEM_LLM_BASE_URL`` and
-    ``DELTAMEM_LLM_MODEL`` (None when unset)."""
-    env = os.environ if environ is None else environ
-    return {"extractor": (env.get("DELTAMEM_EXTRACTOR") or "trace").strip(),
-            "llm": (env.get("DELTAMEM_LLM") or "").strip() or None,
-            "base_url": (env.get("DELTAMEM_LLM_BASE_URL") or "").strip() or None,
-            "model": (env.get("DELTAMEM_LLM_MODEL") or "").strip() or None}
 
 
 def hook_idle(environ: Mapping[str, str] | None = None, default: float = 900.0) -> float:

@@ -173,11 +173,13 @@ json_values = st.recursive(st.one_of(st.none(), st.booleans(), st.integers(-5, 2
 
 @given(st.lists(json_values, max_size=4))
 def test_patch_from_json_refuses_any_malformed_json_as_value_error(raw):
-    """Whatever a damaged store or a hostile import holds, reading it is a ValueError."""
+    """Whatever a damaged store or a hostile import holds, reading it is a ValueError, or a
+    patch that writes back as the same JSON (it was a well-formed patch after all)."""
     try:
-        patch_from_json(raw)
+        patch = patch_from_json(raw)
     except ValueError:
         return
+    assert patch_to_json(patch) == raw
 
 
 def test_unchanged_steps_cost_nothing():

@@ -18,7 +18,7 @@ import pytest
 
 from deltamem.core.model import Tree
 from deltamem.errors import StoreError
-from deltamem.formats.transfer import export_lines, export_records, import_records
+from deltamem.store.transfer import export_lines, export_records, import_records
 from helpers import make_episode
 
 DIM = 256  # the hashing test embedder's width

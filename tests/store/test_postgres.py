@@ -13,12 +13,12 @@ from deltamem.embed.hashing import HashingEmbedder
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError, SchemaError, StoreError
 from deltamem.extract.trace import TraceExtractor
-from deltamem.formats.transfer import export_records
 from deltamem.store import open_store
 from deltamem.store._sql_postgres import MIGRATIONS
 from deltamem.store.copy import copy_spaces
 from deltamem.store.postgres import PostgresStore
 from deltamem.store.sqlite import SQLiteStore
+from deltamem.store.transfer import export_records
 from deltamem.testing.conformance import DIM, SPACE, StoreConformance, make_root, vec
 from helpers import TEST_SETTINGS, make_episode
 from pg_fixture import pg_server, pg_url  # noqa: F401 - fixtures

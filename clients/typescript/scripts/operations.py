@@ -44,7 +44,9 @@ export function toQuery(input: object): Record<string, string | string[]> {
   for (const [name, value] of Object.entries(input)) {
     if (value === undefined || value === null || value === "") continue;
     if (Array.isArray(value)) query[name] = value.map(String);
-    else if (typeof value === "object") query[name] = Object.entries(value).map(([k, v]) => `${k}=${String(v)}`);
+    else if (typeof value === "object") {
+      query[name] = Object.entries(value).map(([k, v]) => `${k}=${String(v)}`);
+    }
     else query[name] = String(value);
   }
   return query;

@@ -503,3 +503,24 @@ def _chain_of(node: Node, by_id: dict[str, Node]) -> list[Node]:
     while chain[-1].parent_id is not None:
         chain.append(by_id[chain[-1].parent_id])
     return chain[::-1]
+
+
+def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, list[Node]]:
+    """The path root -> each of ``node_ids`` through ``nodes`` (ids not among them are absent),
+    walked as ``chain`` walks: to the parent while its depth is smaller, so a damaged parent
+    cycle ends."""
+    by_id = {n.id: n for n in nodes}
+    out: dict[str, list[Node]] = {}
+    for node_id in node_ids:
+        node = by_id.get(node_id)
+        if node is None:
+            continue
+        path = [node]
+        while node.parent_id is not None:
+            parent = by_id.get(node.parent_id)
+            if parent is None or parent.depth >= node.depth:
+                break
+            path.append(parent)
+            node = parent
+        out[node_id] = path[::-1]
+    return out

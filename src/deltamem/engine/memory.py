@@ -36,7 +36,7 @@ from deltamem.core.model import (
 from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
 from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
 from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
-from deltamem.core.render import Style, estimate_tokens, render_context
+from deltamem.core.render import estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain, forest_problems
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
@@ -67,12 +67,11 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.formats import transfer
 from deltamem.formats.episodes import check_episode, episode_to_dict
-from deltamem.privacy import scrub as scrubbing
 from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
-from deltamem.store import open_store
+from deltamem.store import open_store, transfer
+from deltamem.store import scrub as scrubbing
 from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
 
@@ -249,7 +248,7 @@ class DeltaMem:
         reads = self._read(task, env, top_k or self.settings.top_k, usage, wanted)
         recalls = {tree: read.recall for tree, read in reads.items()}
         context = render_context(recalls[Tree.TASK].chain, recalls[Tree.ENV].chain,
-                                 Style(self.settings.style), budget_tokens=budget_tokens,
+                                 self.settings.style, budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,

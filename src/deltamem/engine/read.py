@@ -72,7 +72,7 @@ class Reader:
         ``placing``: a read for learning, which places the episode against the same scan: the
         placement candidates' chains (:meth:`placement_candidates`) come with the match's in one
         call (``TreeRead.chains``), and no link similarities are computed."""
-        threshold = self.settings.threshold(tree.value)
+        threshold = self.settings.threshold(tree)
         result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
         read = TreeRead(result)
         if not key.strip():
@@ -121,7 +121,7 @@ class Reader:
         The threshold comes first: the layout filter keeps the order of what it keeps (it
         reorders only exact ties, which the threshold keeps or drops together), so only the
         nodes of candidates that clear it are fetched."""
-        threshold = self.settings.threshold(tree.value)
+        threshold = self.settings.threshold(tree)
         found = [c for c in found if accepts(c.score, threshold)]
         nodes = dict(have or {})
         if tree is Tree.ENV:
@@ -177,7 +177,7 @@ class Reader:
                                              exhausted=exhausted)
                 if ranked.candidates is not None:
                     order, nodes = self.kind_first(key, ranked.candidates, nodes,
-                                                   self.settings.threshold(tree.value))
+                                                   self.settings.threshold(tree))
                     return ranking.started_here(order, nodes, self.signature(scene)), nodes
             k *= 4
 

@@ -20,9 +20,7 @@ class ExtractRequest:
     """What an extractor sees for one tree of one episode.
 
     ``matched`` is the composed experience of the chain the episode matched (None when nothing
-    matched, i.e. a new root will be written). ``chain`` is no longer filled by the engine (no
-    extractor read it, and composing every prefix cost time quadratic in depth); it stays for
-    callers that build requests themselves. ``scene`` is the memory's scene plug-in
+    matched, i.e. a new root will be written). ``scene`` is the memory's scene plug-in
     (``deltamem.scenes``), for extractors that read scene facts off observations (None: the
     extractor's own choice).
     """
@@ -30,7 +28,6 @@ class ExtractRequest:
     episode: Episode
     tree: Tree
     matched: Experience | None = None
-    chain: tuple[Experience, ...] = ()
     scene: Scene | None = None
 
 

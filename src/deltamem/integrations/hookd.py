@@ -46,7 +46,6 @@ from deltamem.embed.base import Embedder
 from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
 from deltamem.extract.base import Extractor
-from deltamem.faces.cli.options import open_memory
 from deltamem.integrations.claude_code import (
     hook_extractor,
     learn_turn,
@@ -88,7 +87,8 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     try:
         # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)
         # just adds nothing.
-        with open_memory(db, space, embedder, create=event in ("stop", "session-end")) as mem:
+        with DeltaMem.open(db, space=check_space(space), embedder=embedder,
+                           create=event in ("stop", "session-end")) as mem:
             # ``stop`` learns with the configured extractor under the coding rules
             # (``claude_code.hook_extractor``), whatever ``mem`` was opened with.
             return run_hook(mem, event, payload, budget_tokens=budget_tokens, scope=scope)

@@ -2,7 +2,7 @@
 
 This is what ``deltamem migrate`` does; schema migrations are :mod:`deltamem.store.migrations`.
 
-The copy goes through the export format (:mod:`deltamem.formats.transfer`), so it is exact to the
+The copy goes through the export format (:mod:`deltamem.store.transfer`), so it is exact to the
 bit: node ids, patches, counters, timestamps, vectors and episodes arrive unchanged, in insertion
 order, and exporting the destination gives the same records as exporting the source. Each space
 is copied in one destination transaction (all of it or none of it). The audit log of deletions
@@ -12,9 +12,9 @@ is not copied: it describes the source's history, not the memory.
 from __future__ import annotations
 
 from deltamem.errors import ConfigError, StoreError
-from deltamem.formats.transfer import export_records, import_records
 from deltamem.store import open_store
 from deltamem.store.base import Store
+from deltamem.store.transfer import export_records, import_records
 
 
 def copy_spaces(src_url: str, dst_url: str, *,

@@ -26,10 +26,10 @@ from deltamem._util.jsonsafe import dumps, text_problem
 from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import Candidate
 from deltamem.core.scoring import top_k
+from deltamem.core.tree import chains_from
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.store.base import EpisodeRecord, SpaceInfo, Store, Vector, check_vector
 from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
-from deltamem.store.sql import chains_from
 
 
 @dataclass(slots=True)

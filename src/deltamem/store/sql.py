@@ -34,6 +34,7 @@ import numpy as np
 
 from deltamem._util.jsonsafe import dumps, text_problem
 from deltamem.core.model import Node, Tree
+from deltamem.core.tree import chains_from
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.store import migrations
 from deltamem.store.base import (
@@ -409,27 +410,6 @@ class SQLStore(Store):
     def _key_change(self) -> AbstractContextManager[Conn]:
         """The connection for one autocommit change of the key table (outside any block)."""
         return self._read()
-
-
-def chains_from(nodes: Iterable[Node], node_ids: Sequence[str]) -> dict[str, list[Node]]:
-    """The path root -> each of ``node_ids`` through ``nodes`` (ids not among them are absent),
-    walked as ``chain`` walks: to the parent while its depth is smaller, so a damaged parent
-    cycle ends."""
-    by_id = {n.id: n for n in nodes}
-    out: dict[str, list[Node]] = {}
-    for node_id in node_ids:
-        node = by_id.get(node_id)
-        if node is None:
-            continue
-        path = [node]
-        while node.parent_id is not None:
-            parent = by_id.get(node.parent_id)
-            if parent is None or parent.depth >= node.depth:
-                break
-            path.append(parent)
-            node = parent
-        out[node_id] = path[::-1]
-    return out
 
 
 _COUNTERS = ("hits", "successes", "failures", "consolidated")  # what a stored node may change

@@ -35,9 +35,9 @@ from deltamem.core.delta import diff
 from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.core.scoring import top_k
 from deltamem.errors import EmbedderMismatch, StoreError
-from deltamem.formats.transfer import export_records, import_records
 from deltamem.store.base import EpisodeRecord, Store
 from deltamem.store.memory import InMemoryStore
+from deltamem.store.transfer import export_records, import_records
 
 DIM = 8
 SPACE = "conformance"

@@ -109,7 +109,8 @@ class AccessLog:
             nonlocal logged
             if not logged:
                 logged = True
-                log.info(json.dumps(access_record(scope, status, started)))
+                if log.isEnabledFor(logging.INFO):  # no record built for a silent log
+                    log.info(json.dumps(access_record(scope, status, started)))
 
         async def capture(message: Message) -> None:
             nonlocal status

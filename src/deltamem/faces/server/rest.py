@@ -301,24 +301,21 @@ class OperationRoute:
         schema = op.request.model_json_schema()
         self._multi = frozenset(name for name, prop in schema.get("properties", {}).items()
                                 if _many(prop))
+        # The key is read from the header here, not through a FastAPI dependency (a cost on
+        # every request); the OpenAPI document still names the bearer scheme (openapi()).
         params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-                  Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
-                  Parameter("credentials", Parameter.POSITIONAL_OR_KEYWORD,
-                            annotation=Credentials)]
+                  Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
         params += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=NodeIdPath)
                    for name in op.path_fields]
         self.__signature__ = Signature(params, return_annotation=Response)
 
-    async def __call__(self, request: Request, space: str,
-                       credentials: HTTPAuthorizationCredentials | None,
-                       **path: str) -> Response:
+    async def __call__(self, request: Request, space: str, **path: str) -> Response:
         raw = b"" if self.op.in_query else await request.body()
-        return await run_in_threadpool(self.answer, request, space, credentials, raw, path)
+        return await run_in_threadpool(self.answer, request, space, raw, path)
 
-    def answer(self, request: Request, space: str,
-               credentials: HTTPAuthorizationCredentials | None, raw: bytes,
+    def answer(self, request: Request, space: str, raw: bytes,
                path: dict[str, str]) -> Response:
-        mem = _memory(request, space, credentials, self.op.scope, create=True)
+        mem = _memory(request, space, _bearer(request), self.op.scope, create=True)
         given = self.parse(raw, request)
         result = self.op.run(mem, given, path)
         body = self.op.answer_of(result, mem).model_dump_json(exclude_unset=True)
@@ -341,7 +338,8 @@ class OperationRoute:
         """The route's OpenAPI extras: its input (body or query parameters), name and
         idempotence (the TypeScript client is generated from these)."""
         extra: dict[str, Any] = {"x-deltamem-idempotent": self.op.idempotent,
-                                 "x-deltamem-scope": self.op.scope}
+                                 "x-deltamem-scope": self.op.scope,
+                                 "security": [{"HTTPBearer": []}]}
         if not self.op.in_query:
             extra["requestBody"] = {"required": False, "content": {
                 "application/json": {"schema": schema_ref(self.op.request)}}}
@@ -354,6 +352,14 @@ class OperationRoute:
                         else {k: v for k, v in prop.items() if k != "description"})}
             for name, prop in props.items()]
         return extra
+
+
+def _bearer(request: Request) -> HTTPAuthorizationCredentials | None:
+    """The ``Authorization: Bearer`` credentials of a request, as ``HTTPBearer`` reads them."""
+    kind, _, token = request.headers.get("authorization", "").partition(" ")
+    if kind.lower() != "bearer" or not token.strip():
+        return None
+    return HTTPAuthorizationCredentials(scheme=kind, credentials=token.strip())
 
 
 def _many(prop: dict[str, Any]) -> bool:

@@ -477,7 +477,7 @@ class DeltaMem:
         importers such as skill files.
 
         Every key, meta and composed experience is redacted first (a delta's patch recomputed
-        against its redacted parent, ``privacy.scrub.composed_nodes``), and every key embedded
+        against its redacted parent, ``store.scrub.composed_nodes``), and every key embedded
         here. A delta's parent is an earlier node or one the space holds. A node whose id the
         space holds with the same key and experience is skipped, as is a root identical to a
         stored root or an earlier one (same tree, key and experience).

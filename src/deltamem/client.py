@@ -299,6 +299,12 @@ class Client(_Base):
         return self._send(self._call("correct", node_id, success=success, steps=_list(steps),
                                      wrong=wrong, reason=reason), api.CorrectionOut)
 
+    def forget_fact(self, node_id: str, fact: str, *, reason: str = "") -> api.CorrectionOut:
+        """Remove one fact of a scene-knowledge node, keeping the others
+        (DeltaMem.forget_fact)."""
+        return self._send(self._call("forget_fact", node_id, fact=fact, reason=reason),
+                          api.CorrectionOut)
+
     def delete(self, node_id: str) -> list[str]:
         """Delete a node and its subtree; return the deleted ids."""
         return self._send(self._call("delete", node_id), api.DeleteOut).deleted
@@ -432,6 +438,13 @@ class AsyncClient(_Base):
         """Correct a node: its outcome, a skill's steps, or retract it (DeltaMem.correct)."""
         return await self._send(self._call("correct", node_id, success=success,
                                            steps=_list(steps), wrong=wrong, reason=reason),
+                                api.CorrectionOut)
+
+    async def forget_fact(self, node_id: str, fact: str, *,
+                          reason: str = "") -> api.CorrectionOut:
+        """Remove one fact of a scene-knowledge node, keeping the others
+        (DeltaMem.forget_fact)."""
+        return await self._send(self._call("forget_fact", node_id, fact=fact, reason=reason),
                                 api.CorrectionOut)
 
     async def delete(self, node_id: str) -> list[str]:

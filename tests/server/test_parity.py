@@ -66,7 +66,8 @@ BATCH = [episode(actions=LONGER), episode(actions=LONGER), episode(actions=LONGE
          episode(task="cool the milk", actions=("go to fridge", "cool milk"),
                  env="a pantry with shelves and a fridge")]
 OPS = ("learn", "learn_many", "recall", "recall_explain", "record_outcome", "list", "show",
-       "stats", "consolidate", "correct", "export", "recall_filtered", "list_filtered")
+       "stats", "consolidate", "correct", "export", "recall_filtered", "list_filtered",
+       "forget_fact")
 FIXED = ["go to kitchen", "open microwave", "heat apple in microwave"]
 # The script's steps of each operation of the table; delete and forget end a memory (their
 # answers are checked in test_rest/test_mcp), export_skills writes files (test_skills), and
@@ -75,7 +76,7 @@ STEPS = {"learn": {"learn"}, "learn_many": {"learn_many"},
          "recall": {"recall", "recall_explain", "recall_filtered"},
          "record_outcome": {"record_outcome"}, "list_nodes": {"list", "list_filtered"},
          "show": {"show"}, "stats": {"stats"}, "consolidate": {"consolidate"},
-         "correct": {"correct"}, "export": {"export"}}
+         "correct": {"correct"}, "export": {"export"}, "forget_fact": {"forget_fact"}}
 UNSCRIPTED = {"delete", "forget", "export_skills", "import_"}
 OFFERED = {"library": set(OPS), "cli": set(OPS), "rest": set(OPS),
            "mcp": {step for op in operations.OPERATIONS if op.tool != "" and op.name in STEPS
@@ -95,6 +96,7 @@ class Face(Protocol):
     def stats(self) -> Any: ...
     def consolidate(self, dry_run: bool) -> Any: ...
     def correct(self, node_id: str, steps: list[str], reason: str) -> Any: ...
+    def forget_fact(self, node_id: str, fact: str, reason: str) -> Any: ...
     def export(self) -> list[dict[str, Any]]: ...
 
 
@@ -141,6 +143,10 @@ class LibraryFace:
     def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
         return exact(api.CorrectionOut,
                      self.mem.correct(node_id, steps=steps, reason=reason).to_dict())
+
+    def forget_fact(self, node_id: str, fact: str, reason: str) -> Any:
+        return exact(api.CorrectionOut,
+                     self.mem.forget_fact(node_id, fact, reason=reason).to_dict())
 
     def export(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.mem.iter_export()]
@@ -202,6 +208,10 @@ class CliFace:
         flags = [arg for step in steps for arg in ("--step", step)]
         return exact(api.CorrectionOut, self.run("correct", node_id, *flags, "--reason", reason))
 
+    def forget_fact(self, node_id: str, fact: str, reason: str) -> Any:
+        return exact(api.CorrectionOut,
+                     self.run("forget-fact", node_id, fact, "--reason", reason))
+
     def export(self) -> list[dict[str, Any]]:
         path = self.tmp / "export.jsonl"
         written = self.run("export", str(path))
@@ -256,6 +266,10 @@ class RestFace:
         return self.call("POST", f"/nodes/{node_id}/correct", api.CorrectionOut,
                          json={"steps": steps, "reason": reason})
 
+    def forget_fact(self, node_id: str, fact: str, reason: str) -> Any:
+        return self.call("POST", f"/nodes/{node_id}/forget-fact", api.CorrectionOut,
+                         json={"fact": fact, "reason": reason})
+
     def export(self) -> list[dict[str, Any]]:
         response = self.http.get(f"/v1/spaces/{SPACE}/export")
         assert response.status_code == 200, response.text
@@ -303,6 +317,10 @@ class McpFace:
         return self.call("correct", api.CorrectionOut, node_id=node_id, steps=steps,
                          reason=reason)
 
+    def forget_fact(self, node_id: str, fact: str, reason: str) -> Any:
+        return self.call("forget_fact", api.CorrectionOut, node_id=node_id, fact=fact,
+                         reason=reason)
+
     def export(self) -> list[dict[str, Any]]:
         raise AssertionError("MCP has no JSON Lines export (see OFFERED)")
 
@@ -335,6 +353,9 @@ def script(face: Face, offered: set[str]) -> dict[str, Any]:
     step("export", face.export)
     step("recall_filtered", lambda: face.recall("heat the apple", KITCHEN, False, ALICE))
     step("list_filtered", lambda: face.list("task", 10, ALICE))
+    # Last, as it supersedes the scene node the filtered recall finds.
+    step("forget_fact", lambda: face.forget_fact(out["recall"]["env"]["node"], "1",
+                                                 "not so in this kitchen"))
     return out
 
 
@@ -418,6 +439,8 @@ def test_every_face_gives_the_library_json(faces: dict[str, Face]) -> None:
     assert lib["recall_filtered"]["task"]["node"] == first["task"]["node"]
     assert lib["recall_filtered"]["env"]["node"] == first["env"]["node"]
     assert [r["id"] for r in lib["list_filtered"]["nodes"]] == [first["task"]["node"]]
+    assert lib["forget_fact"]["of"] == lib["recall"]["env"]["node"]
+    assert lib["forget_fact"]["kind"] == "fact" and lib["forget_fact"]["tree"] == "env"
 
 
 def test_canonical_names_ids_and_drops_the_clock() -> None:

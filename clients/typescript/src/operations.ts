@@ -62,6 +62,11 @@ export abstract class Operations {
     return this.json({ method: "POST", path: this.path(`/nodes/${encodeURIComponent(nodeId)}/correct`), idempotent: false, json: input });
   }
 
+  /** Remove one fact from a scene-knowledge node, keeping the others: a new root supersedes it in recall, with the history kept. */
+  forgetFact(nodeId: string, input: Schemas["ForgetFactRequest"]): Promise<Schemas["CorrectionOut"]> {
+    return this.json({ method: "POST", path: this.path(`/nodes/${encodeURIComponent(nodeId)}/forget-fact`), idempotent: false, json: input });
+  }
+
   /** Count a success or a failure on recalled nodes, without learning an episode. */
   recordOutcome(input: Schemas["OutcomeRequest"]): Promise<Schemas["OutcomeOut"]> {
     return this.json({ method: "POST", path: this.path(`/outcome`), idempotent: false, json: input });

@@ -240,6 +240,31 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/spaces/{space}/nodes/{node_id}/forget-fact": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Remove one fact from a scene-knowledge node, keeping the others: a new root supersedes it in recall, with the history kept.
+         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
+         *
+         *     Its input is read and validated once, by the operation's model (a JSON body, or query
+         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
+         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+         *     nobody wrote to reads as empty; only a write creates it.
+         */
+        post: operations["forget_fact"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/spaces/{space}/outcome": {
         parameters: {
             query?: never;
@@ -494,7 +519,7 @@ export interface components {
              * Kind
              * @enum {string}
              */
-            kind: "outcome" | "steps" | "wrong";
+            kind: "outcome" | "steps" | "wrong" | "fact";
             /**
              * Node
              * @description The correction root, which now supersedes the node in recall.
@@ -615,6 +640,23 @@ export interface components {
         ExplainOut: {
             env: components["schemas"]["TreeExplainOut"];
             task: components["schemas"]["TreeExplainOut"];
+        };
+        /**
+         * ForgetFactRequest
+         * @description Body of ``POST /v1/spaces/{space}/nodes/{node_id}/forget-fact``.
+         */
+        ForgetFactRequest: {
+            /**
+             * Fact
+             * @description The fact: its text, its number as `show` lists the composed facts (1-based), or a piece of text only it contains.
+             */
+            fact: string;
+            /**
+             * Reason
+             * @description Why (kept with the correction).
+             * @default
+             */
+            reason?: string;
         };
         /** ForgetOut */
         ForgetOut: {
@@ -2282,6 +2324,124 @@ export interface operations {
         requestBody?: {
             content: {
                 "application/json": components["schemas"]["CorrectRequest"];
+            };
+        };
+        responses: {
+            /** @description Success. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CorrectionOut"];
+                };
+            };
+            /** @description Bad configuration or request (e.g. an unknown option value). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Missing, invalid or revoked API key. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The API key may not use this space or lacks the route's scope. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description No such node (or space). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The store refused: embedder mismatch, collision, inconsistent data. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The request body is larger than the server accepts. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Invalid request: the message names the field. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Rate limit or token budget exceeded. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal error. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description The LLM provider failed. */
+            502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    forget_fact: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                space: string;
+                /** @description A node id, e.g. 't-1a2b3c4d5e6f7a8b'. */
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ForgetFactRequest"];
             };
         };
         responses: {

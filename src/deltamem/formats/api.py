@@ -559,6 +559,17 @@ class CorrectRequest(BaseModel):
     reason: Reason = Field("", description="Why (kept with the correction).")
 
 
+class ForgetFactRequest(BaseModel):
+    """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/forget-fact``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fact: Annotated[str, Field(min_length=1, max_length=MAX_REASON)] = Field(description=(
+        "The fact: its text, its number as `show` lists the composed facts (1-based), or a "
+        "piece of text only it contains."))
+    reason: Reason = Field("", description="Why (kept with the correction).")
+
+
 class CorrectionOut(Model):
     node: str = Field(description="The correction root, which now supersedes the node in recall.")
     of: str = Field(description="The corrected node (kept, as the correction's lineage).")

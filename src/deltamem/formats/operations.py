@@ -183,6 +183,18 @@ OPERATIONS: tuple[Operation, ...] = (
             "retracts it so recall shows none of it. Give exactly one, and a short reason. The "
             "correction supersedes the node in recall; the old one is kept as its history.")),
     Operation(
+        "forget_fact", api.ForgetFactRequest, api.CorrectionOut, "POST",
+        "/nodes/{node_id}/forget-fact", "write", idempotent=False,
+        title="Forget one fact of a scene's knowledge",
+        summary="Remove one fact from a scene-knowledge node, keeping the others: a new root "
+                "supersedes it in recall, with the history kept.",
+        description=(
+            "Remove one wrong fact from scene knowledge (an environment node id, e-..., from "
+            "recall or list) and keep its other facts: fact is the fact's text, its number as "
+            "show lists the facts, or a piece of text only it contains. The new root "
+            "supersedes the node in recall; the old one is kept as its history. To retract the "
+            "whole node, use correct with wrong=true.")),
+    Operation(
         "consolidate", api.ConsolidateRequest, api.ConsolidateOut, "POST", "/consolidate",
         "write", idempotent=True, query=True, title="Consolidate chains",
         summary="Compile every frequently successful chain into a new root (dry_run: only list "

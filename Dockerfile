@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # The deltamem REST server. Build: docker build -t deltamem-server .
 # Run on SQLite (a volume):  docker run -p 127.0.0.1:8080:8080 -v deltamem:/data deltamem-server
 # Run on PostgreSQL:          compose.yaml (docker compose up), see docs/deployment.md.
@@ -22,7 +21,8 @@ FROM ${PYTHON_IMAGE}
 # with `pip download -d wheelhouse "deltamem[server,postgres]"` on a connected machine).
 ARG PIP_NO_INDEX=0
 RUN useradd --uid 10001 --create-home deltamem && mkdir /data && chown deltamem /data
-# The wheel and the wheelhouse are mounted for this one step, never copied into a layer.
+# The wheel and the wheelhouse are mounted for this one step, never copied into a layer
+# (RUN --mount: BuildKit, the default builder since Docker 23).
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     --mount=type=bind,source=wheelhouse,target=/wheelhouse \
     pip install --no-cache-dir --find-links /wheelhouse \

@@ -193,16 +193,15 @@ def test_same_user_sees_the_peer_uid_on_both_ends(shared):
         other = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         other.bind(path)
         other.listen(1)
-        other.settimeout(20)
+        other.settimeout(120)
         conn, _ = other.accept()
         conn.recv(10)
         return b""
 
     child = threading.Thread(target=as_other, args=(listener,), daemon=True)
     child.start()
-    for _ in range(400):
-        if os.path.exists(path):
-            break
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.05)
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.connect(path)
@@ -224,23 +223,25 @@ def test_the_daemon_answers_no_other_user(tmp_path, shared):
     try:
         key = target(str(db), "default", "hashing").key
         sock = runtime / f"hookd-{key}.sock"
-        for _ in range(600):
-            if sock.exists():
-                break
+        deadline = time.monotonic() + 180  # the daemon imports deltamem first (slow under load)
+        while not sock.exists() and daemon.poll() is None and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert sock.exists()
-        runtime.chmod(0o711)
-        sock.chmod(0o777)
+        assert sock.exists(), daemon.poll()
 
         def ping() -> bytes:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-                conn.settimeout(20)
+                conn.settimeout(120)
                 conn.connect(str(sock))
-                conn.sendall(b'{"event": "ping"}\n')
-                return conn.recv(1000) or b"<closed>"
+                try:
+                    conn.sendall(b'{"event": "ping"}\n')
+                    return conn.recv(1000) or b"<closed>"
+                except (BrokenPipeError, ConnectionResetError):  # closed before we spoke
+                    return b"<closed>"
 
+        assert b'"pid"' in ping()  # the owner: answered (the daemon has set the socket's mode)
+        runtime.chmod(0o711)
+        sock.chmod(0o777)
         assert as_other(ping) == b"<closed>"  # another uid: closed without a word
-        assert b'"pid"' in ping()  # the owner: answered
     finally:
         daemon.terminate()
         daemon.wait(timeout=30)

@@ -16,11 +16,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from fuzz_faces import run_face  # noqa: E402
 
 SAMPLE = 50
-# Known server errors of the REST and MCP faces, whose fix lives where those faces are
-# rewritten (issue 45 item 4): an imported node record without "key" answers 500
-# (privacy/scrub.py reads record["key"] outside its guard), and a JSON-RPC line nested past
-# Python's parser ends `deltamem mcp` over stdio with exit 70. Remove once merged.
-OPS = pytest.mark.xfail(strict=False, reason="issue 45.4: the REST/MCP faces' server errors")
 
 
 def check(face: str, tmp_path: Path, pg_url: str | None = None) -> None:
@@ -35,13 +30,11 @@ def test_the_sample_gets_no_server_error_and_no_hang(face: str, tmp_path: Path) 
     check(face, tmp_path)
 
 
-@OPS
 @pytest.mark.parametrize("face", ["rest-sqlite", "mcp-stdio"])
 def test_the_rest_and_stdio_sample_gets_no_server_error(face: str, tmp_path: Path) -> None:
     check(face, tmp_path)
 
 
-@OPS
 @pytest.mark.postgres
 def test_the_rest_sample_on_postgres_gets_no_server_error(tmp_path: Path,
                                                           pg_server: str) -> None:  # noqa: F811

@@ -100,7 +100,7 @@ def unanswered_request(exc: Exception) -> Any:
         return None
     try:
         request = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past Python's parser
         return None
     if not isinstance(request, dict) or not isinstance(request.get("method"), str):
         return None

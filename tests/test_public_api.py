@@ -11,7 +11,7 @@ import deltamem
 
 CORE = Path(deltamem.__file__).parent / "core"
 ALLOWED_IN_CORE = {"__future__", "collections", "dataclasses", "difflib", "enum", "functools",
-                   "json", "re", "typing", "numpy", "hashlib", "heapq"}
+                   "json", "re", "typing", "numpy", "hashlib", "heapq", "math"}
 # The only deltamem modules the core may import: itself and the error tree.
 ALLOWED_DELTAMEM_IN_CORE = ("deltamem.core", "deltamem.errors")
 

@@ -62,7 +62,7 @@ VERSIONS = [*HANDSHAKE_VERSIONS, "1999-01-01"]  # the last: unknown, the latest 
 
 
 def test_the_front_knows_the_sdks_handshake_versions() -> None:
-    assert HANDSHAKE_VERSIONS == tuple(mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS)
+    assert tuple(mcp_types.version.HANDSHAKE_PROTOCOL_VERSIONS) == HANDSHAKE_VERSIONS
     assert HANDSHAKE_VERSIONS[-1] == mcp_types.version.LATEST_HANDSHAKE_VERSION
 
 

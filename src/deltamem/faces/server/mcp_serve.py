@@ -13,6 +13,7 @@ the REST server's API keys.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -95,6 +96,9 @@ class _Dropping:
                 message, types.JSONRPCResponse | types.JSONRPCError) \
                 and message.id == self._answered:
             self._answered = None
+            if isinstance(message, types.JSONRPCError):  # the front's shape check passed it
+                print(f"deltamem mcp: the server refused the initialize request answered "
+                      f"early: {message.error.message}", file=sys.stderr)
             return
         await self._inner.send(item)
 

@@ -41,7 +41,11 @@ def main(argv: list[str] | None = None) -> None:
     if front_wanted(args):
         loader = threading.Thread(target=_preload, name="deltamem-preload", daemon=True)
         loader.start()
-        line, answered = answer_initialize(0, 1)
+        try:
+            line, answered = answer_initialize(0, 1)
+        except KeyboardInterrupt:  # as the CLI reports it (app.EXIT_INTERRUPTED)
+            sys.stderr.write("error: interrupted\n")
+            sys.exit(130)
         loader.join()
         from deltamem.faces.server.mcp_serve import hand_over
 
@@ -72,7 +76,10 @@ def answer_initialize(read_fd: int, write_fd: int) -> tuple[bytes, str | int | N
     and the id answered (None: the line is the SDK's to answer)."""
     line = bytearray()
     while not line.endswith(b"\n"):
-        byte = os.read(read_fd, 1)
+        try:
+            byte = os.read(read_fd, 1)
+        except OSError:  # no stdin: the SDK server meets the same end
+            byte = b""
         if not byte:
             break
         line += byte
@@ -87,8 +94,11 @@ def answer_initialize(read_fd: int, write_fd: int) -> tuple[bytes, str | int | N
     if answer is None:
         return bytes(line), None
     data = (json.dumps(answer, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    while data:
-        data = data[os.write(write_fd, data):]
+    try:
+        while data:
+            data = data[os.write(write_fd, data):]
+    except OSError:  # the client is gone: the SDK server answers into the same void
+        return bytes(line), None
     rid: str | int = answer["id"]
     return bytes(line), rid
 

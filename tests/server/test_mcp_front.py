@@ -100,6 +100,35 @@ def test_the_front_leaves_every_other_first_line_to_the_sdk(line: bytes) -> None
     assert front_answer(b"") == (b"", b"", None)  # end of input at once
 
 
+def test_the_front_survives_a_client_that_is_gone() -> None:
+    """No stdin, or nobody reading stdout: no exception (the SDK server meets the same end)."""
+    read, write = os.pipe()
+    os.close(read)  # nobody reads the answers
+    feed_r, feed_w = os.pipe()
+    os.write(feed_w, json.dumps(initialize(1, "2025-06-18")).encode() + b"\n")
+    os.close(feed_w)
+    try:
+        line, answered = answer_initialize(feed_r, write)
+        assert line.startswith(b"{") and answered is None
+    finally:
+        os.close(feed_r)
+        os.close(write)
+    assert answer_initialize(-1, -1) == (b"", None)  # no stdin at all
+
+
+def test_an_option_the_cli_refuses_is_reported_after_the_early_answer(tmp_path: Path) -> None:
+    """The front answers before the CLI reads its options; a refused one then ends the server
+    with the CLI's one-line error and exit code, no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "deltamem_launch", "mcp", "--db",
+                           str(tmp_path / "m.db"), "--embedder", "no-such-embedder"],
+                          input=json.dumps(initialize(1, "2025-06-18")).encode() + b"\n",
+                          capture_output=True, timeout=120,
+                          env={**os.environ, FRONT_ENV: "1"}, check=False)
+    assert json.loads(proc.stdout)["id"] == 1
+    assert proc.returncode == 3 and proc.stderr.decode().startswith("error: ")
+    assert "Traceback" not in proc.stderr.decode()
+
+
 def session(front: bool, lines: list[dict[str, Any] | bytes], until: int) -> list[dict[str, Any]]:
     """Every message a ``deltamem mcp`` process writes for ``lines``, stdin kept open until
     the answer with id ``until`` came."""

@@ -9,10 +9,14 @@ times, the variants interleaved, with their references measured in the same run:
   (the first recall: loads the embedder), ``warm`` (the second). For ``minilm`` (ONNX Runtime)
   the variant ``empty cache`` runs with a cache folder of its own, emptied before each run: the
   first process ever, which builds and keeps the ONNX graph; the plain rows find it kept.
-* **mcp initialize** -- ``deltamem mcp`` (stdio) is started and sent a JSON-RPC ``initialize``;
-  the figure is the time from the start to the answer. References: the interpreter alone
-  (``python -c pass``), and the imports a server needs before it can answer (``import
-  deltamem``; the MCP SDK's ``mcp.server``), each in a fresh process.
+* **mcp initialize** -- ``deltamem mcp`` (stdio) is started as the ``deltamem`` command runs it
+  (the entry point ``[project.scripts]`` names in pyproject.toml) and sent a JSON-RPC
+  ``initialize``; the figure is the time from the start to the answer. Twice: as shipped (the
+  fast front answers while the SDK and the engine import) and with ``DELTAMEM_MCP_FRONT=0``
+  (the SDK server answers, after those imports: the state before the front); then the time
+  to the answer to the ``tools/list`` sent next (the SDK server's in both). References: the
+  interpreter alone (``python -c pass``), and the imports the SDK server needs before it can
+  answer (``import deltamem``; the MCP SDK's ``mcp.server``), each in a fresh process.
 
 Prints a table (p50 / max ms) and one JSON object.
 
@@ -32,6 +36,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,25 +80,56 @@ def first_recall(db: Path, embedder: str, cache: Path | None) -> dict[str, float
     return {k: v * 1000 for k, v in times.items()}
 
 
-def mcp_initialize(db: Path, embedder: str) -> float:
-    """ms from starting ``deltamem mcp`` to its answer to ``initialize``."""
+def command() -> list[str]:
+    """What the ``deltamem`` console script runs (its target in pyproject.toml), as a Python
+    command line: the same imports, whether or not the installed script is up to date."""
+    target = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]["deltamem"]
+    module, _, func = target.partition(":")
+    return [sys.executable, "-c", f"import sys; sys.argv[0] = 'deltamem'; from {module} import "
+            f"{func}; sys.exit({func}())"]
+
+
+def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float]:
+    """ms from starting ``deltamem mcp`` to its answer to ``initialize``, and to its answer to
+    the ``tools/list`` sent right after (the SDK server's, in both variants)."""
     started = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "deltamem", "mcp", "--db", str(db),
-                             "--embedder", embedder], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                            env=environ())
+    proc = subprocess.Popen([*command(), "mcp", "--db", str(db), "--embedder", embedder],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True,
+                            env={**environ(), "DELTAMEM_MCP_FRONT": "1" if front else "0"})
+    times = []
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        proc.stdin.write(json.dumps(INITIALIZE) + "\n")
-        proc.stdin.flush()
-        answer = json.loads(proc.stdout.readline())
-        elapsed = (time.perf_counter() - started) * 1000
-        if answer.get("id") != 1 or "result" not in answer:
-            raise SystemExit(f"deltamem mcp answered {answer!r}")
-        return elapsed
+        for rid, lines in ((1, [INITIALIZE]), (2, [INITIALIZED, TOOLS_LIST])):
+            proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
+            proc.stdin.flush()
+            answer = json.loads(proc.stdout.readline())
+            times.append((time.perf_counter() - started) * 1000)
+            if answer.get("id") != rid or "result" not in answer:
+                raise SystemExit(f"deltamem mcp answered {answer!r}")
+        return times[0], times[1]
     finally:
         proc.kill()
         proc.wait(10)
+
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+MCP_ROWS = {False: "deltamem mcp, SDK answers: initialize",
+            True: "deltamem mcp (front): initialize answered"}
+TOOLS_ROWS = {False: "deltamem mcp, SDK answers: tools/list",
+              True: "deltamem mcp (front): tools/list"}
+
+
+def mcp_round(db: Path, embedder: str, add: Callable[[str, float], None]) -> None:
+    """One run of the mcp rows and their references."""
+    add("python -c pass", python_alone("pass"))
+    add("import deltamem", python_alone("import deltamem"))
+    add("import mcp.server", python_alone("import mcp.server"))
+    for front in (False, True):
+        init, tools = mcp_initialize(db, embedder, front)
+        add(MCP_ROWS[front], init)
+        add(TOOLS_ROWS[front], tools)
 
 
 def python_alone(code: str) -> float:
@@ -144,11 +181,7 @@ def main() -> None:
                     got = first_recall(dbs[embedder], embedder, empty)
                     add(f"{embedder}, empty cache: first", got["first"])
             if not args.no_mcp:
-                add("python -c pass", python_alone("pass"))
-                add("import deltamem", python_alone("import deltamem"))
-                add("import mcp.server", python_alone("import mcp.server"))
-                add("deltamem mcp: initialize answered", mcp_initialize(dbs[embedders[0]],
-                                                                        embedders[0]))
+                mcp_round(dbs[embedders[0]], embedders[0], add)
     rows = {name: summary(values) for name, values in samples.items()}
     print(f"cold starts, fresh processes, {args.runs} runs interleaved "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
@@ -161,9 +194,11 @@ def main() -> None:
     if "minilm: first" in rows and "minilm, empty cache: first" in rows:
         report["minilm_first_empty_over_kept"] = (rows["minilm, empty cache: first"]["p50"]
                                                   / rows["minilm: first"]["p50"])
-    if "deltamem mcp: initialize answered" in rows:
-        report["mcp_initialize_over_python"] = (rows["deltamem mcp: initialize answered"]["p50"]
+    if MCP_ROWS[True] in rows:
+        report["mcp_initialize_over_python"] = (rows[MCP_ROWS[True]]["p50"]
                                                 / rows["python -c pass"]["p50"])
+        report["mcp_initialize_front_over_sdk"] = (rows[MCP_ROWS[True]]["p50"]
+                                                   / rows[MCP_ROWS[False]]["p50"])
     print(json.dumps(report))
 
 

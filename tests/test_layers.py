@@ -4,7 +4,8 @@ Layers, top to bottom (docs/architecture.md draws them); the folders of ``src/de
 the layers::
 
     faces      the package root (the curated public surface), __main__, faces/ (cli/, server/,
-               skills, worker), integrations/, client; and deltamem_hook, the hook client
+               skills, worker), integrations/, client; deltamem_hook, the hook client; and
+               deltamem_launch, the ``deltamem`` command's entry point
     engine     engine/ (memory: the DeltaMem facade; read, write, consolidate, aio, results,
                reports, calibrate, corrections)
     extraction extract/ (what an episode teaches), testing/ (the conformance suite, doubles)
@@ -34,6 +35,8 @@ SRC = Path(deltamem.__file__).parent
 
 LAYERS = ("ground", "core", "domain", "settings", "io", "extraction", "engine", "faces")
 HOOK = SRC.parent / "deltamem_hook"  # the hook client, scanned with the package
+LAUNCH = SRC.parent / "deltamem_launch"  # the command's entry point, scanned likewise
+BESIDE = ("deltamem_hook", "deltamem_launch")  # the top-level packages beside deltamem
 
 # Module-name prefix -> layer; the longest matching prefix wins. A new top-level module or
 # package must be placed here (the test names the ones that are not).
@@ -73,7 +76,7 @@ def modules(src: Path = SRC) -> dict[str, Path]:
     """Every module of the package under ``src`` (and of the hook client, beside the real
     package): dotted name -> file."""
     found = {}
-    extra = sorted(HOOK.rglob("*.py")) if src == SRC else []
+    extra = [*sorted(HOOK.rglob("*.py")), *sorted(LAUNCH.rglob("*.py"))] if src == SRC else []
     for path in [*sorted(src.rglob("*.py")), *extra]:
         parts = list(path.relative_to(src.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
@@ -105,7 +108,7 @@ def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str
         else:
             continue
         for target in targets:
-            if target in ("deltamem", "deltamem_hook") or target.startswith("deltamem."):
+            if target == "deltamem" or target.startswith(("deltamem.", *BESIDE)):
                 resolved = _resolve(target, known)
                 if resolved and resolved != name:
                     yield resolved, node.lineno
@@ -126,7 +129,7 @@ def graph(src: Path = SRC) -> dict[str, dict[str, int]]:
 def layer_of(module: str) -> str | None:
     """The layer of ``module`` by its longest placed prefix (None: a top-level module that is
     on no floor of the map)."""
-    if module == "deltamem_hook" or module.startswith("deltamem_hook."):
+    if module.split(".")[0] in BESIDE:
         return "faces"
     top = ".".join(module.split(".")[:2])
     if module != "deltamem" and top not in EXPLICIT:
@@ -209,9 +212,10 @@ def test_nothing_imports_upward():
 def test_the_floors_are_real():
     """Each floor of the adapters that once shared one layer imports only below itself: the
     store no longer reaches formats (transfer moved in), the reference store no longer reaches
-    the SQL base (chains_from is core), and the hook client is scanned too."""
+    the SQL base (chains_from is core), and the hook client and the launcher are scanned too."""
     edges = graph()
     assert "deltamem_hook" in edges
+    assert "deltamem.faces.server.mcp_serve" in edges["deltamem_launch"]
     assert "deltamem.store.sql" not in edges["deltamem.store.memory"]
     assert not [t for t in edges["deltamem.store.copy"] if t.startswith("deltamem.formats")]
 

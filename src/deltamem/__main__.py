@@ -1,6 +1,7 @@
-"""``python -m deltamem``: the ``deltamem`` command (:mod:`deltamem.faces.cli.app`)."""
+"""``python -m deltamem``: the ``deltamem`` command (:mod:`deltamem_launch`, which runs
+:mod:`deltamem.faces.cli.app`)."""
 
-from deltamem.faces.cli.app import main
+from deltamem_launch import main
 
 if __name__ == "__main__":  # pragma: no cover
     main()

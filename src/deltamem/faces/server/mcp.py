@@ -42,6 +42,7 @@ from deltamem.formats.api import MAX_STEPS
 from deltamem.formats.episodes import episode_from_dict
 from deltamem.formats.operations import Operation
 from deltamem.formats.transcripts import episode_from_messages
+from deltamem_launch.handshake import INSTRUCTIONS, SERVER_NAME
 
 if TYPE_CHECKING:
 
@@ -57,13 +58,6 @@ def tool_scopes() -> dict[str, str]:
 
 KEY_STATE = "deltamem_key"  # where the HTTP auth layer leaves the verified key
 
-INSTRUCTIONS = (
-    "deltamem is an experience memory of skills (how tasks were done) and scene knowledge "
-    "(what holds in an environment). Before a task, call `recall` with the goal and a short "
-    "description of the scene, and read the returned context before you plan. After the task, "
-    "call `learn` with what you did (the steps, or the transcript of messages) and whether it "
-    "worked; if you only followed a recalled memory, `record_outcome` counts the result instead."
-)
 
 TreeName = Literal["task", "env"]
 
@@ -193,7 +187,7 @@ def _consolidation_text(items: list[dict[str, Any]]) -> str:
                    if c["root"] is not None)
 
 
-def build_server(mem: DeltaMem, *, name: str = "deltamem",
+def build_server(mem: DeltaMem, *, name: str = SERVER_NAME,
                  export_root: str | Path | None = None) -> MCPServer:
     """An MCP server exposing ``mem`` (one space): a tool per operation it offers.
 

@@ -2,7 +2,9 @@
 the REST server's API keys.
 
 * stdio: the SDK's loop, except that a request line the SDK's stricter parser refuses (a lone
-  surrogate) is answered with a JSON-RPC error rather than dropped, so no client waits forever;
+  surrogate) is answered with a JSON-RPC error rather than dropped, so no client waits forever,
+  and that it takes over from the fast front of the ``deltamem`` command (:mod:`deltamem_launch`),
+  which may have read the first line and answered ``initialize`` already (:func:`hand_over`);
 * HTTP: :class:`KeyAuth` checks every request's key (it must cover the space, and the per-key
   rate limit holds) and leaves the verified key in the request state, where the one tool
   dispatcher (:class:`~deltamem.faces.server.mcp.ScopedServer`) checks each tool's scope.
@@ -11,6 +13,8 @@ the REST server's API keys.
 from __future__ import annotations
 
 import json
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -28,34 +32,103 @@ if TYPE_CHECKING:
     from deltamem.faces.server.keys import KeyStore
 
 
+@dataclass(frozen=True)
+class _Opening:
+    line: bytes  # the first line of stdin, read by the front (b"": none)
+    answered: str | int | None  # the id of the initialize request it answered
+
+
+_openings: list[_Opening] = []
+
+
+def hand_over(line: bytes, answered: str | int | None) -> None:
+    """What the fast front (:mod:`deltamem_launch`) did before the SDK was loaded: it read
+    ``line``, the first line of stdin, and answered the ``initialize`` request ``answered``
+    (None: it answered nothing). The next stdio server reads ``line`` first and drops its own
+    answer to that request."""
+    _openings[:] = [_Opening(line, answered)]
+
+
 async def _serve_stdio(server: MCPServer) -> None:
     """``server.run("stdio")``, except that a request the SDK would drop unanswered gets a
-    JSON-RPC error (see :class:`_Answering`)."""
+    JSON-RPC error (see :class:`_Answering`), and that the front's work is taken over (see
+    :func:`hand_over`)."""
     from mcp.server.stdio import stdio_server
 
     lowlevel = getattr(server, "_lowlevel_server", None)  # what MCPServer.run_stdio_async uses
     if lowlevel is None:  # pragma: no cover - another SDK layout: its own loop
         await server.run_stdio_async()
         return
+    opening = _openings.pop() if _openings else _Opening(b"", None)
     async with stdio_server() as (read_stream, write_stream):
-        await lowlevel.run(_Answering(read_stream, write_stream), write_stream,
+        write = _Dropping(write_stream, opening.answered)
+        await lowlevel.run(_Answering(read_stream, write, opening.line), write,
                            lowlevel.create_initialization_options())
+
+
+def _parsed(line: bytes) -> Any:
+    """``line`` as the SDK's stdio transport reads a line: a message, or the parse error."""
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(
+            line.decode("utf-8", errors="replace"), by_name=False))
+    except Exception as exc:  # noqa: BLE001 - the SDK's transport passes it on the same way
+        return exc
+
+
+class _Dropping:
+    """The SDK's stdio write stream, less the SDK's answer to the ``initialize`` request the
+    front answered already (the first response with that id)."""
+
+    def __init__(self, inner: Any, answered: str | int | None):
+        self._inner, self._answered = inner, answered
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send(self, item: Any) -> None:
+        from mcp import types
+
+        message = getattr(item, "message", None)
+        if self._answered is not None and isinstance(
+                message, types.JSONRPCResponse | types.JSONRPCError) \
+                and message.id == self._answered:
+            self._answered = None
+            if isinstance(message, types.JSONRPCError):  # the front's shape check passed it
+                print(f"deltamem mcp: the server refused the initialize request answered "
+                      f"early: {message.error.message}", file=sys.stderr)
+            return
+        await self._inner.send(item)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> _Dropping:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return bool(await self._inner.__aexit__(*exc))
 
 
 class _Answering:
     """The SDK's stdio read stream, answering what the SDK would drop: a line that is JSON (as
     Python reads it) holding a request id, which the SDK's stricter parser refuses -- a string
-    with a lone surrogate -- and so never answers, leaving the client waiting forever."""
+    with a lone surrogate -- and so never answers, leaving the client waiting forever. The
+    front's ``opening`` line (if any) is read first."""
 
-    def __init__(self, inner: Any, write: Any):
+    def __init__(self, inner: Any, write: Any, opening: bytes = b""):
         self._inner, self._write = inner, write
+        self._first = [_parsed(opening)] if opening else []
 
     def __getattr__(self, name: str) -> Any:  # e.g. the sender's context
         return getattr(self._inner, name)
 
     async def receive(self) -> Any:
         while True:
-            item = await self._inner.receive()
+            item = self._first.pop() if self._first else await self._inner.receive()
             if not await self._answered(item):
                 return item
 
@@ -64,7 +137,7 @@ class _Answering:
 
     async def __anext__(self) -> Any:
         while True:
-            item = await self._inner.__anext__()
+            item = self._first.pop() if self._first else await self._inner.__anext__()
             if not await self._answered(item):
                 return item
 

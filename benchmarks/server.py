@@ -257,6 +257,10 @@ def with_fresh_schema(url: str, stack: str) -> str:
     return with_schema(url, f"bench_http_{stack}")
 
 
+def _ratio(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1)
@@ -290,9 +294,11 @@ def main() -> None:
                         stack: {op: round(sides[stack][op]["rps"] / base[op]["rps"], 2)
                                 for op in BENCH_OPS} for stack in sides if stack != "in_process"},
                     # requests per CPU-second of the server over calls per CPU-second in-process
+                    # (None where the server's CPU time was below the clock's resolution: too
+                    # few requests to measure)
                     "ratio_per_core": {
-                        stack: {op: round(base[op]["cpu_ms"] / max(sides[stack][op]["cpu_ms"],
-                                                                  1e-6), 2)
+                        stack: {op: round(base[op]["cpu_ms"] / sides[stack][op]["cpu_ms"], 2)
+                                if sides[stack][op]["cpu_ms"] > 0 else None
                                 for op in BENCH_OPS} for stack in sides if stack != "in_process"}}
         finally:
             stop()
@@ -309,7 +315,8 @@ def main() -> None:
             base = data["in_process"][op]
             cells = " ".join(f"{data[stack][op]['cpu_ms']:10.3f} "
                              f"{data['ratio_rps_over_in_process'][stack][op]:9.2f} "
-                             f"{data['ratio_per_core'][stack][op]:8.2f}" for stack in stacks)
+                             f"{_ratio(data['ratio_per_core'][stack][op]):>8}"
+                             for stack in stacks)
             print(f"{kind:9} {op:15} {base['cpu_ms']:8.3f} {cells}")
         print(f"{kind}: lost episodes {data['lost_episodes']}")
     print(json.dumps(report))

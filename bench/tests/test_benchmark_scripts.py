@@ -62,6 +62,11 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                     ["envs"]),
     "backfill_registry.py": (["--registry", "{tmp}/registry.jsonl"], ["envs", "slow"]),
     "probe.py": (["--games", "2", "--train", "2", "--embedder", "hashing"], ["envs", "slow"]),
+    "fuzz_faces.py": (["--n", "5", "--faces", "rest-sqlite,hook,mcp-http", "--timeout", "30"],
+                      ["server", "slow"]),
+    "hook_fail_open.py": (["--calls", "1", "--embedder", "hashing"], ["slow"]),
+    "injection_notes.py": ([], []),
+    "langgraph_store.py": (["--sizes", "20", "--baseline-max", "20"], ["slow"]),
 }
 
 

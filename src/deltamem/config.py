@@ -191,6 +191,31 @@ def hook_idle(environ: Mapping[str, str] | None = None, default: float = 900.0) 
     return float(value)
 
 
+def hook_turn_stale(environ: Mapping[str, str] | None = None, default: float = 1800.0) -> float:
+    """Seconds a turn's transcript must lie still before the hook daemon learns it unended
+    (``DELTAMEM_TURN_STALE``)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DELTAMEM_TURN_STALE", "").strip()
+    if not raw:
+        return default
+    value = _parse("turn_stale", raw, float)
+    if value < 0:
+        raise ConfigError(f"DELTAMEM_TURN_STALE must be >= 0 seconds, got {raw!r}")
+    return float(value)
+
+
+def skill_max_bytes(environ: Mapping[str, str] | None = None, default: int = 1 << 20) -> int:
+    """The largest skill file ``skills import`` reads (``DELTAMEM_SKILL_MAX_BYTES``)."""
+    env = os.environ if environ is None else environ
+    raw = env.get("DELTAMEM_SKILL_MAX_BYTES", "")
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) <= 0:
+        raise ConfigError(f"DELTAMEM_SKILL_MAX_BYTES must be a positive number of bytes, "
+                          f"got {raw!r}")
+    return int(raw)
+
+
 def debug(environ: Mapping[str, str] | None = None) -> bool:
     """Whether ``DELTAMEM_DEBUG`` asks for tracebacks of internal errors."""
     env = os.environ if environ is None else environ

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamem import config
-from deltamem.config import Settings, hook_idle
+from deltamem.config import Settings, hook_idle, hook_turn_stale
 from deltamem.embed.base import Embedder
 from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
@@ -341,10 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         return 0  # another daemon serves this target
     log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
-    stale = os.environ.get("DELTAMEM_TURN_STALE", "").strip()
     Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE),
-           turn_stale=float(stale) if stale.replace(".", "", 1).isdigit()
-           else DEFAULT_TURN_STALE).serve()
+           turn_stale=hook_turn_stale(default=DEFAULT_TURN_STALE)).serve()
     log.info("idle: stopped")
     return 0
 

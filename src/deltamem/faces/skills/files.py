@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from deltamem.config import skill_max_bytes
 from deltamem.core.delta import diff
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
 from deltamem.engine.consolidate import new_node_id
@@ -67,13 +68,7 @@ def one_line(text: str, limit: int = 100) -> str:
 # -- reading ----------------------------------------------------------------------------------
 def max_bytes() -> int:
     """The largest skill file read, in bytes (``DELTAMEM_SKILL_MAX_BYTES``, default 1 MiB)."""
-    raw = os.environ.get("DELTAMEM_SKILL_MAX_BYTES", "")
-    if not raw:
-        return MAX_BYTES
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ConfigError(f"DELTAMEM_SKILL_MAX_BYTES must be a positive number of bytes, "
-                          f"got {raw!r}")
-    return int(raw)
+    return skill_max_bytes(default=MAX_BYTES)
 
 
 def read_text(path: Path) -> str:

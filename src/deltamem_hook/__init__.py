@@ -32,13 +32,16 @@ import socket
 import stat
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
 
+# ``typing`` is not imported at run time: a hook's start-up time is its latency, and these names
+# serve only the annotations (mypy reads a module's own ``TYPE_CHECKING`` as typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
+    from typing import Any, TypeVar
 
-P = TypeVar("P", bound="str | os.PathLike[str]")
+    P = TypeVar("P", bound="str | os.PathLike[str]")
 
 EVENTS = ("session-start", "user-prompt", "stop", "session-end", "tool-failure")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an

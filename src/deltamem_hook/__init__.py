@@ -13,7 +13,10 @@ neither:
   crash loses nothing.
 * ``user-prompt`` and ``session-start`` ask the warm daemon over a Unix socket. When none runs,
   the hook starts it (detached; it exits after ``DELTAMEM_HOOK_IDLE`` seconds without a call,
-  default 900) and waits for it; if it cannot start, the hook answers in process (cold).
+  default 900; it listens at once and loads its memory and embedder in the background).
+  ``session-start`` then answers nothing at once, as does any recall while no database exists
+  yet; ``user-prompt`` waits for the new daemon within its bound (``RECALL_WAIT``). Where no
+  private socket folder can be made, the hook answers in process (cold).
 
 ``DELTAMEM_HOOK_DAEMON=0`` turns the daemon off: every hook then runs in process, and ``stop``
 learns before it returns (as before). The daemon serves one database, space and embedder; its
@@ -29,13 +32,16 @@ import socket
 import stat
 import sys
 import time
-from typing import TYPE_CHECKING, Any, TypeVar
 
+# ``typing`` is not imported at run time: a hook's start-up time is its latency, and these names
+# serve only the annotations (mypy reads a module's own ``TYPE_CHECKING`` as typing's).
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     from pathlib import Path
+    from typing import Any, TypeVar
 
-P = TypeVar("P", bound="str | os.PathLike[str]")
+    P = TypeVar("P", bound="str | os.PathLike[str]")
 
 EVENTS = ("session-start", "user-prompt", "stop", "session-end", "tool-failure")
 # How long a hook waits for a daemon it just started (its embedder loads first), and for an
@@ -276,6 +282,12 @@ def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dic
     return answer if isinstance(answer, dict) else None
 
 
+def nothing_stored(t: Target) -> bool:
+    """Whether the memory's database file does not exist yet (a first session): a recall then
+    has nothing to find, and is answered without waiting for a daemon."""
+    return "://" not in t.db and t.db != ":memory:" and not os.path.exists(t.db)
+
+
 def start_daemon(t: Target) -> subprocess.Popen[bytes]:
     """Start the daemon for ``t``, detached from the hook (its own session, no terminal)."""
     import subprocess
@@ -314,8 +326,11 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     """Handle one hook call through the daemon; return the JSON to print ({} for nothing).
 
     A recall hook (``session-start``, ``user-prompt``) waits at most ``RECALL_WAIT`` seconds in
-    all and then answers nothing (fails open); a daemon it started keeps starting. A session
-    the user switched off (:func:`switched_off`) gets nothing and teaches nothing.
+    all and then answers nothing (fails open); a daemon it started keeps starting. Where no
+    daemon runs, ``session-start`` starts one and answers nothing at once (the session never
+    waits for a daemon's start), and so does ``user-prompt`` while nothing is stored yet
+    (:func:`nothing_stored`). A session the user switched off (:func:`switched_off`) gets
+    nothing and teaches nothing.
 
     Raises:
         RuntimeError: the daemon answered with an error (its message).
@@ -349,7 +364,10 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     deadline = time.monotonic() + RECALL_WAIT
     answer = ask(t, request, timeout=RECALL_WAIT)
     if answer is None and not os.path.exists(t.socket_path):
-        answer = wait_for(t, start_daemon(t), request, limit=deadline - time.monotonic())
+        child = start_daemon(t)  # detached: it loads and warms while the session goes on
+        if event == "session-start" or nothing_stored(t):
+            return {}  # the session starts now; its prompts find the daemon listening
+        answer = wait_for(t, child, request, limit=deadline - time.monotonic())
     if answer is None:  # not ready in time (starting, busy or hung): no notes this time
         return {}
     if "error" in answer:

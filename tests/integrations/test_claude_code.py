@@ -178,3 +178,24 @@ def test_plugin_mcp_config_starts_the_server(tmp_path: Path, client: str) -> Non
             return sorted(t.name for t in (await s.list_tools()).tools)
 
     assert "recall" in anyio.run(run)
+
+
+def test_only_claude_code_runs_the_hooks_that_answer_nothing_async() -> None:
+    """Claude Code's hook schema has ``async`` (the hook runs in the background, the session
+    does not wait); Codex skips a handler marked ``async``, so its manifest names a file of the
+    same hooks, all in line. ``Stop`` stays in line: in print mode Claude Code exits right
+    after it, and an async ``Stop`` that had not spooled its turn yet lost it (1 of 5 scripted
+    sessions)."""
+    claude = json.loads((PLUGIN / "hooks" / "hooks.json").read_text())["hooks"]
+    manifest = json.loads((PLUGIN / ".codex-plugin" / "plugin.json").read_text())
+    codex = json.loads((PLUGIN / manifest["hooks"]).read_text())["hooks"]
+    background = {event for event, groups in claude.items()
+                  if any(h.get("async") for g in groups for h in g["hooks"])}
+    assert background == {"PostToolUseFailure", "SessionEnd"}
+    assert not any(h.get("async") for groups in codex.values() for g in groups
+                   for h in g["hooks"])
+    for groups in claude.values():
+        for group in groups:
+            for handler in group["hooks"]:
+                handler.pop("async", None)
+    assert codex == claude

@@ -326,3 +326,51 @@ def test_a_reply_the_client_never_flushes_comes_from_stop(home, tmp_path):
         [episode] = list(mem.store.episodes(mem.space))
     assert episode.steps[-1]["action"] == f"reply: {reply}"
     assert episode.success is False
+
+
+def test_session_start_never_waits_for_the_daemon_it_starts(home, monkeypatch):
+    """Where no daemon runs, ``session-start`` starts one (detached) and answers nothing at
+    once, and so does a first ``user-prompt`` while no database exists: neither waits for the
+    daemon's start."""
+    import deltamem_hook
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    started: list[str] = []
+    monkeypatch.setattr(deltamem_hook, "start_daemon", lambda t: started.append(t.db))
+
+    def never(*_: Any, **__: Any) -> None:
+        raise AssertionError("the hook waited for the daemon's start")
+
+    monkeypatch.setattr(deltamem_hook, "wait_for", never)
+    assert not db.exists()
+    for event, hook_event in (("session-start", "SessionStart"),
+                              ("user-prompt", "UserPromptSubmit")):
+        out = deltamem_hook.run(event, _payload(hook_event, prompt=REQUEST), db=str(db),
+                                embedder="hashing")
+        assert out == {}
+    assert started == [str(db.resolve())] * 2
+    # With a memory stored, session-start still answers at once (its prompts will wait).
+    db.parent.mkdir(parents=True, exist_ok=True)
+    db.write_bytes(b"")
+    assert deltamem_hook.run("session-start", _payload("SessionStart"), db=str(db),
+                             embedder="hashing") == {}
+    assert len(started) == 3
+
+
+def test_the_daemon_answers_a_first_session_before_it_has_loaded(home, monkeypatch):
+    """A daemon listens before its memory and embedder are loaded (in the background); a
+    recall meanwhile, with no database yet, is answered at once, loading nothing."""
+    from deltamem.integrations.hookd import Daemon
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    daemon = Daemon(target(str(db), "default", "hashing"))
+    request = {"event": "user-prompt", "payload": _payload("UserPromptSubmit", prompt=REQUEST)}
+    assert daemon.handle(request) == {"output": {}}
+    assert daemon._embedder is None and not db.exists()  # nothing loaded, nothing made
+    daemon.warm()
+    assert daemon.ready.is_set() and daemon._embedder is not None
+    assert daemon.handle(request) == {"output": {}}  # warm: still nothing stored

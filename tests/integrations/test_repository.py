@@ -130,3 +130,19 @@ def test_a_worktree_session_stores_the_projects_paths(mem, repo: Path, tmp_path:
     actions = " ".join(str(s) for s in episode.steps)
     assert str(worktree) not in actions and ".claude/worktrees" not in actions
     assert str(repo / "calc.py") in actions
+
+
+@pytest.mark.parametrize("cwd", ["C:/Users/JSmith/source/repos/WebApi",
+                                 "C:\\Users\\JSmith\\source\\repos\\WebApi\\"])
+def test_a_windows_cwd_is_absolute_on_any_system(mem, repo: Path, cwd: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session's Windows working directory (``C:/...`` or ``C:\\...``) names that project,
+    wherever the hook runs: it is never joined to the hook's own directory, which here is
+    another repository whose memory must not be injected."""
+    monkeypatch.chdir(repo)
+    _learn(mem, repo)
+    assert checkout(cwd) is None
+    coding = CodingMemory.for_directory(mem, cwd)
+    assert coding.root == "C:/Users/JSmith/source/repos/WebApi"
+    assert coding.session_note(400) == ""
+    assert coding.experience_for("The tests fail. Please fix the bug in calc.py.") is None

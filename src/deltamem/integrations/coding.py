@@ -63,6 +63,7 @@ from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations.repository import checkout
 from deltamem.scenes.coding import (
     CodingScene,
+    foreign_path,
     names_project_files,
     project_scene,
     signature_of,
@@ -240,7 +241,7 @@ class CodingMemory:
                       **kwargs: Any) -> CodingMemory:
         """The memory of the project ``cwd`` belongs to (see :func:`resolve_root`); ``hints``
         are texts of the session (tool calls and outputs) that may name the root."""
-        start = signature_of(f"at {Path(cwd or Path.cwd()).absolute()}")
+        start = signature_of(f"at {foreign_path(cwd) or Path(cwd or Path.cwd()).absolute()}")
         found = checkout(start)
         on_disk = found.root if found is not None else None
         env = list(mem.nodes(Tree.ENV))

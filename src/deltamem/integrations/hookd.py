@@ -56,6 +56,7 @@ from deltamem_hook import (
     Target,
     answered_here,
     failures,
+    nothing_stored,
     open_lock,
     private_dir,
     same_user,
@@ -112,6 +113,8 @@ class Daemon:
         self._writer: DeltaMem | None = None
         self._coding_extractor: Extractor | None = None
         self._read_lock = threading.Lock()
+        self._load_lock = threading.Lock()  # one embedder, whichever thread asks first
+        self.ready = threading.Event()  # set once the memory and embedder are loaded (warm)
         # Final replies the Stop hooks reported, by spool entry (held in memory, never written).
         self.replies: dict[str, str] = {}
         self._server: socketserver.ThreadingUnixStreamServer | None = None
@@ -119,11 +122,31 @@ class Daemon:
     # -- memories -------------------------------------------------------------------------
     def embedder(self) -> Embedder:
         """One embedder in memory, shared by the reader and the writer."""
-        if self._embedder is None:
-            from deltamem.embed import make_embedder
+        with self._load_lock:
+            if self._embedder is None:
+                from deltamem.embed import make_embedder
 
-            self._embedder = make_embedder(self.target.embedder or Settings.from_env().embedder)
-        return self._embedder
+                self._embedder = make_embedder(self.target.embedder
+                                               or Settings.from_env().embedder)
+            return self._embedder
+
+    def warm(self) -> None:
+        """Open the memory and load the embedder, its weights included (``warm()`` where the
+        embedder has one), in the background right after the daemon starts listening: a
+        request meanwhile either finds nothing to recall (``nothing_stored``) or waits
+        for it, never for the daemon's start."""
+        try:
+            if not self.pending():  # else the learner opens the writer, on this embedder
+                with self._read_lock:
+                    self.reader()
+            warm = getattr(self.embedder(), "warm", None)
+            if callable(warm):
+                warm()
+        except Exception as exc:  # noqa: BLE001 - a request retries the load, and says why
+            log.warning("%s", redacted(f"loading the memory failed: {type(exc).__name__}: "
+                                       f"{exc}"))
+        finally:
+            self.ready.set()
 
     def writer(self) -> DeltaMem:
         if self._writer is None:
@@ -171,6 +194,8 @@ class Daemon:
         payload = request.get("payload")
         budget = request.get("budget_tokens")
         scope = request.get("scope")
+        if not self.ready.is_set() and nothing_stored(self.target):
+            return {"output": {}}
         try:
             with self._read_lock:
                 mem = self.reader()
@@ -302,7 +327,7 @@ class Daemon:
         learner = threading.Thread(target=self.learner, name="deltamem-learner", daemon=True)
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
         try:
-            self.writer() if self.pending() else self.reader()  # load the embedder now
+            threading.Thread(target=self.warm, name="deltamem-warm", daemon=True).start()
             learner.start()
             self.wake.set()
             server.serve_forever(poll_interval=0.5)

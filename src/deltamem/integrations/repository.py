@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from deltamem.scenes.coding import foreign_path
+
 _REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
 _SECTION = re.compile(r"^\s*\[")
 _URL = re.compile(r"^\s*url\s*=\s*(.+?)\s*$")
@@ -39,7 +41,10 @@ class Checkout:
 
 
 def checkout(cwd: str | Path) -> Checkout | None:
-    """The repository ``cwd`` is in (see the module docstring), None outside any."""
+    """The repository ``cwd`` is in (see the module docstring), None outside any (and for a
+    Windows path read on another system, ``scenes.coding.foreign_path``: not on this disk)."""
+    if foreign_path(cwd) is not None:
+        return None
     start = Path(os.path.normpath(Path(cwd).expanduser().absolute()))
     for folder in (start, *start.parents):
         dot = folder / ".git"

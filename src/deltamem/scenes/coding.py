@@ -77,12 +77,25 @@ _WS = re.compile(r"\s+")
 # -- project identity ------------------------------------------------------------------------
 
 
+_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def foreign_path(path: str | Path) -> str | None:
+    """A Windows path (``C:/Users/...`` or ``C:\\Users\\...``) read on another system, as
+    ``C:/Users/...``; None for any other path. Such a path is absolute whatever system reads
+    it: it is never joined to this process's directory, nor looked for on this disk."""
+    text = str(path)
+    if os.name == "nt" or not _DRIVE.match(text):
+        return None
+    return text[:3].replace("\\", "/") + text[3:].replace("\\", "/").rstrip("/")
+
+
 def project_root(cwd: str | Path) -> Path:
     """The repository root above ``cwd`` (a folder holding ``.git``), else ``cwd`` itself. A
-    Windows path (``C:/Users/...``) read on another system is taken as it is, never joined to
-    this process's directory."""
-    if re.match(r"^[A-Za-z]:[\\/]", str(cwd)) and os.name != "nt":
-        return Path(str(cwd).replace("\\", "/").rstrip("/"))
+    Windows path read on another system (:func:`foreign_path`) is taken as it is."""
+    foreign = foreign_path(cwd)
+    if foreign is not None:
+        return Path(foreign)
     start = Path(os.path.normpath(Path(cwd).expanduser().absolute()))
     for folder in (start, *start.parents):
         try:

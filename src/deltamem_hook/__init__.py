@@ -16,10 +16,11 @@ neither:
   default 900; it listens at once and loads its memory and embedder in the background).
   ``session-start`` then answers nothing at once, as does any recall while no database exists
   yet; ``user-prompt`` waits for the new daemon within its bound (``RECALL_WAIT``). Where no
-  private socket folder can be made, the hook answers in process (cold).
+  private socket folder can be made, the hook answers without a daemon (cold).
 
-``DELTAMEM_HOOK_DAEMON=0`` turns the daemon off: every hook then runs in process, and ``stop``
-learns before it returns (as before). The daemon serves one database, space and embedder; its
+``DELTAMEM_HOOK_DAEMON=0`` turns the daemon off: every hook then runs cold, in a child process
+(``python -m deltamem.integrations.hookd --cold EVENT``: this module never imports deltamem's
+daemon), and ``stop`` learns before it returns. The daemon serves one database, space and embedder; its
 socket lives in a private (0700) runtime directory, its spool and log next to the database
 (``<db folder>/.deltamem-hooks/``).
 """
@@ -543,17 +544,33 @@ def main(argv: list[str] | None = None) -> None:
         if not daemon_enabled():
             raise LookupError("daemon off")
         out = run(event, payload, **options)
-    except LookupError:  # the daemon is off: the slow path, importing deltamem here
-        from deltamem.integrations.hookd import cold
-
-        try:
-            out = cold(event, payload, **options)
-        except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
-            _fail(event, exc)
+    except LookupError:  # the daemon is off or cannot serve: the slow path, in a child process
+        out = _cold(event, payload, options)
     except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
         _fail(event, exc)
     if out:
         sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+
+
+def _cold(event: str, payload: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The hook call answered as without a daemon, by ``python -m deltamem.integrations.hookd
+    --cold`` in a child process (this module never imports deltamem's daemon: the process is
+    the boundary between the two)."""
+    import subprocess
+
+    command = [sys.executable, "-m", "deltamem.integrations.hookd", "--cold", event]
+    for flag, name in FLAGS.items():
+        if options.get(name) is not None:
+            command += [flag, str(options[name])]
+    done = subprocess.run(command, input=json.dumps(payload), capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        sys.stderr.write(f"error: deltamem hook {event}: "
+                         f"{lines[-1] if lines else f'exit {done.returncode}'}\n")
+        raise SystemExit(1)
+    answer = json.loads(done.stdout) if done.stdout.strip() else {}
+    return answer if isinstance(answer, dict) else {}
 
 
 def _fail(event: str, exc: BaseException) -> None:

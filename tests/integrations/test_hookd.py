@@ -164,7 +164,7 @@ def test_a_missing_transcript_or_bad_input_is_one_line_and_exit_1(home):
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1
 
 
-def test_daemon_off_runs_in_process(home):
+def test_daemon_off_learns_before_the_hook_returns(home):
     env, db = home
     env = {**env, "DELTAMEM_HOOK_DAEMON": "0"}
     done = _hook(env, db, "stop", _payload("Stop"))

@@ -34,6 +34,7 @@ import os
 import shutil
 import signal
 import socketserver
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -352,7 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--idle", type=float, default=None,
                         help="Exit after this many seconds without a call (default: "
                              "DELTAMEM_HOOK_IDLE, else 900).")
+    parser.add_argument("--cold", metavar="EVENT", default=None,
+                        help="Answer one hook call (its JSON on stdin) in this process and "
+                             "exit: the hook client's path when no daemon can serve.")
+    parser.add_argument("--budget-tokens", type=int, default=None)
+    parser.add_argument("--scope", default=None)
     args = parser.parse_args(argv)
+    if args.cold is not None:
+        return _cold_call(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")
     t = target(args.db, args.space, args.embedder)
     try:
@@ -369,6 +377,24 @@ def main(argv: list[str] | None = None) -> int:
     Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE),
            turn_stale=hook_turn_stale(default=DEFAULT_TURN_STALE)).serve()
     log.info("idle: stopped")
+    return 0
+
+
+def _cold_call(args: argparse.Namespace) -> int:
+    """``--cold EVENT``: one hook call, its payload on stdin, its answer on stdout; a failure
+    is one line on stderr and exit 1 (``deltamem_hook`` runs this in a child process, so the
+    hook client never imports this module)."""
+    try:
+        payload = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(payload, dict):
+            raise ValueError("the hook input must be a JSON object")
+        out = cold(args.cold, payload, db=args.db, space=args.space, embedder=args.embedder,
+                   budget_tokens=args.budget_tokens, scope=args.scope)
+    except Exception as exc:  # noqa: BLE001 - reported as one line, never a traceback
+        sys.stderr.write(" ".join(redacted(f"{type(exc).__name__}: {exc}").split()) + "\n")
+        return 1
+    if out:
+        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -20,9 +20,9 @@ neither:
 
 ``DELTAMEM_HOOK_DAEMON=0`` turns the daemon off: every hook then runs cold, in a child process
 (``python -m deltamem.integrations.hookd --cold EVENT``: this module never imports deltamem's
-daemon), and ``stop`` learns before it returns. The daemon serves one database, space and embedder; its
-socket lives in a private (0700) runtime directory, its spool and log next to the database
-(``<db folder>/.deltamem-hooks/``).
+daemon), and ``stop`` learns before it returns. The daemon serves one database, space and
+embedder; its socket lives in a private (0700) runtime directory, its spool and log next to the
+database (``<db folder>/.deltamem-hooks/``).
 """
 
 from __future__ import annotations

@@ -187,6 +187,25 @@ def test_worker_reports_a_space_it_cannot_open_and_goes_on(tmp_path: Path) -> No
     assert by_space["good"].status == "consolidated"
 
 
+def test_worker_once_exits_1_when_a_space_failed(tmp_path: Path) -> None:
+    """`deltamem worker --once` with a space it cannot open prints the whole report once and
+    exits 1 (it exited 0, so cron and CI never saw the failure)."""
+    db = f"sqlite:{tmp_path / 'mixed.db'}"
+    make_due(db, ("good",))
+    store = open_store(db)
+    store.ensure_space("other", "another-embedder", 8)
+    store.close()
+    done = subprocess.run([*CLI, "worker", "--db", db, "--once", "--json"], env=cli_env(),
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.strip().splitlines()
+    assert len(lines) == 1
+    by_space = {s["space"]: s for s in json.loads(lines[0])["spaces"]}
+    assert by_space["other"]["status"] == "error"
+    assert "EmbedderMismatch" in by_space["other"]["error"]
+    assert by_space["good"]["status"] == "consolidated"
+
+
 def test_a_looping_worker_reports_each_pass_and_stops_on_sigterm(tmp_path: Path) -> None:
     """`deltamem worker --interval` passes until SIGTERM, then exits 0 (no pass cut short)."""
     db = f"sqlite:{tmp_path / 'loop.db'}"

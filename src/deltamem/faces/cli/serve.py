@@ -213,7 +213,8 @@ def worker(
 
     Safe to run several: per space one worker wins the lease and consolidates, the others skip
     it. Pair it with `serve --defer-consolidation`. Stops after the current space on
-    SIGTERM/SIGINT.
+    SIGTERM/SIGINT. With --once or --dry-run, exits 1 when a space failed (the others still
+    ran; the report says why).
     """
     import signal
     import threading
@@ -241,7 +242,10 @@ def worker(
     work = Worker(store, memory_for, spaces=space, dry_run=dry_run)
     try:
         if once or dry_run:
-            report(work.run_once())
+            passes = work.run_once()
+            report(passes)
+            if any(p.status == "error" for p in passes):
+                raise typer.Exit(1)  # the pass ran and a space failed: say so to cron and CI
             return
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -71,3 +71,14 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_one_version_everywhere() -> None:
+    """The package metadata, ``deltamem.__version__`` and the MCP server's ``serverInfo`` name
+    one version (the MCP server said ``""``)."""
+    import tomllib
+
+    from deltamem_launch.handshake import SERVER_VERSION
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["version"] == deltamem.__version__ == SERVER_VERSION

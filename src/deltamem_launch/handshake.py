@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 SERVER_NAME = "deltamem"
-SERVER_VERSION = ""  # what the SDK reports for a server built without one
+SERVER_VERSION = "0.1.0"  # the package's version (tests/test_public_api.py holds the three equal)
 
 INSTRUCTIONS = (
     "deltamem is an experience memory of skills (how tasks were done) and scene knowledge "

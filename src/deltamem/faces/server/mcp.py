@@ -42,7 +42,7 @@ from deltamem.formats.api import MAX_STEPS
 from deltamem.formats.episodes import episode_from_dict
 from deltamem.formats.operations import Operation
 from deltamem.formats.transcripts import episode_from_messages
-from deltamem_launch.handshake import INSTRUCTIONS, SERVER_NAME
+from deltamem_launch.handshake import INSTRUCTIONS, SERVER_NAME, SERVER_VERSION
 
 if TYPE_CHECKING:
 
@@ -194,7 +194,8 @@ def build_server(mem: DeltaMem, *, name: str = SERVER_NAME,
     Args:
         export_root: the folder ``export_skills`` may write under (None: the tool is refused).
     """
-    server: MCPServer = ScopedServer(name=name, instructions=INSTRUCTIONS)
+    server: MCPServer = ScopedServer(name=name, instructions=INSTRUCTIONS,
+                                       version=SERVER_VERSION)
     sessions = Sessions()
     for op in operations.OPERATIONS:
         if op.on("mcp"):

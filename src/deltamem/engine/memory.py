@@ -192,8 +192,7 @@ class DeltaMem:
         if not isinstance(embedder, Embedder):
             embedder = make_embedder(embedder or settings.embedder)
         resolved = make_scene(scene if scene is not None else settings.scene)
-        if isinstance(extractor, str):
-            extractor = make_extractor(extractor, llm=llm, scene=resolved)
+        extractor = make_extractor(extractor, llm=llm, scene=resolved)
         store = open_store(str(db), create=create)
         try:
             return cls(store, embedder, extractor, space=space, settings=settings, create=create,

@@ -154,7 +154,6 @@ class KnowledgeAnswer(_Answer):
         return Knowledge(self.trigger, tuple(self.facts))
 
 
-AnswerModel = SkillAnswer | LessonAnswer | KnowledgeAnswer
 ANSWER_FOR: dict[str, type[SkillAnswer] | type[LessonAnswer] | type[KnowledgeAnswer]] = {
     "skill": SkillAnswer,
     "lesson": LessonAnswer,

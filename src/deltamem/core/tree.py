@@ -361,7 +361,7 @@ def due_for_consolidation(node: Node, threshold: int) -> bool:
     """Whether ``node``'s chain should be compiled into a new root.
 
     Only successful deltas qualify: a root is already self-contained, a failure lesson must never
-    become instructions (the reference code lets it; see deltamem-spec §8.4), and a node is
+    become instructions (the authors' reference code lets it), and a node is
     compiled at most once.
     """
     return (

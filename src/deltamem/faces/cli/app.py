@@ -112,7 +112,7 @@ SceneOpt = Annotated[str | None, typer.Option(
 @app.command()
 @model_options
 def learn(
-    file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (DESIGN.md §5).")],
+    file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (format: README).")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     strict: Annotated[bool, typer.Option(

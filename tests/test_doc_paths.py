@@ -79,3 +79,21 @@ def test_the_architecture_page_counts_right():
     assert contract is not None
     base = (PACKAGE / "store" / "base.py").read_text(encoding="utf-8")
     assert NUMBERS[contract[1]] == base.count("@abstractmethod")
+
+
+# Markdown files the product reads or writes in an agent's folders, and one a benchmark writes
+# (benchmarks/fuzz_faces.py), not files of this repository.
+NOT_PAGES = {"SKILL.md", "MEMORY.md", "AGENTS.md", "CLAUDE.md", "outside.md"}
+
+
+def test_every_page_the_code_cites_exists():
+    """A docstring or comment that sends the reader to a page (``docs/serving.md``,
+    ``DESIGN.md §5``) names a page this repository has."""
+    pages = {p.name for p in ROOT.rglob("*.md")
+             if not {".git", ".venv", "node_modules"} & set(p.parts)}
+    cited = {(str(path.relative_to(ROOT)), name)
+             for folder in ("src", "bench/src", "benchmarks", "scripts")
+             for path in sorted((ROOT / folder).rglob("*.py"))
+             for name in re.findall(r"[\w./-]+\.md\b", path.read_text(encoding="utf-8"))}
+    assert sorted((where, name) for where, name in cited
+                  if Path(name).name not in pages | NOT_PAGES) == []

@@ -52,6 +52,9 @@ def make_scene(scene: str | Scene | None = None) -> Scene:
         raise ConfigError(f"the {key!r} scene is not available in this installation "
                           f"({module_name} is missing)") from exc
     cls = getattr(module, class_name, None)
+    if cls is None:  # the plug-in's class under another name: the one that calls itself ``key``
+        cls = next((v for v in vars(module).values() if isinstance(v, type)
+                    and v.__module__ == module_name and getattr(v, "name", None) == key), None)
     made = cls() if cls is not None else None
     if not isinstance(made, Scene):
         raise ConfigError(f"{module_name} has no Scene plug-in named {key!r}")

@@ -440,15 +440,6 @@ def consolidation_meta(chain: Sequence[Node]) -> dict[str, object]:
     return meta
 
 
-def check_forest(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[str]:
-    """Integrity problems of a forest as ``"<id>: <problem>"`` lines (empty list when sound).
-
-    See :func:`forest_problems` for what is checked.
-    """
-    return [f"{node_id}: {problem}" for node_id, problem in forest_problems(nodes,
-                                                                            max_depth=max_depth)]
-
-
 def forest_problems(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[tuple[str, str]]:
     """Integrity problems of a forest as ``(node id, problem)`` pairs (empty list when sound).
 

@@ -239,7 +239,7 @@ def report(rows: list[dict[str, Any]]) -> None:
 
 
 def _blas() -> Any:
-    """The BLAS kernel in use (its choice changes scan speed; see feasibility notes)."""
+    """The BLAS kernel in use (its choice changes scan speed)."""
     try:
         from threadpoolctl import threadpool_info
     except ImportError:

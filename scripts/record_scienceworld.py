@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Record ScienceWorld gold-path episodes as deltamem episode JSON Lines (DESIGN.md §5).
+"""Record ScienceWorld gold-path episodes as deltamem episode JSON Lines.
 
 Each line is one winning episode played with the real ``scienceworld`` engine by following its
 gold path::

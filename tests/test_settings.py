@@ -12,6 +12,7 @@ from deltamem.config import Settings
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.engine.memory import DeltaMem
 from deltamem.extract.trace import TraceExtractor
+from deltamem.faces import env as faces_env
 from deltamem.faces.server.rest import create_app
 from deltamem.faces.server.spaces import SpacePool
 from deltamem.store.sqlite import SQLiteStore
@@ -29,12 +30,14 @@ def _environ_reads(path: Path) -> list[int]:
             and isinstance(node.value, ast.Name) and node.value.id == "os"]
 
 
-def test_only_the_config_module_reads_the_environment():
-    """Every DELTAMEM_* variable is read by deltamem.config, nowhere else in the packages."""
+def test_only_the_env_modules_read_the_environment():
+    """Every DELTAMEM_* variable is read by deltamem.config (the library's settings) or by the
+    env module of the faces (the CLI and server) or of the hooks, nowhere else in the packages."""
     found = {str(p.relative_to(ROOT)): lines
              for src in (ROOT / "src" / "deltamem", ROOT / "bench" / "src")
              for p in sorted(src.rglob("*.py")) if (lines := _environ_reads(p))}
-    assert set(found) == {"src/deltamem/config.py"}, found
+    assert set(found) == {"src/deltamem/config.py", "src/deltamem/faces/env.py",
+                          "src/deltamem/integrations/env.py"}, found
 
 
 def test_every_constructor_defaults_to_the_environment(tmp_path, monkeypatch):
@@ -82,7 +85,7 @@ def test_llm_endpoint_cache_dir_and_debug_come_from_the_environment(tmp_path):
     assert config.cache_dir({"DELTAMEM_CACHE": str(tmp_path)}) == tmp_path
     assert config.cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "deltamem"
     assert config.cache_dir({}) == Path.home() / ".cache" / "deltamem"
-    assert config.debug({"DELTAMEM_DEBUG": "1"}) and not config.debug({})
+    assert faces_env.debug({"DELTAMEM_DEBUG": "1"}) and not faces_env.debug({})
 
 
 @pytest.mark.parametrize(("name", "raw"), [("DELTAMEM_K_CONS", "many"),

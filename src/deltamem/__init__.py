@@ -39,6 +39,9 @@ from deltamem.core.model import (
     Step,
     Tree,
 )
+from deltamem.core.ranking import Candidate
+from deltamem.core.render import Style
+from deltamem.core.tree import Action
 from deltamem.embed.base import Embedder
 from deltamem.engine.aio import AsyncDeltaMem
 from deltamem.engine.corrections import Correction
@@ -72,7 +75,7 @@ from deltamem.errors import (
 from deltamem.extract.base import Extractor
 from deltamem.llm.base import LLM
 from deltamem.scenes import Scene
-from deltamem.store.base import Store
+from deltamem.store.base import EpisodeRecord, Store
 
 if TYPE_CHECKING:
     from deltamem.client import AsyncClient, Client
@@ -80,10 +83,12 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "Action",
     "AsyncClient",
     "AsyncDeltaMem",
     "BatchResult",
     "BudgetExceeded",
+    "Candidate",
     "ChainLink",
     "Client",
     "ConfigError",
@@ -96,6 +101,7 @@ __all__ = [
     "EmbedderMismatch",
     "Episode",
     "EpisodeError",
+    "EpisodeRecord",
     "Experience",
     "ExtractionError",
     "Extractor",
@@ -125,6 +131,7 @@ __all__ = [
     "Step",
     "Store",
     "StoreError",
+    "Style",
     "Tree",
     "TreeRecall",
     "TreeWrite",

@@ -1,21 +1,18 @@
-"""Configuration, read in one place: this module is the only one that reads ``DELTAMEM_*``.
+"""The library's configuration: the memory's settings and the model endpoint.
 
 * :meth:`Settings.from_env` -- the memory's tunables (``DELTAMEM_TAU_TASK``, ...);
 * :func:`llm_endpoint` -- the model endpoint, OpenAI-compatible or Anthropic
   (``DELTAMEM_LLM_BASE_URL``, ...);
-* :func:`cache_dir` -- where derived artefacts are cached (``DELTAMEM_CACHE``);
-* :func:`debug` -- whether the CLI shows tracebacks of internal errors (``DELTAMEM_DEBUG``);
-* :func:`scope` -- how far a coding agent's memory reaches (``DELTAMEM_SCOPE``);
-* :func:`hook_budget` -- the tokens each Claude Code / Codex hook may inject
-  (``DELTAMEM_SESSION_START_TOKENS``, ``DELTAMEM_USER_PROMPT_TOKENS``; 0 turns a hook off);
-* :func:`extractor_choice` -- the extractor and model named by ``DELTAMEM_EXTRACTOR`` and
-  ``DELTAMEM_LLM``.
+* :func:`cache_dir` -- where derived artefacts are cached (``DELTAMEM_CACHE``).
+
+The faces read their own variables beside it, with :func:`env_value`'s parsing:
+:mod:`deltamem.faces.env` (the CLI and the server) and :mod:`deltamem.integrations.env` (the
+coding-agent hooks). No other module reads ``DELTAMEM_*``.
 
 Every constructor that takes ``settings`` (``DeltaMem``, ``DeltaMem.open``, the server's
 ``create_app`` and ``SpacePool``) uses ``Settings.from_env()`` when given none, so the same
 environment configures every entry point the same way.
 """
-
 from __future__ import annotations
 
 import os
@@ -128,7 +125,7 @@ class Settings:
             raw = env.get(f"DELTAMEM_{f.name.upper()}")
             if raw is None:
                 continue
-            changes[f.name] = _parse(f.name, raw, type(getattr(cls(), f.name)))
+            changes[f.name] = env_value(f.name, raw, type(getattr(cls(), f.name)))
         return cls(**changes)
 
 
@@ -179,50 +176,13 @@ def cache_dir(environ: Mapping[str, str] | None = None) -> Path:
     return (Path(base).expanduser() if base else Path.home() / ".cache") / "deltamem"
 
 
-def hook_idle(environ: Mapping[str, str] | None = None, default: float = 900.0) -> float:
-    """Seconds the hook daemon waits for a call before it exits (``DELTAMEM_HOOK_IDLE``)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("DELTAMEM_HOOK_IDLE")
-    if not raw:
-        return default
-    value = _parse("hook_idle", raw, float)
-    if value <= 0:
-        raise ConfigError(f"DELTAMEM_HOOK_IDLE must be > 0 seconds, got {raw!r}")
-    return float(value)
+def env_value(name: str, raw: str, kind: type) -> Any:
+    """``raw``, the value of ``DELTAMEM_<NAME>``, as a ``kind`` (``bool`` takes 1/0, true/false,
+    yes/no).
 
-
-def hook_turn_stale(environ: Mapping[str, str] | None = None, default: float = 1800.0) -> float:
-    """Seconds a turn's transcript must lie still before the hook daemon learns it unended
-    (``DELTAMEM_TURN_STALE``)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("DELTAMEM_TURN_STALE", "").strip()
-    if not raw:
-        return default
-    value = _parse("turn_stale", raw, float)
-    if value < 0:
-        raise ConfigError(f"DELTAMEM_TURN_STALE must be >= 0 seconds, got {raw!r}")
-    return float(value)
-
-
-def skill_max_bytes(environ: Mapping[str, str] | None = None, default: int = 1 << 20) -> int:
-    """The largest skill file ``skills import`` reads (``DELTAMEM_SKILL_MAX_BYTES``)."""
-    env = os.environ if environ is None else environ
-    raw = env.get("DELTAMEM_SKILL_MAX_BYTES", "")
-    if not raw:
-        return default
-    if not raw.isdigit() or int(raw) <= 0:
-        raise ConfigError(f"DELTAMEM_SKILL_MAX_BYTES must be a positive number of bytes, "
-                          f"got {raw!r}")
-    return int(raw)
-
-
-def debug(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether ``DELTAMEM_DEBUG`` asks for tracebacks of internal errors."""
-    env = os.environ if environ is None else environ
-    return bool(env.get("DELTAMEM_DEBUG"))
-
-
-def _parse(name: str, raw: str, kind: type) -> Any:
+    Raises:
+        ConfigError: a value that is not a ``kind``; the message names the variable.
+    """
     try:
         if kind is bool:
             if raw.lower() not in ("1", "0", "true", "false", "yes", "no"):
@@ -232,72 +192,3 @@ def _parse(name: str, raw: str, kind: type) -> Any:
     except ValueError as exc:
         message = f"DELTAMEM_{name.upper()}={raw!r} is not a valid {kind.__name__}"
         raise ConfigError(message) from exc
-
-
-SCOPES = ("project", "user", "global")
-DEFAULT_SCOPE = "project"
-# What the coding hooks inject at most, in tokens of the bundled MiniLM tokenizer.
-HOOK_BUDGETS = {"session-start": 200, "user-prompt": 300}
-
-
-def scope(environ: Mapping[str, str] | None = None) -> str:
-    """How far a coding agent's memory reaches: ``DELTAMEM_SCOPE`` = ``project`` (the default:
-    only what this repository taught), ``user`` (also portable skills from this user's other
-    repositories) or ``global`` (also portable skills from anyone sharing the database).
-    Project knowledge never crosses repositories in any scope."""
-    env = os.environ if environ is None else environ
-    value = (env.get("DELTAMEM_SCOPE") or DEFAULT_SCOPE).strip().lower()
-    if value not in SCOPES:
-        raise ConfigError(f"DELTAMEM_SCOPE={value!r} is not one of {', '.join(SCOPES)}")
-    return value
-
-
-def hook_budget(event: str, environ: Mapping[str, str] | None = None) -> int:
-    """The token budget of a hook (``session-start``, ``user-prompt``), from
-    ``DELTAMEM_SESSION_START_TOKENS`` / ``DELTAMEM_USER_PROMPT_TOKENS``; 0 turns it off."""
-    env = os.environ if environ is None else environ
-    name = f"DELTAMEM_{event.upper().replace('-', '_')}_TOKENS"
-    raw = env.get(name)
-    if raw is None or not raw.strip():
-        return HOOK_BUDGETS.get(event, 0)
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ConfigError(f"{name}={raw!r} is not a whole number of tokens") from exc
-    if value < 0:
-        raise ConfigError(f"{name} must be >= 0 (0 turns the hook off), got {value}")
-    return value
-
-
-def extractor_choice(environ: Mapping[str, str] | None = None) -> tuple[str, str | None]:
-    """``(extractor, llm)`` from ``DELTAMEM_EXTRACTOR`` (``trace`` when unset) and
-    ``DELTAMEM_LLM`` (``openai`` when unset but ``DELTAMEM_LLM_BASE_URL`` is set, else None)."""
-    env = os.environ if environ is None else environ
-    extractor = (env.get("DELTAMEM_EXTRACTOR") or "trace").strip().lower()
-    llm = (env.get("DELTAMEM_LLM") or "").strip() or (
-        "openai" if env.get("DELTAMEM_LLM_BASE_URL") else None)
-    return extractor, llm
-
-
-# How `deltamem serve --workers N` describes the app to its worker processes (spawned processes
-# inherit the environment; uvicorn shares the bound socket among them).
-SERVE_CONFIG = "DELTAMEM_SERVE_CONFIG"
-
-
-def hand_to_workers(description: str) -> None:
-    """Leave the serve command's app description where its worker processes read it."""
-    os.environ[SERVE_CONFIG] = description
-
-
-def serve_description(environ: Mapping[str, str] | None = None) -> str:
-    """The app description ``hand_to_workers`` left (a ``--workers`` process).
-
-    Raises:
-        ConfigError: this process was not started by ``deltamem serve --workers``.
-    """
-    env = os.environ if environ is None else environ
-    value = env.get(SERVE_CONFIG)
-    if not value:
-        raise ConfigError(f"{SERVE_CONFIG} is not set: start workers with deltamem serve "
-                          "--workers N")
-    return value

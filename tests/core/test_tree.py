@@ -22,12 +22,12 @@ from deltamem.core.tree import (
     Evidence,
     Placement,
     chain_evidence,
-    check_forest,
     choose_placement,
     compose_chain,
     consolidation_meta,
     discredited,
     due_for_consolidation,
+    forest_problems,
     growth_chain,
     place,
     success_prefix,
@@ -92,7 +92,7 @@ def test_chains_of_placements_compose_to_each_experience(step_lists):
                     parent_id=parent.id, depth=placement.depth, patch=placement.patch)
         chain.append(node)
         assert compose_chain(chain) == exp
-    assert check_forest(chain) == []
+    assert forest_problems(chain) == []
 
 
 def test_success_prefix_stops_before_a_failure_leaf():
@@ -160,7 +160,7 @@ def test_chain_evidence_ignores_malformed_inherited_counts():
         assert chain_evidence([node]) == Evidence(episodes=1, successes=1, failures=0)
 
 
-def test_check_forest_reports_problems():
+def test_forest_problems_names_each_node_and_its_problem():
     """Integrity check names missing parents, wrong depths and env failures."""
     r = root()
     orphan = Node("o", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="zz", depth=2,
@@ -168,10 +168,9 @@ def test_check_forest_reports_problems():
     bad_depth = Node("b", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "k", parent_id="r", depth=3,
                      patch=())
     env_fail = root(Knowledge("scene"), "e", outcome=Outcome.FAILURE, tree=Tree.ENV)
-    problems = check_forest([r, orphan, bad_depth, env_fail])
-    assert any("'zz' is missing" in p for p in problems)
-    assert any(p.startswith("b:") for p in problems)
-    assert any(p.startswith("e:") for p in problems)
+    problems = forest_problems([r, orphan, bad_depth, env_fail])
+    assert any(node == "o" and "'zz' is missing" in p for node, p in problems)
+    assert {node for node, _ in problems} == {"o", "b", "e"}
 
 
 @settings(max_examples=50)
@@ -194,7 +193,7 @@ def test_placements_of_real_text_compose_to_each_experience(exps, max_depth):
         chain.append(node)
         forest.append(node)
         assert compose_chain(chain) == exp
-    assert check_forest(forest, max_depth=max_depth) == []
+    assert forest_problems(forest, max_depth=max_depth) == []
 
 
 @settings(max_examples=50)

@@ -1,6 +1,6 @@
 """The ReAct agent of the evaluation harness: one chat, one action per turn.
 
-Prompt layout (deltamem-spec.md §3.4): the first user message is the environment's instruction
+Prompt layout (the authors' code's): the first user message is the environment's instruction
 (action help), an optional worked example, the memory block when a memory recalled something, then
 "Now, it's your turn" with the task and the first observation. Later turns are appended as
 assistant/user pairs ("Action: ..." / "Observation: ..."). Only the last ``history_turns`` pairs

@@ -1,4 +1,4 @@
-"""The paper's baselines, re-implemented from their descriptions (deltamem-spec.md §6.6).
+"""The paper's baselines, re-implemented from their descriptions in the paper and its code.
 
 * :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by the embedding of
   the paper's *specifier*: the task plus the start of the first observation.

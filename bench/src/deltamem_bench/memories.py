@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from deltamem import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node
-from deltamem.core.render import ENV_HEADER, TASK_HEADER, Style, render_chain
+from deltamem.core.render import ENV_HEADER, TASK_HEADER, render_chain
 from deltamem.core.tree import Action, Placement
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError, ExtractionError
@@ -142,7 +142,7 @@ class DeltaMemMemory:
 
     def _text(self, recall: Any) -> str:
         # Single-tree modes carry only their tree's own header (spec §3.4: a simpler header).
-        style = Style(self.mem.settings.style)
+        style = self.mem.settings.style
         if self.mode == "task":
             chain = render_chain(recall.task.chain, style)
             return f"{TASK_HEADER}\n\n{chain}" if chain else ""

@@ -1,6 +1,6 @@
 """Run memories against an environment on a fixed episode stream and log every episode.
 
-Protocols (deltamem-spec.md §6.1):
+Protocols:
 
 * ``online`` - the paper's main setting: cold start, the memory learns after every episode of
   the evaluation stream, and the next episode sees the updated memory.

@@ -1,8 +1,9 @@
 """The memory's vocabulary: experiences, episodes and nodes.
 
-Pure data, no I/O. Every type here is immutable and hashable so it can be compared, diffed and
-cached freely; conversion to and from plain JSON-able dicts lives next to each type so that every
-adapter (SQLite, Postgres, REST, export files) agrees on one wire form.
+Pure data, no I/O. Every type here is a frozen, hashable dataclass, so it can be compared,
+diffed and cached freely; the one mutable part, an episode's or a node's ``meta`` dict, is left
+out of comparison and hashing. Conversion to and from plain JSON-able dicts lives next to each
+type so that every adapter (SQLite, Postgres, REST, export files) agrees on one wire form.
 
 There are three kinds of experience:
 

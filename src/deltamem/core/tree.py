@@ -361,7 +361,7 @@ def due_for_consolidation(node: Node, threshold: int) -> bool:
     """Whether ``node``'s chain should be compiled into a new root.
 
     Only successful deltas qualify: a root is already self-contained, a failure lesson must never
-    become instructions (the reference code lets it; see deltamem-spec §8.4), and a node is
+    become instructions (the authors' reference code lets it), and a node is
     compiled at most once.
     """
     return (
@@ -438,15 +438,6 @@ def consolidation_meta(chain: Sequence[Node]) -> dict[str, object]:
     if "layout" in last.meta:
         meta["layout"] = last.meta["layout"]
     return meta
-
-
-def check_forest(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[str]:
-    """Integrity problems of a forest as ``"<id>: <problem>"`` lines (empty list when sound).
-
-    See :func:`forest_problems` for what is checked.
-    """
-    return [f"{node_id}: {problem}" for node_id, problem in forest_problems(nodes,
-                                                                            max_depth=max_depth)]
 
 
 def forest_problems(nodes: Iterable[Node], *, max_depth: int = MAX_DEPTH) -> list[tuple[str, str]]:

@@ -5,7 +5,7 @@ so a plain ``pip install deltamem`` embeds offline with no second step. The forw
 6-layer BERT encoder followed by mean pooling and L2 normalisation, exactly what
 sentence-transformers computes for this model (max |cos - 1| against it is ~1e-7).
 
-Speed notes, all measured on the project's 2-core machine (see feasibility.md §2):
+Speed notes, all measured on the project's 2-core machine (``benchmarks/embed.py``):
 
 * everything stays float32: a NumPy float64 *scalar* (``np.sqrt(2.0)``) silently upcasts a
   float32 array and halves the speed, so constants are Python floats;

@@ -37,6 +37,9 @@ def _offloaded(method: Callable[Concatenate[DeltaMem, P], R]
     run.__qualname__ = f"AsyncDeltaMem.{method.__name__}"
     run.__doc__ = method.__doc__
     run.__wrapped__ = method  # type: ignore[attr-defined]  # help() shows the real signature
+    # typing.get_type_hints reads these in the facade's module (it follows __wrapped__): the
+    # parameters and the answer of the facade's method, as an ``async def`` declares them.
+    run.__annotations__ = dict(method.__annotations__)
     return run
 
 

@@ -61,7 +61,7 @@ class Memory(Protocol):
 
     def chain(self, node_id: str) -> list[Node]: ...
 
-KINDS = ("outcome", "steps", "wrong", "fact")
+
 MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.formats.api)
 MAX_TEXT = api.MAX_REASON
 

@@ -33,14 +33,12 @@ from deltamem.core.model import (
     Tree,
     experience_chars,
 )
-from deltamem.core.ranking import POOL as POOL  # re-exported: how many candidates are ranked
 from deltamem.core.ranking import FilterValue, check_filters, matches, scope_of
-from deltamem.core.ranking import trace_signature as trace_signature  # re-exported
 from deltamem.core.render import estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain, forest_problems
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
-from deltamem.engine import reports
+from deltamem.engine import corrections, reports
 from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
 from deltamem.engine.corrections import Correction
 from deltamem.engine.read import Reader, TreeRead
@@ -75,7 +73,7 @@ from deltamem.store import scrub as scrubbing
 from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, space_problems, vector_problem
 
-__all__ = ["POOL", "TREES", "DeltaMem", "check_space", "new_node_id", "trace_signature"]
+__all__ = ["TREES", "DeltaMem", "check_space", "new_node_id"]
 
 TREES = (Tree.TASK, Tree.ENV)
 E = TypeVar("E", bound=Enum)
@@ -192,8 +190,7 @@ class DeltaMem:
         if not isinstance(embedder, Embedder):
             embedder = make_embedder(embedder or settings.embedder)
         resolved = make_scene(scene if scene is not None else settings.scene)
-        if isinstance(extractor, str):
-            extractor = make_extractor(extractor, llm=llm, scene=resolved)
+        extractor = make_extractor(extractor, llm=llm, scene=resolved)
         store = open_store(str(db), create=create)
         try:
             return cls(store, embedder, extractor, space=space, settings=settings, create=create,
@@ -745,10 +742,8 @@ class DeltaMem:
             NodeNotFound: no such node in this space.
             EpisodeError: not exactly one correction, or one the node's tree cannot take.
         """
-        from deltamem.engine.corrections import correct
-
         with self._intact():
-            return correct(self, node_id, success=success, steps=steps, wrong=wrong,
+            return corrections.correct(self, node_id, success=success, steps=steps, wrong=wrong,
                            reason=reason)
 
     def forget_fact(self, node_id: str, fact: str, *, reason: str = "") -> Correction:
@@ -761,10 +756,8 @@ class DeltaMem:
             NodeNotFound: no such node in this space.
             EpisodeError: not a knowledge node, or ``fact`` names no fact or several.
         """
-        from deltamem.engine.corrections import forget_fact
-
         with self._intact():
-            return forget_fact(self, node_id, fact, reason=reason)
+            return corrections.forget_fact(self, node_id, fact, reason=reason)
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -4,9 +4,9 @@ The pydantic models are the gate between untrusted model text and the memory: bo
 whitespace normalised, control and invisible formatting characters removed, empty required fields
 rejected, no type coercion. Whatever passes is converted with ``to_experience()``.
 
-The JSON schemas given to providers (``answer_schema``) are deliberately looser than the pydantic
-models (no length bounds): grammar-constrained decoders expand ``maxLength``/``maxItems`` into
-huge grammars, and the bounds are enforced here anyway.
+The JSON schemas given to providers (``answer_schema``) carry the same bounds (capped at the
+validation limits), so a grammar-constrained decoder can close the object when a small model
+starts repeating itself; the pydantic models enforce them again on whatever comes back.
 """
 
 from __future__ import annotations
@@ -154,7 +154,6 @@ class KnowledgeAnswer(_Answer):
         return Knowledge(self.trigger, tuple(self.facts))
 
 
-AnswerModel = SkillAnswer | LessonAnswer | KnowledgeAnswer
 ANSWER_FOR: dict[str, type[SkillAnswer] | type[LessonAnswer] | type[KnowledgeAnswer]] = {
     "skill": SkillAnswer,
     "lesson": LessonAnswer,

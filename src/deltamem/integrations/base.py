@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from deltamem import config
 from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult, Recall
 from deltamem.formats.transcripts import episode_from_messages
+from deltamem.integrations import env as hook_env
 from deltamem.integrations.coding import CodingMemory
 
 
@@ -33,7 +33,7 @@ class RecallLoop:
         self.mem = mem
         self.budget_tokens = budget_tokens
         self.last: Recall | None = None
-        self.coding = CodingMemory.for_directory(mem, project, scope=scope or config.scope()) \
+        self.coding = CodingMemory.for_directory(mem, project, scope=scope or hook_env.scope()) \
             if project is not None else None
         self.env = self.coding.scene if self.coding is not None else env
 
@@ -48,9 +48,9 @@ class RecallLoop:
         if not task.strip():
             return ""
         if self.coding is not None:
-            notes = (self.coding.session_note(config.hook_budget("session-start")),
+            notes = (self.coding.session_note(hook_env.hook_budget("session-start")),
                      self.coding.task_note(task, self.budget_tokens if self.budget_tokens
-                                           is not None else config.hook_budget("user-prompt")))
+                                           is not None else hook_env.hook_budget("user-prompt")))
             return "\n\n".join(n for n in notes if n)
         return self.recall(task).context
 

@@ -51,6 +51,7 @@ from deltamem.formats.transcripts import (
     messages_from_responses,
     turn_end,
 )
+from deltamem.integrations import env
 from deltamem.integrations.coding import CodingMemory
 from deltamem.integrations.repository import checkout
 from deltamem.scenes.coding import project_root, project_scene
@@ -309,23 +310,19 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
     Raises:
         ConfigError: an unknown extractor, or ``llm`` with no endpoint configured.
     """
-    name, llm = config.extractor_choice(environ)
+    name, llm = env.extractor_choice(environ)
     if name == "trace":
         return CodingExtractor()
-    if name != "llm":
-        raise ConfigError(f"unknown extractor {name!r}; choose 'trace' or 'llm'")
-    if llm is None:
+    endpoint = config.llm_endpoint(environ)
+    if name == "llm" and llm is None and endpoint["base_url"] is None:
         raise ConfigError("DELTAMEM_EXTRACTOR=llm needs a model for coding transcripts: set "
                           "DELTAMEM_LLM_BASE_URL and DELTAMEM_LLM_MODEL (an OpenAI-compatible "
                           "endpoint), or DELTAMEM_LLM=anthropic and DELTAMEM_LLM_MODEL (the "
                           "embedded 135M model is not a coding-transcript extractor)")
     from deltamem.extract import make_extractor
-    from deltamem.llm import make_llm
 
-    endpoint = {k: v for k, v in config.llm_endpoint(environ).items() if v}
-    hosted = llm.startswith(("openai", "anthropic"))
-    model = make_llm(llm, **endpoint) if hosted else make_llm(llm)
-    return CodingExtractor(make_extractor("llm", llm=model))
+    return CodingExtractor(make_extractor(name, llm=llm, base_url=endpoint["base_url"],
+                                          model=endpoint["model"], api_key=endpoint["api_key"]))
 
 
 def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
@@ -341,7 +338,7 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
     messages = [m for m in transcript.messages
                 if not any(_memory_call(c) for c in m.get("tool_calls") or [])]
     coding = CodingMemory.for_directory(mem, cwd or transcript.cwd, hints=_texts(messages),
-                                        scope=scope or config.scope(),
+                                        scope=scope or env.scope(),
                                         extractor=extractor or CodingExtractor())
     results = coding.learn_session(messages, verdict=_verdict(turn), stale=transcript.replaced,
                                    meta={"source": "hook", **dict(meta or {})},
@@ -371,7 +368,7 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
              budget_tokens: int | None = None, scope: str | None = None,
              extractor: Extractor | None = None) -> dict[str, Any]:
     """Handle one hook call; return the JSON to print ({} for nothing). ``budget_tokens``
-    overrides the hook's configured budget (``config.hook_budget``), ``scope`` the configured
+    overrides the hook's configured budget (``env.hook_budget``), ``scope`` the configured
     scope, ``extractor`` the configured extractor (``hook_extractor``).
 
     Raises:
@@ -381,9 +378,9 @@ def run_hook(mem: DeltaMem, event: str, payload: Mapping[str, Any], *,
     if event not in EVENTS:
         raise EpisodeError(f"unknown hook event {event!r} (one of {', '.join(EVENTS)})")
     cwd = str(payload.get("cwd") or "")
-    scope = scope or config.scope()
+    scope = scope or env.scope()
     if event in ("session-start", "user-prompt"):
-        budget = config.hook_budget(event) if budget_tokens is None else budget_tokens
+        budget = env.hook_budget(event) if budget_tokens is None else budget_tokens
         if budget <= 0:
             return {}
         coding = CodingMemory.for_directory(mem, cwd, scope=scope)

@@ -38,7 +38,6 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from deltamem import config
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Node, Skill, Tree
 from deltamem.core.render import origin, quote_text
@@ -60,6 +59,7 @@ from deltamem.extract.coding import (
     to_learn,
 )
 from deltamem.formats.transcripts import episode_from_messages
+from deltamem.integrations.env import SCOPES, hook_budget
 from deltamem.integrations.repository import checkout
 from deltamem.scenes.coding import (
     CodingScene,
@@ -69,7 +69,6 @@ from deltamem.scenes.coding import (
     signature_of,
 )
 
-SCOPES = ("project", "user", "global")
 NOTE_HEAD = "deltamem notes on {name} ({nodes}, quoted; the repo wins):"
 SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
@@ -338,7 +337,7 @@ class CodingMemory:
         self._env = None  # read the store afresh once per note
         found = self.experience_for(request)
         known = self.knowledge()
-        shown = self._session_note(config.hook_budget("session-start"))  # already in context
+        shown = self._session_note(hook_budget("session-start"))  # already in context
         facts = [f for f in relevant_facts(known.facts if known else (), request, limit=6)
                  if f"- {f}" not in shown.splitlines()][:3]
         if found is None:

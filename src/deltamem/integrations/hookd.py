@@ -41,12 +41,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from deltamem import config
-from deltamem.config import Settings, hook_idle, hook_turn_stale
+from deltamem.config import Settings
 from deltamem.embed.base import Embedder
 from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
 from deltamem.extract.base import Extractor
+from deltamem.integrations import env
 from deltamem.integrations.claude_code import (
     hook_extractor,
     learn_turn,
@@ -244,7 +244,7 @@ class Daemon:
                                    else None, failed=failures(self.target, session))
             if transcript.messages:
                 writer = self.writer()
-                learn_turn(writer, transcript, cwd=cwd, scope=scope or config.scope(),
+                learn_turn(writer, transcript, cwd=cwd, scope=scope or env.scope(),
                            extractor=self.extractor(),
                            meta={"session": session} if session else {},
                            session_end=data.get("event") == "session-end")
@@ -374,8 +374,8 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         return 0  # another daemon serves this target
     log.info("serving %s (space %s) on %s", t.db, t.space, t.socket)
-    Daemon(t, idle=args.idle if args.idle else hook_idle(default=DEFAULT_IDLE),
-           turn_stale=hook_turn_stale(default=DEFAULT_TURN_STALE)).serve()
+    Daemon(t, idle=args.idle if args.idle else env.hook_idle(default=DEFAULT_IDLE),
+           turn_stale=env.hook_turn_stale(default=DEFAULT_TURN_STALE)).serve()
     log.info("idle: stopped")
     return 0
 

@@ -146,8 +146,7 @@ class DeltaMemStore(BaseStore):
         self._settings = settings or Settings.from_env()
         self._embedder = (embedder if isinstance(embedder, Embedder)
                           else make_embedder(embedder or self._settings.embedder))
-        self._extractor = (make_extractor(extractor) if isinstance(extractor, str)
-                           else extractor)
+        self._extractor = make_extractor(extractor)
         self._owned = isinstance(db, str | Path)
         self._store: Store = open_store(str(db)) if isinstance(db, str | Path) else db
         self._mems: dict[str, DeltaMem] = {}

@@ -59,7 +59,7 @@ import functools
 import math
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -273,11 +273,6 @@ def redact(text: str) -> str:
     if values:
         out = re.sub("|".join(re.escape(v) for v in values), marker("secret"), out)
     return out
-
-
-def contains_secret(text: str) -> bool:
-    """Whether :func:`redact` would change ``text``."""
-    return redact(text) != text
 
 
 def _pass(text: str, found: list[str]) -> str:
@@ -530,10 +525,6 @@ def redact_episode(episode: Episode) -> Episode:
 def redact_experience(experience: Experience) -> Experience:
     """``experience`` with every text redacted."""
     return experience_from_dict(redact_value(experience_to_dict(experience)))
-
-
-def redact_all(texts: Iterable[str]) -> list[str]:
-    return [redact(t) for t in texts]
 
 
 register_redactor(redact)

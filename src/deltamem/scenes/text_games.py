@@ -100,11 +100,6 @@ def _exit_name(text: str) -> str:
     return " ".join(_STATE_WORDS.sub("", text).lower().split())
 
 
-def same_layout(a: str, b: str) -> bool:
-    """Whether two scene descriptions have the same layout (see :func:`layout_signature`)."""
-    return layout_signature(a) == layout_signature(b)
-
-
 # -- the facts of an episode ---------------------------------------------------------------
 
 _MOVED = re.compile(r"^you (?:move|go|walk|arrive) (?:to|at|in) (?:the )?([^.]+)\.?$", re.I)

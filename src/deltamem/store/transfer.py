@@ -26,9 +26,8 @@ from typing import Any
 import numpy as np
 
 from deltamem._util import jsonsafe
-from deltamem.config import Settings
 from deltamem.core.model import Node
-from deltamem.core.tree import forest_problems
+from deltamem.core.tree import MAX_DEPTH, forest_problems
 from deltamem.errors import InvalidExport, SpaceNotFound, StoreError
 from deltamem.store.base import EpisodeRecord, Store, Vector
 from deltamem.store.integrity import space_info, vector_problem
@@ -140,7 +139,7 @@ def import_records(store: Store, space: str, records: Iterable[dict[str, Any]], 
         InvalidExport: a record is malformed or would damage the trees (the message names it).
         StoreError: a node or episode id already exists in the space.
     """
-    depth_limit = Settings().max_depth if max_depth is None else max_depth
+    depth_limit = MAX_DEPTH if max_depth is None else max_depth
     it = iter(records)
     embedder, dim = _header(next(it, None))
     info = space_info(store, space)

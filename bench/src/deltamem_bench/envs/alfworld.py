@@ -5,7 +5,7 @@ ALFWorld/TextWorld PDDL engine, text and action space, on scenes generated from 
 ``alfworld`` wheel ships, because the official game files cannot be downloaded offline. Results
 on them are not comparable with published ALFWorld numbers.
 
-Keys follow deltamem-spec.md §2.1: the reset text minus its banner is split on the literal
+Keys follow the authors' reference code: the reset text minus its banner is split on the literal
 "Your task is to:" into ``scene`` (the room description) and ``task`` (the goal sentence,
 prefix included). Success is the engine's ``won``; the step budget is 30 as in the paper.
 
@@ -35,7 +35,7 @@ DEFAULT_MAX_STEPS = 30
 TASK_MARKER = "Your task is to:"
 _BANNER = re.compile(r"^\s*-= Welcome to TextWorld, ALFRED! =-\s*")
 # "You arrive at loc 12. " names an internal navigation point, not anything the agent can use;
-# the paper's agent strips it too (deltamem-spec.md §6.2).
+# the paper's agent strips it too.
 _ARRIVE = re.compile(r"^You arrive at loc \d+\.\s*")
 
 

@@ -5,7 +5,7 @@ the same small surface so the agent loop and the runner never see engine-specifi
 
 * :meth:`Environment.load` picks an episode (an :class:`EpisodeSpec`),
 * :meth:`Environment.reset` starts it and returns the memory keys (``task`` for the task tree,
-  ``scene`` for the environment tree, as in deltamem-spec.md §2.1),
+  ``scene`` for the environment tree, as the authors' reference code keys them),
 * :meth:`Environment.step` plays one action and returns a :class:`Transition` whose ``score`` is
   normalised to 0..1 and whose ``won`` is the benchmark's success test.
 """

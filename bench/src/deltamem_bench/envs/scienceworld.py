@@ -13,7 +13,7 @@ by another adapter's ``load`` raises :class:`EnvError` instead of playing the wr
 
 Scores: the engine reports progress in 0..1 (negative when the task is failed, e.g. focusing on
 the wrong object). :class:`Transition.score` clips it to 0..1; success is ``score >= 1`` as in the
-paper (deltamem-spec.md §6.3). The split lists come from the package itself
+paper. The split lists come from the package itself
 (``get_variations_train/dev/test``); the paper's ETO/MPO index files are not shipped with it.
 """
 

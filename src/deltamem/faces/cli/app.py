@@ -36,7 +36,7 @@ from rich.table import Column, Table
 from rich.text import Text
 
 from deltamem._util.usage import Usage
-from deltamem.config import Settings, debug
+from deltamem.config import Settings
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.core.ranking import filters_from_pairs
 from deltamem.engine.results import BatchResult
@@ -65,6 +65,7 @@ from deltamem.faces.cli.options import (
     model_options,
     open_memory,
 )
+from deltamem.faces.env import debug
 from deltamem.formats import api
 from deltamem.formats.episodes import read_episodes
 from deltamem.formats.operations import help_of
@@ -111,7 +112,7 @@ SceneOpt = Annotated[str | None, typer.Option(
 @app.command()
 @model_options
 def learn(
-    file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (DESIGN.md §5).")],
+    file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (format: README).")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     strict: Annotated[bool, typer.Option(

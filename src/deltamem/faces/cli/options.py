@@ -55,13 +55,8 @@ class ModelOptions:
         """The extractor these options name (``llm`` builds its model now; errors say why)."""
         from deltamem.extract import make_extractor
 
-        if self.extractor != "llm":
-            return make_extractor(self.extractor)
-        from deltamem.llm import make_llm
-
-        spec = self.llm or ("openai" if self.base_url else "local")
-        options = {k: v for k, v in (("base_url", self.base_url), ("model", self.model)) if v}
-        return make_extractor("llm", llm=make_llm(spec, **options))
+        return make_extractor(self.extractor, llm=self.llm, base_url=self.base_url,
+                              model=self.model)
 
 
 PANEL = "Extraction model (shared by learn, serve, mcp, worker)"
@@ -82,7 +77,8 @@ MODEL_OPTIONS: tuple[tuple[str, Any], ...] = (
              "implies --llm openai).")]),
     ("model", Annotated[str | None, typer.Option(
         "--model", envvar="DELTAMEM_LLM_MODEL", rich_help_panel=PANEL,
-        help="Model name for --llm openai or anthropic (e.g. claude-sonnet-4-5).")]),
+        help="Model name for --llm openai or anthropic (e.g. claude-sonnet-4-5), or the GGUF "
+             "file of --llm local.")]),
 )
 
 

@@ -88,7 +88,7 @@ def serve(
         return
     # Each worker process builds the same app from this description (spawned processes
     # inherit the environment); uvicorn shares the bound socket among them.
-    from deltamem.config import hand_to_workers
+    from deltamem.faces.env import hand_to_workers
 
     hand_to_workers(json.dumps(config))
     uvicorn.run(f"{__name__}:app_from_env", factory=True, workers=workers, **options)
@@ -96,8 +96,8 @@ def serve(
 
 def app_from_env() -> Any:
     """The REST app ``serve`` described to its ``--workers`` processes
-    (``config.serve_description``)."""
-    from deltamem.config import serve_description
+    (``faces.env.serve_description``)."""
+    from deltamem.faces.env import serve_description
 
     return _app(json.loads(serve_description()))
 

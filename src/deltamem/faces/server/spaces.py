@@ -68,8 +68,7 @@ class SpacePool:
 
                 self._embedder = make_embedder(spec or self.settings.embedder)
         if self._extractor is None:
-            spec_x = self._extractor_spec
-            self._extractor = make_extractor(spec_x) if isinstance(spec_x, str) else spec_x
+            self._extractor = make_extractor(self._extractor_spec)
         return self._embedder, self._extractor
 
     def get(self, space: str, *, create: bool = False) -> DeltaMem:

@@ -23,12 +23,12 @@ from typing import Any
 
 import yaml
 
-from deltamem.config import skill_max_bytes
 from deltamem.core.delta import diff
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
 from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
+from deltamem.faces.env import skill_max_bytes
 
 KNOWLEDGE_DIR = "knowledge"
 MAX_BYTES = 1 << 20  # a skill file larger than this is refused (DELTAMEM_SKILL_MAX_BYTES)

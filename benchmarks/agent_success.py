@@ -57,7 +57,7 @@ from rich.table import Table
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import pack
 from deltamem_bench.cli import run_bench_command
-from deltamem_bench.registration import family_of, load_registration
+from deltamem_bench.registration import family_of, load_registration, primary_test_of
 from deltamem_bench.report import endpoints
 
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
@@ -239,8 +239,10 @@ def main() -> None:
     console = Console(width=140)
     try:
         family: list[str] | None = None
+        primary_test = "bootstrap"
         if args.registration:
             registered = load_registration(args.registration)
+            primary_test = primary_test_of(registered)
             names = [e["name"] for e in registered["entries"]]
             family = family_of(registered)
             suite = f"registration {args.registration}"
@@ -263,7 +265,8 @@ def main() -> None:
     console.print(table(results))
     # A registered run is judged over its whole family, an entry not played here at p = 1;
     # benchmarks/rederive.py judges every committed entry together.
-    judged = endpoints({r["name"]: r for r in results}, family=family)
+    judged = endpoints({r["name"]: r for r in results}, family=family,
+                       primary_test=primary_test)
     report = {"suite": suite, "wall_s": round(time.perf_counter() - started, 1),
               "endpoints": judged,
               "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],

@@ -10,6 +10,8 @@ episodes go into the registry at once, so no later fresh stream draws them. Then
 
 Usage (the held-out protocol, docs/evaluation-protocol.md):
     .venv/bin/python benchmarks/register.py --name heldout-1 --suite heldout --seed 1 --fresh
+    .venv/bin/python benchmarks/register.py --name heldout-2 --suite heldout-2 --seed 2 \
+        --fresh --test sign-flip      # the draft in results/heldout-2/DRAFT.md, once frozen
     .venv/bin/python benchmarks/agent_success.py \
         --registration results/heldout-1/registration.json --out runs/heldout-1
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from deltamem.errors import DeltaMemError
-from deltamem_bench.registration import register
+from deltamem_bench.registration import ENDPOINT_SETS, register
 from deltamem_bench.registry import DEFAULT_REGISTRY
 
 HERE = Path(__file__).resolve().parent
@@ -53,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--allow-seen", action="store_true",
                         help="register episodes already in the registry (not held out)")
+    parser.add_argument("--test", choices=sorted(ENDPOINT_SETS), default="bootstrap",
+                        help="the primary test the registration names (heldout-2 on: "
+                        "sign-flip)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     entries = [e for e in known[args.suite] if only is None or e["name"] in only]
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = register(args.name, entries, seed=args.seed, fresh=args.fresh,
                         registry_path=args.registry, results=args.results,
-                        allow_seen=args.allow_seen)
+                        allow_seen=args.allow_seen, endpoints=ENDPOINT_SETS[args.test])
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,101 @@
+"""heldout-2 preparation: the agent-rule selection protocol (played by a double), the draft
+suite, the power and wall-time script and the writer check on the committed archives."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class NoneArmDouble:
+    """Test double of the none arm's dev play: each rule adds a fixed amount to every episode's
+    progress (rules combine additively); every call is recorded."""
+
+    def __init__(self, effects: dict[str, float]) -> None:
+        self.effects = effects
+        self.calls: list[tuple[str, tuple[str, ...]]] = []
+
+    def __call__(self, entry: dict[str, Any], rules: Sequence[str]) -> list[float]:
+        self.calls.append((entry["name"], tuple(rules)))
+        return [0.3 + sum(self.effects.get(r, 0.0) for r in rules)] * 10
+
+
+def test_the_protocol_keeps_rules_that_help_the_none_arm_and_plays_each_once() -> None:
+    select = script("select_agent_rules")
+    play = NoneArmDouble({"no_put_back": 0.05, "examine_penalty": 0.02,
+                          "unvisited_bonus": -0.01, "look_before_focus": 0.0})
+    chosen = select.select([{"name": "alfworld-warm"}], play)["alfworld-warm"]
+    assert chosen["kept"] == ["no_put_back", "examine_penalty"]
+    assert chosen["agent_rules"] == "no_put_back,examine_penalty"
+    assert chosen["combined_gain"] == 0.07
+    # baseline, four single rules, one combination; nothing else was played
+    assert len(play.calls) == 6 and play.calls[0] == ("alfworld-warm", ())
+
+
+def test_a_combination_worse_than_the_best_single_rule_is_not_chosen() -> None:
+    select = script("select_agent_rules")
+    singles = {"a": [0.5, 0.5], "b": [0.4, 0.4]}
+    chosen = select.choose([0.3, 0.3], singles, lambda kept: [0.35, 0.35])
+    assert chosen["kept"] == ["a", "b"] and chosen["agent_rules"] == "a"
+    nothing = select.choose([0.3, 0.3], {"a": [0.3, 0.3]}, lambda kept: [1.0, 1.0])
+    assert nothing["agent_rules"] == "" and nothing["combined_gain"] is None
+
+
+def test_the_draft_suite_names_the_placebo_and_no_rule_until_chosen() -> None:
+    """The draft heldout-2: ALFWorld 300 and ScienceWorld 200 with the placebo arm, the two
+    replications at 150, and no agent rule until the protocol chose one."""
+    select = script("select_agent_rules")
+    entries = {e["name"]: e for e in select.suite_entries("heldout-2")}
+    assert entries["alfworld-warm"]["episodes"] == 300
+    assert entries["scienceworld-warm"]["episodes"] == 200
+    assert "placebo" in entries["alfworld-warm"]["memory"].split(",")
+    assert {entries[n]["episodes"] for n in ("twx-twc-online", "twx-coin-online")} == {150}
+    assert all(e["agent_rules"] == "" for e in entries.values())
+
+
+def test_power_script_on_the_committed_archives(capsys: Any) -> None:
+    """From heldout-1's ALFWorld warm paired SD (0.287), +0.05 needs about 260 pairs at α 0.05
+    (the audit's normal approximation: 259); the draft's wall time is summed from the logs."""
+    import json
+
+    from deltamem_bench.stats import n_for_paired_mean
+
+    power = script("power")
+    assert power.main(["--json"]) == 0
+    out = capsys.readouterr().out
+    report = json.loads(out[out.index("{"):])
+    row = next(r for r in report["power"] if r["source"] == "heldout-1/alfworld-warm")
+    assert row["n"] == 40 and abs(row["sd"] - 0.287) < 0.001
+    assert row["n_progress_0.05"] == n_for_paired_mean(row["sd"], 0.05)
+    assert 255 <= row["n_progress_0.05"] <= 265 and row["draft_n"] == 300
+    hours = {r["entry"]: r["hours"] for r in report["wall_time_hours"]}
+    assert set(hours) == {"alfworld-warm", "scienceworld-warm", "twx-twc-online",
+                          "twx-coin-online"}
+    assert report["total_hours"] == round(sum(hours.values()), 1) > 0
+
+
+def test_writer_check_script_on_a_committed_archive(capsys: Any) -> None:
+    """heldout-1's ALFWorld warm: no AWM workflow the 135M writer wrote is well-formed."""
+    import json
+
+    writer = script("writer_check")
+    archive = BENCHMARKS.parent / "results" / "heldout-1" / "alfworld-warm.tar.gz"
+    assert writer.main([str(archive), "--json"]) == 0
+    out = capsys.readouterr().out
+    rows = {r["writer"]: r for r in json.loads(out[out.index("["):])}
+    assert set(rows) == {"awm", "reasoningbank", "deltamem-llm"}
+    assert rows["awm"]["items_shown"] == 40 and rows["awm"]["well_formed_shown"] == 0
+    assert "| heldout-1/alfworld-warm | awm | 40 |" in out

@@ -99,3 +99,47 @@ def test_writer_check_script_on_a_committed_archive(capsys: Any) -> None:
     assert set(rows) == {"awm", "reasoningbank", "deltamem-llm"}
     assert rows["awm"]["items_shown"] == 40 and rows["awm"]["well_formed_shown"] == 0
     assert "| heldout-1/alfworld-warm | awm | 40 |" in out
+
+
+def test_a_draft_registration_draws_nothing_and_cannot_be_played(tmp_path: Path) -> None:
+    """``register.py --draft`` writes the registration's fields that exist before the code is
+    frozen (options, run options with the agent rules, arms, the exact-test endpoints), draws
+    no stream, leaves the registry alone, and the loader refuses it as a registration."""
+    import json
+
+    import pytest
+
+    from deltamem.errors import ConfigError
+    from deltamem_bench.registration import load_registration
+
+    register = script("register")
+    registry = tmp_path / "registry.jsonl"
+    assert register.main(["--name", "h2", "--suite", "heldout-2", "--seed", "2", "--fresh",
+                          "--test", "sign-flip", "--draft", "--results", str(tmp_path),
+                          "--registry", str(registry)]) == 0
+    path = tmp_path / "h2" / "registration.DRAFT.json"
+    draft = json.loads(path.read_text())
+    assert draft["format"] == "draft" and draft["status"].startswith("DRAFT - NOT REGISTERED")
+    assert draft["endpoints"]["primary"]["test_id"] == "sign-flip"
+    assert draft["code"] is None and all(e["streams"] is None for e in draft["entries"])
+    alf = draft["entries"][0]
+    assert alf["kinds"] == ["none", "deltamem", "synapse", "long-context", "placebo"]
+    assert alf["run_options"]["choice"]["no_put_back"] is False
+    assert not registry.exists() and not (tmp_path / "h2" / "registration.json").exists()
+    with pytest.raises(ConfigError, match="not a registration"):
+        load_registration(path)
+
+
+def test_the_committed_draft_is_marked_and_matches_the_suite() -> None:
+    """results/heldout-2 holds only the DRAFT (no registration.json): its entries are the
+    draft suite's, with the exact primary test and the wall-time estimate."""
+    import json
+
+    folder = BENCHMARKS.parent / "results" / "heldout-2"
+    assert not (folder / "registration.json").exists()
+    draft = json.loads((folder / "registration.DRAFT.json").read_text())
+    suite = script("select_agent_rules").suite_entries("heldout-2")
+    assert draft["family"] == [e["name"] for e in suite]
+    assert [e["options"]["episodes"] for e in draft["entries"]] == [e["episodes"] for e in suite]
+    assert draft["endpoints"]["primary"]["test_id"] == "sign-flip"
+    assert draft["notes"]["total_hours"] > 0

@@ -202,6 +202,43 @@ def make_registration(name: str, entries: list[dict[str, Any]], *, seed: int, fr
     return registration
 
 
+DRAFT_FORMAT = "draft"  # a draft is never loadable as a registration (load_registration)
+DRAFT_NAME = "registration.DRAFT.json"
+
+
+def draft_registration(name: str, entries: Sequence[dict[str, Any]], *, seed: int,
+                       fresh: bool, registry: str,
+                       endpoints: dict[str, Any] | None = None,
+                       notes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A draft of a registration: every field of :func:`make_registration` that exists before
+    the code is frozen (entries with their options, resolved run options and arms, the
+    endpoints, the family), ``format`` :data:`DRAFT_FORMAT` so that nothing can play it, no
+    code version, no pins, no streams (they are drawn, and the registry written, only by
+    :func:`register`)."""
+    from deltamem_bench.cli import plan_bench
+
+    drafted = []
+    for entry in entries:
+        options = {"llm": "local", "extractor": "trace",
+                   **{k: v for k, v in entry.items() if k != "name"}, "seed": seed,
+                   "fresh": fresh}
+        plan = plan_bench(**{**options, "llm": "openai", "model": "draft"})
+        drafted.append({"name": entry["name"], "env": plan.env, "options": options,
+                        "run_options": plan.options.to_dict(), "kinds": plan.kinds,
+                        "streams": None})
+    return normal({
+        "format": DRAFT_FORMAT,
+        "status": "DRAFT - NOT REGISTERED. Nothing may be played from this file. The lead "
+                  "registers with benchmarks/register.py once the code is frozen and the agent "
+                  "rules are chosen on dev by the no-memory arm alone; that writes "
+                  f"{REGISTRATION_NAME}, draws the streams and fills the registry.",
+        "name": name, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code": None, "pins": None, "seed": seed, "fresh": fresh, "registry": registry,
+        "endpoints": endpoints or ENDPOINTS, "family": [e["name"] for e in drafted],
+        "entries": drafted, "notes": notes or {},
+    })
+
+
 def write_registration(path: Path, registration: dict[str, Any]) -> None:
     """Write ``registration`` to ``path``; an existing registration is never overwritten."""
     if path.exists():

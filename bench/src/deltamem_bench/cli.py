@@ -160,8 +160,8 @@ def plan_bench(*, env: str, memory: str, ablations: bool = False,
         ConfigError: an unknown memory kind or agent rule.
     """
     from deltamem.config import Settings
-    from deltamem_bench.agent import AgentConfig
     from deltamem.errors import ConfigError
+    from deltamem_bench.agent import AgentConfig
     from deltamem_bench.choice import AGENT_RULES, ChoiceConfig
     from deltamem_bench.factory import parse_kinds
     from deltamem_bench.models import resolve_model

@@ -226,7 +226,7 @@ def draft_registration(name: str, entries: Sequence[dict[str, Any]], *, seed: in
         drafted.append({"name": entry["name"], "env": plan.env, "options": options,
                         "run_options": plan.options.to_dict(), "kinds": plan.kinds,
                         "streams": None})
-    return normal({
+    draft: dict[str, Any] = normal({
         "format": DRAFT_FORMAT,
         "status": "DRAFT - NOT REGISTERED. Nothing may be played from this file. The lead "
                   "registers with benchmarks/register.py once the code is frozen and the agent "
@@ -237,6 +237,7 @@ def draft_registration(name: str, entries: Sequence[dict[str, Any]], *, seed: in
         "endpoints": endpoints or ENDPOINTS, "family": [e["name"] for e in drafted],
         "entries": drafted, "notes": notes or {},
     })
+    return draft
 
 
 def write_registration(path: Path, registration: dict[str, Any]) -> None:
@@ -310,9 +311,10 @@ def register(name: str, entries: Sequence[dict[str, Any]], *, seed: int, fresh: 
     :func:`deltamem_bench.cli.plan_bench` options) and return the registration's path.
 
     ``endpoints`` (default :data:`ENDPOINTS`; :data:`ENDPOINTS_EXACT` for the exact test) are
-    written as registered. Each entry's streams are drawn now (``fresh``: around the registry), written with every
-    option into ``<results>/<name>/registration.json``, and the evaluation episodes appended
-    to the registry: a later fresh stream will not draw them again.
+    written as registered. Each entry's streams are drawn now (``fresh``: around the
+    registry), written with every option into ``<results>/<name>/registration.json``, and the
+    evaluation episodes appended to the registry: a later fresh stream will not draw them
+    again.
 
     Raises:
         ConfigError: the registration exists, or (without ``allow_seen``) an evaluation episode

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rows:
         print("(no archive holds a model-written arm: dev-2 plays none and deltamem only)")
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"rows": rows}, indent=2))
     return 0
 
 

@@ -95,7 +95,7 @@ def test_writer_check_script_on_a_committed_archive(capsys: Any) -> None:
     archive = BENCHMARKS.parent / "results" / "heldout-1" / "alfworld-warm.tar.gz"
     assert writer.main([str(archive), "--json"]) == 0
     out = capsys.readouterr().out
-    rows = {r["writer"]: r for r in json.loads(out[out.index("["):])}
+    rows = {r["writer"]: r for r in json.loads(out[out.index("{"):])["rows"]}
     assert set(rows) == {"awm", "reasoningbank", "deltamem-llm"}
     assert rows["awm"]["items_shown"] == 40 and rows["awm"]["well_formed_shown"] == 0
     assert "| heldout-1/alfworld-warm | awm | 40 |" in out

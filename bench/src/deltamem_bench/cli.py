@@ -35,7 +35,8 @@ def bench(
     memory: Annotated[str, typer.Option("--memory", help="Comma list of memory kinds: none, "
                                         "deltamem, synapse, awm, reasoningbank, long-context, "
                                         "deltamem-task, deltamem-env, deltamem-nopenalty, "
-                                        "deltamem-nocons, deltamem-flat.")]
+                                        "deltamem-nocons, deltamem-flat, deltamem-successes, "
+                                        "deltamem-llm, placebo.")]
     = "none,deltamem,synapse,awm,reasoningbank,long-context",
     agent: Annotated[str, typer.Option("--agent", help="choice (the model ranks valid actions; "
                                        "default) or react (the model writes the action; for "
@@ -92,6 +93,11 @@ def bench(
                                                    "candidates.")] = True,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
                                        "model.")] = 4096,
+    agent_rules: Annotated[str | None, typer.Option("--agent-rules", help="Choice agent: comma "
+                                                    "list of memory-neutral rules to turn on "
+                                                    "(no_put_back, examine_penalty, "
+                                                    "unvisited_bonus, look_before_focus; none "
+                                                    "by default).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Evaluate only episodes that no "
                                         "registered run has evaluated (see --registry), drawn "
                                         "by --seed.")] = False,
@@ -113,7 +119,8 @@ def bench(
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
         plan_bonus=plan_bonus, plan_match=plan_match, memory_in_prompt=memory_in_prompt,
-        n_ctx=n_ctx, fresh=fresh, registry=registry, registration=registration, entry=entry)
+        n_ctx=n_ctx, fresh=fresh, registry=registry, registration=registration, entry=entry,
+        agent_rules=agent_rules)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:

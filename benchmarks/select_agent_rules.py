@@ -21,7 +21,13 @@ for every arm of a registration. The protocol, fixed before any result:
 This runs the local model (about 17 s an ALFWorld episode, 10 s a ScienceWorld one on the
 2-core machine: 80 ALFWorld dev episodes x 6 plays ≈ 2.3 h, 80 ScienceWorld ≈ 1.3 h).
 
+``--count ARCHIVE`` plays nothing: it counts, over the played actions of an archived run's arms,
+how often each rule would have acted (a put-back left out, a repeated ``examine`` demoted, a
+``go to`` an earlier step already took, a ``focus on`` before any look or move), to see on dev
+logs that a rule has something to act on before spending model time on it.
+
 Usage:
+    .venv/bin/python benchmarks/select_agent_rules.py --count results/dev-2/alfworld-warm.tar.gz
     .venv/bin/python benchmarks/select_agent_rules.py --out runs/select-rules
     .venv/bin/python benchmarks/select_agent_rules.py --only alfworld-warm --episodes 40 \\
         --out runs/select-rules
@@ -39,7 +45,7 @@ from statistics import mean
 from typing import Any
 
 from deltamem.errors import DeltaMemError
-from deltamem_bench.choice import AGENT_RULES
+from deltamem_bench.choice import AGENT_RULES, has_looked_or_moved, puts_back
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_ENTRIES = ("alfworld-warm", "scienceworld-warm")
@@ -66,6 +72,41 @@ def choose(baseline: Sequence[float], singles: dict[str, Sequence[float]],
     return {"baseline": round(base, 4), "gains": {r: round(g, 4) for r, g in gains.items()},
             "kept": kept, "combined_gain": None if combined is None else round(combined, 4),
             "agent_rules": ",".join(chosen)}
+
+
+def firings(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
+    """How often each rule would have acted on these played action sequences."""
+    counts = {"episodes": len(episodes), "steps": 0, "no_put_back": 0, "examine_penalty": 0,
+              "unvisited_bonus (revisits)": 0, "look_before_focus": 0}
+    for actions in episodes:
+        for i, action in enumerate(actions):
+            before = actions[:i]
+            counts["steps"] += 1
+            counts["no_put_back"] += puts_back(action, before)
+            counts["examine_penalty"] += action.startswith("examine ") and action in before
+            counts["unvisited_bonus (revisits)"] += action.startswith("go to ") and \
+                action in before
+            counts["look_before_focus"] += action.startswith("focus on ") and \
+                not has_looked_or_moved(before)
+    return counts
+
+
+def count_archive(archive: Path) -> dict[str, dict[str, int]]:
+    """:func:`firings` per arm of an archived run (its evaluation episodes)."""
+    import tarfile
+
+    out = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            handle = tar.extractfile(member) if member.name.endswith("/episodes.jsonl") else None
+            if handle is None:
+                continue
+            records = [json.loads(line) for line in handle.read().decode().splitlines()
+                       if line.strip()]
+            out[member.name.split("/")[0]] = firings(
+                [[s["action"] for s in r["trajectory"]] for r in records
+                 if r["phase"] == "eval"])
+    return out
 
 
 def suite_entries(suite: str) -> list[dict[str, Any]]:
@@ -118,7 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--min-gain", type=float, default=0.0)
     parser.add_argument("--out", type=Path, default=Path("runs/select-rules"))
+    parser.add_argument("--count", type=Path, metavar="ARCHIVE",
+                        help="play nothing: count the rules' firings on an archived run")
     args = parser.parse_args(argv)
+    if args.count is not None:
+        counted = count_archive(args.count)
+        heads = list(next(iter(counted.values()), {}))
+        print("| arm | " + " | ".join(heads) + " |")
+        print("|---|" + "---|" * len(heads))
+        for arm, row in counted.items():
+            print(f"| {arm} | " + " | ".join(str(row[h]) for h in heads) + " |")
+        print(json.dumps({"archive": str(args.count), "arms": counted}, indent=2))
+        return 0
     names = args.only.split(",") if args.only else list(DEFAULT_ENTRIES)
     entries = [e for e in suite_entries(args.suite) if e["name"] in names]
     if not entries:

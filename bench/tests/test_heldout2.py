@@ -143,3 +143,17 @@ def test_the_committed_draft_is_marked_and_matches_the_suite() -> None:
     assert [e["options"]["episodes"] for e in draft["entries"]] == [e["episodes"] for e in suite]
     assert draft["endpoints"]["primary"]["test_id"] == "sign-flip"
     assert draft["notes"]["total_hours"] > 0
+
+
+def test_rule_firings_are_counted_on_played_actions() -> None:
+    """On the recorded dev-2 episode 38 prefix (test_choice.DEV2_EPISODE_38): two put-backs,
+    five repeated examines (steps 9, 11, 12, 17, 18), five go-to revisits; a ScienceWorld-like sequence with a focus
+    before any look or move counts once, a focus after "go to" does not."""
+    from test_choice import DEV2_EPISODE_38
+
+    select = script("select_agent_rules")
+    counts = select.firings([DEV2_EPISODE_38, ["focus on egg"],
+                             ["go to kitchen", "focus on egg"]])
+    assert counts["episodes"] == 3 and counts["steps"] == 20 + 1 + 2
+    assert counts["no_put_back"] == 2 and counts["examine_penalty"] == 5
+    assert counts["unvisited_bonus (revisits)"] == 5 and counts["look_before_focus"] == 1

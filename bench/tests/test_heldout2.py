@@ -147,8 +147,8 @@ def test_the_committed_draft_is_marked_and_matches_the_suite() -> None:
 
 def test_rule_firings_are_counted_on_played_actions() -> None:
     """On the recorded dev-2 episode 38 prefix (test_choice.DEV2_EPISODE_38): two put-backs,
-    five repeated examines (steps 9, 11, 12, 17, 18), five go-to revisits; a ScienceWorld-like sequence with a focus
-    before any look or move counts once, a focus after "go to" does not."""
+    five repeated examines (steps 9, 11, 12, 17, 18), five go-to revisits; a ScienceWorld-like
+    sequence with a focus before any look or move counts once, one after "go to" does not."""
     from test_choice import DEV2_EPISODE_38
 
     select = script("select_agent_rules")

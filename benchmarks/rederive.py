@@ -15,10 +15,13 @@ Usage:
     .venv/bin/python benchmarks/rederive.py results/heldout-1    # one registration
     .venv/bin/python benchmarks/rederive.py --out runs/rederived --json
     .venv/bin/python benchmarks/rederive.py --write docs/results.md
+    .venv/bin/python benchmarks/rederive.py results/heldout-1 --test sign-flip   # descriptive
 
 ``--write`` replaces, in a markdown file, the text between ``<!-- rederive NAME -->`` and
 ``<!-- /rederive NAME -->`` with what this script prints for registration NAME, so a document
 quotes the re-derivation verbatim; it writes nothing when an archive differs from its summary.
+``--test`` judges by another primary test than the registered one (``sign-flip``: the exact
+paired test): a descriptive re-reading, never written into a document (``--write`` refuses it).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from deltamem_bench.registration import (
     load_registration,
     primary_test_of,
 )
-from deltamem_bench.report import _interval, endpoints, write_report
+from deltamem_bench.report import PRIMARY_TESTS, _interval, endpoints, write_report
 
 
 def _strip(summary: dict[str, Any], keys: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -61,8 +64,9 @@ def _strip(summary: dict[str, Any], keys: dict[str, Any] | None = None) -> dict[
     return {"kinds": kinds, "paired": paired}
 
 
-def rederive(folder: Path, out: Path) -> dict[str, Any]:
-    """Re-derive one registration folder into ``out/<name>``; return its report."""
+def rederive(folder: Path, out: Path, test: str | None = None) -> dict[str, Any]:
+    """Re-derive one registration folder into ``out/<name>``; return its report (judged by
+    ``test``, default the registered primary test)."""
     registration = load_registration(folder / REGISTRATION_NAME)
     summaries: dict[str, dict[str, Any]] = {}
     checks: dict[str, str] = {}
@@ -93,7 +97,7 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
         else:
             checks[entry["name"]] = "DIFFERS from the stored summary"
     judged = endpoints(summaries, family=family_of(registration),
-                       primary_test=primary_test_of(registration))
+                       primary_test=test or primary_test_of(registration))
     report = {"registration": registration["name"], "checks": checks, "endpoints": judged,
               "arms": {name: arm_rows(summary) for name, summary in summaries.items()}}
     target = out / registration["name"] / "endpoints.json"
@@ -179,13 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
     parser.add_argument("--write", type=Path, metavar="MARKDOWN",
                         help="replace each registration's marked block in this file")
+    parser.add_argument("--test", choices=sorted(PRIMARY_TESTS),
+                        help="judge by this primary test instead of the registered one "
+                        "(descriptive; not with --write)")
     args = parser.parse_args(argv)
+    if args.test and args.write:
+        parser.error("--test re-reads a registration by another test; it is never written "
+                     "into a document (drop --write)")
     folders = args.folders or sorted(p.parent for p in args.results.glob(
         f"*/{REGISTRATION_NAME}"))
     reports = []
     try:
         for folder in folders:
-            reports.append(rederive(folder, args.out))
+            reports.append(rederive(folder, args.out, args.test))
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -157,3 +157,24 @@ def test_rule_firings_are_counted_on_played_actions() -> None:
     assert counts["episodes"] == 3 and counts["steps"] == 20 + 1 + 2
     assert counts["no_put_back"] == 2 and counts["examine_penalty"] == 5
     assert counts["unvisited_bonus (revisits)"] == 5 and counts["look_before_focus"] == 1
+
+
+def test_rederive_rereads_by_another_test_but_never_writes_it(tmp_path: Path) -> None:
+    """``--test sign-flip`` re-reads heldout-1 by the exact test (no entry passes Holm over the
+    eight: the smallest adjusted p is Coin warm's 2/2**8 x 8 = 0.0625); with ``--write`` it is
+    refused, so a document never quotes a test other than the registered one."""
+    import json
+
+    import pytest
+
+    rederive = script("rederive")
+    folder = BENCHMARKS.parent / "results" / "heldout-1"
+    assert rederive.main([str(folder), "--out", str(tmp_path), "--test", "sign-flip"]) == 0
+    report = json.loads((tmp_path / "heldout-1" / "endpoints.json").read_text())
+    rows = report["endpoints"]["entries"]
+    assert report["endpoints"]["primary_test"] == "sign-flip"
+    assert not any(r["above_zero"] for r in rows.values())
+    assert rows["twx-coin-warm"]["primary_p_holm"] == 0.0625
+    with pytest.raises(SystemExit):
+        rederive.main([str(folder), "--out", str(tmp_path), "--test", "sign-flip", "--write",
+                       str(tmp_path / "doc.md")])

@@ -147,6 +147,7 @@ def mcnemar_exact(a: Sequence[bool], b: Sequence[bool]) -> McNemar:
 
 
 EXACT_MAX = 20  # non-zero pairs up to which :func:`sign_flip` enumerates every sign assignment
+_CHUNK = 1 << 15  # sign assignments evaluated at once (a few MB)
 
 
 @dataclass(frozen=True)
@@ -204,19 +205,21 @@ def sign_flip(a: Sequence[float], b: Sequence[float], *, exact_max: int = EXACT_
         return SignFlip(mean, len(diffs), 0, 1.0, "exact")
     observed = abs(float(nonzero.sum())) - 1e-9
     if k <= exact_max:
-        # Every assignment: row i of the bit matrix is the binary expansion of i.
-        codes = np.arange(2 ** k, dtype=np.int64)[:, None]
-        signs = 1 - 2 * ((codes >> np.arange(k)) & 1)
-        sums = np.abs(signs @ nonzero)
-        p = float(np.count_nonzero(sums >= observed)) / 2 ** k
-        return SignFlip(mean, len(diffs), k, min(1.0, p), "exact")
+        # Every assignment: row i of the bit matrix is the binary expansion of i. Why chunks:
+        # 2^20 rows of 20 signs at once would take hundreds of MB.
+        hits = 0
+        bits = np.arange(k, dtype=np.int64)
+        for start in range(0, 2 ** k, _CHUNK):
+            codes = np.arange(start, min(start + _CHUNK, 2 ** k), dtype=np.int64)[:, None]
+            signs = (1 - 2 * ((codes >> bits) & 1)).astype(np.float64)
+            hits += int(np.count_nonzero(np.abs(signs @ nonzero) >= observed))
+        return SignFlip(mean, len(diffs), k, min(1.0, hits / 2 ** k), "exact")
     rng = np.random.default_rng(seed)
     hits = 0
     left = resamples
     while left:
-        # Why chunks: 200,000 x k signs at once can take hundreds of MB for long streams.
-        size = min(left, 20_000)
-        signs = rng.choice(np.array([-1.0, 1.0]), size=(size, k))
+        size = min(left, max(1, _CHUNK * 16 // k))
+        signs = 2.0 * rng.integers(0, 2, size=(size, k), dtype=np.int8) - 1.0
         hits += int(np.count_nonzero(np.abs(signs @ nonzero) >= observed))
         left -= size
     p = (1 + hits) / (1 + resamples)

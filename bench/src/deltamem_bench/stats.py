@@ -219,8 +219,8 @@ def sign_flip(a: Sequence[float], b: Sequence[float], *, exact_max: int = EXACT_
     left = resamples
     while left:
         size = min(left, max(1, _CHUNK * 16 // k))
-        signs = 2.0 * rng.integers(0, 2, size=(size, k), dtype=np.int8) - 1.0
-        hits += int(np.count_nonzero(np.abs(signs @ nonzero) >= observed))
+        draws = 2.0 * rng.integers(0, 2, size=(size, k), dtype=np.int8) - 1.0
+        hits += int(np.count_nonzero(np.abs(draws @ nonzero) >= observed))
         left -= size
     p = (1 + hits) / (1 + resamples)
     return SignFlip(mean, len(diffs), k, min(1.0, p), "monte-carlo", resamples,

@@ -57,7 +57,7 @@ from rich.table import Table
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import pack
 from deltamem_bench.cli import run_bench_command
-from deltamem_bench.registration import family_of, load_registration
+from deltamem_bench.registration import family_of, load_registration, primary_test_of
 from deltamem_bench.report import endpoints
 
 ARMS = "none,deltamem,synapse,awm,reasoningbank,long-context"
@@ -126,6 +126,31 @@ SUITES["heldout"] = [
      "episodes": 40, "train_episodes": 24, "protocol": "warm", "max_steps": 20},
     {"name": "alfworld-online", "env": "alfworld-generated", "memory": HELDOUT_ARMS,
      "episodes": 40, "protocol": "online", "max_steps": 20},
+]
+# DRAFT, NOT REGISTERED (issue 47; results/heldout-2/DRAFT.md): the powered second held-out
+# run. ALFWorld warm at 300 and ScienceWorld warm at 200 episodes with a placebo arm (another
+# family's DeltaMem recall, same length and render), and replications of the two online "above
+# zero" entries of heldout-1 at 150. The lead registers it (benchmarks/register.py --suite
+# heldout-2 --test sign-flip) once the code is frozen and the agent rules are chosen on dev by
+# the no-memory arm alone (benchmarks/select_agent_rules.py); until then HELDOUT2_AGENT_RULES
+# stays empty (no rule) and nothing here may be played as a registered run.
+HELDOUT2_ARMS = "none,deltamem,synapse,long-context,placebo"
+# Commonsense and Coin Collector have one task family: a placebo has no other family to show.
+HELDOUT2_REPLICATION_ARMS = "none,deltamem,synapse,long-context"
+HELDOUT2_AGENT_RULES = ""  # the comma list select_agent_rules.py chooses (per entry if needed)
+SUITES["heldout-2"] = [
+    {"name": "alfworld-warm", "env": "alfworld-generated", "memory": HELDOUT2_ARMS,
+     "episodes": 300, "train_episodes": 24, "protocol": "warm", "max_steps": 20,
+     "agent_rules": HELDOUT2_AGENT_RULES},
+    {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
+     "memory": HELDOUT2_ARMS, "episodes": 200, "train_episodes": 40, "protocol": "warm",
+     "max_steps": 12, "focus_guard": "open", "agent_rules": HELDOUT2_AGENT_RULES},
+    {"name": "twx-twc-online", "env": "twx-twc", "memory": HELDOUT2_REPLICATION_ARMS,
+     "episodes": 150, "protocol": "online", "max_steps": 10, "game_params": TWC,
+     "agent_rules": HELDOUT2_AGENT_RULES},
+    {"name": "twx-coin-online", "env": "twx-coin", "memory": HELDOUT2_REPLICATION_ARMS,
+     "episodes": 150, "protocol": "online", "max_steps": 12, "game_params": COIN,
+     "agent_rules": HELDOUT2_AGENT_RULES},
 ]
 # A seconds-long suite on the smallest games, to check the whole path (registration, run,
 # artifacts, re-derivation) with the real model: `--suite smoke`.
@@ -239,8 +264,10 @@ def main() -> None:
     console = Console(width=140)
     try:
         family: list[str] | None = None
+        primary_test = "bootstrap"
         if args.registration:
             registered = load_registration(args.registration)
+            primary_test = primary_test_of(registered)
             names = [e["name"] for e in registered["entries"]]
             family = family_of(registered)
             suite = f"registration {args.registration}"
@@ -263,7 +290,8 @@ def main() -> None:
     console.print(table(results))
     # A registered run is judged over its whole family, an entry not played here at p = 1;
     # benchmarks/rederive.py judges every committed entry together.
-    judged = endpoints({r["name"]: r for r in results}, family=family)
+    judged = endpoints({r["name"]: r for r in results}, family=family,
+                       primary_test=primary_test)
     report = {"suite": suite, "wall_s": round(time.perf_counter() - started, 1),
               "endpoints": judged,
               "runs": [{"name": r["name"], "config": r["config"], "kinds": r["kinds"],

@@ -15,10 +15,13 @@ Usage:
     .venv/bin/python benchmarks/rederive.py results/heldout-1    # one registration
     .venv/bin/python benchmarks/rederive.py --out runs/rederived --json
     .venv/bin/python benchmarks/rederive.py --write docs/results.md
+    .venv/bin/python benchmarks/rederive.py results/heldout-1 --test sign-flip   # descriptive
 
 ``--write`` replaces, in a markdown file, the text between ``<!-- rederive NAME -->`` and
 ``<!-- /rederive NAME -->`` with what this script prints for registration NAME, so a document
 quotes the re-derivation verbatim; it writes nothing when an archive differs from its summary.
+``--test`` judges by another primary test than the registered one (``sign-flip``: the exact
+paired test): a descriptive re-reading, never written into a document (``--write`` refuses it).
 """
 
 from __future__ import annotations
@@ -33,19 +36,37 @@ from typing import Any
 
 from deltamem.errors import DeltaMemError
 from deltamem_bench.artifacts import unpack
-from deltamem_bench.registration import REGISTRATION_NAME, family_of, load_registration
-from deltamem_bench.report import _interval, endpoints, write_report
+from deltamem_bench.registration import (
+    REGISTRATION_NAME,
+    family_of,
+    load_registration,
+    primary_test_of,
+)
+from deltamem_bench.report import PRIMARY_TESTS, _interval, endpoints, write_report
 
 
-def _strip(summary: dict[str, Any]) -> dict[str, Any]:
-    """What must agree between the stored and the re-derived summary (not the run's path)."""
+def _strip(summary: dict[str, Any], keys: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What must agree between the stored and the re-derived summary (not the run's path).
+
+    With ``keys`` (the stored summary), each paired comparison keeps only the statistics the
+    stored one holds: a statistic added after the run (the exact sign-flip test after
+    heldout-1) is new, not a difference.
+    """
     kinds = [{k: v for k, v in row.items() if k != "wall_s_per_episode"}
              for row in summary.get("kinds", [])]
-    return {"kinds": kinds, "paired": summary.get("paired", {})}
+    paired = summary.get("paired", {})
+    if keys is not None:
+        stored = keys.get("paired", {})
+        paired = {ref: {arm: {k: v for k, v in diff.items()
+                              if k in stored.get(ref, {}).get(arm, diff)}
+                        for arm, diff in arms.items()}
+                  for ref, arms in paired.items()}
+    return {"kinds": kinds, "paired": paired}
 
 
-def rederive(folder: Path, out: Path) -> dict[str, Any]:
-    """Re-derive one registration folder into ``out/<name>``; return its report."""
+def rederive(folder: Path, out: Path, test: str | None = None) -> dict[str, Any]:
+    """Re-derive one registration folder into ``out/<name>``; return its report (judged by
+    ``test``, default the registered primary test)."""
     registration = load_registration(folder / REGISTRATION_NAME)
     summaries: dict[str, dict[str, Any]] = {}
     checks: dict[str, str] = {}
@@ -71,11 +92,12 @@ def rederive(folder: Path, out: Path) -> dict[str, Any]:
         summaries[entry["name"]] = summary
         if stored is None:
             checks[entry["name"]] = "re-derived (no stored summary to compare)"
-        elif _strip(stored) == _strip(summary):
+        elif _strip(stored) == _strip(summary, stored):
             checks[entry["name"]] = "re-derived identically"
         else:
             checks[entry["name"]] = "DIFFERS from the stored summary"
-    judged = endpoints(summaries, family=family_of(registration))
+    judged = endpoints(summaries, family=family_of(registration),
+                       primary_test=test or primary_test_of(registration))
     report = {"registration": registration["name"], "checks": checks, "endpoints": judged,
               "arms": {name: arm_rows(summary) for name, summary in summaries.items()}}
     target = out / registration["name"] / "endpoints.json"
@@ -105,7 +127,9 @@ def arm_rows(summary: dict[str, Any]) -> list[dict[str, str]]:
 def markdown(report: dict[str, Any]) -> str:
     """The endpoints table docs/results.md leads with, then every entry's arm table."""
     judged = report["endpoints"]
-    lines = [f"Registration `{report['registration']}`: DeltaMem − none, Holm over the "
+    # Why only for the exact test: heldout-1's quoted block must stay as it was.
+    test = " (exact sign-flip test)" if judged.get("primary_test") == "sign-flip" else ""
+    lines = [f"Registration `{report['registration']}`: DeltaMem − none{test}, Holm over the "
              f"{len(judged['family'])} registered entries ({len(judged['played'])} played; an "
              "entry not played counts with p = 1)", "",
              "| entry | episodes | DeltaMem − none on progress [95% CI] | Holm p | above zero? "
@@ -159,13 +183,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
     parser.add_argument("--write", type=Path, metavar="MARKDOWN",
                         help="replace each registration's marked block in this file")
+    parser.add_argument("--test", choices=sorted(PRIMARY_TESTS),
+                        help="judge by this primary test instead of the registered one "
+                        "(descriptive; not with --write)")
     args = parser.parse_args(argv)
+    if args.test and args.write:
+        parser.error("--test re-reads a registration by another test; it is never written "
+                     "into a document (drop --write)")
     folders = args.folders or sorted(p.parent for p in args.results.glob(
         f"*/{REGISTRATION_NAME}"))
     reports = []
     try:
         for folder in folders:
-            reports.append(rederive(folder, args.out))
+            reports.append(rederive(folder, args.out, args.test))
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,6 +10,8 @@ episodes go into the registry at once, so no later fresh stream draws them. Then
 
 Usage (the held-out protocol, docs/evaluation-protocol.md):
     .venv/bin/python benchmarks/register.py --name heldout-1 --suite heldout --seed 1 --fresh
+    .venv/bin/python benchmarks/register.py --name heldout-2 --suite heldout-2 --seed 2 \
+        --fresh --test sign-flip      # the draft in results/heldout-2/DRAFT.md, once frozen
     .venv/bin/python benchmarks/agent_success.py \
         --registration results/heldout-1/registration.json --out runs/heldout-1
 """
@@ -18,12 +20,19 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from deltamem.errors import DeltaMemError
-from deltamem_bench.registration import register
+from deltamem_bench.registration import (
+    DRAFT_NAME,
+    ENDPOINT_SETS,
+    draft_registration,
+    normal,
+    register,
+)
 from deltamem_bench.registry import DEFAULT_REGISTRY
 
 HERE = Path(__file__).resolve().parent
@@ -53,15 +62,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=Path("results"))
     parser.add_argument("--allow-seen", action="store_true",
                         help="register episodes already in the registry (not held out)")
+    parser.add_argument("--test", choices=sorted(ENDPOINT_SETS), default="bootstrap",
+                        help="the primary test the registration names (heldout-2 on: "
+                        "sign-flip)")
+    parser.add_argument("--draft", action="store_true",
+                        help=f"write a DRAFT ({DRAFT_NAME}): no streams drawn, no registry "
+                        "change, nothing playable")
+    parser.add_argument("--notes", type=Path, help="with --draft: a JSON file of notes (the "
+                        "power analysis, the wall-time estimate) kept in the draft")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     entries = [e for e in known[args.suite] if only is None or e["name"] in only]
     if not entries:
         parser.error(f"no entry of suite {args.suite!r} is selected")
+    if args.draft:
+        notes = json.loads(args.notes.read_text(encoding="utf-8")) if args.notes else {}
+        draft = draft_registration(args.name, entries, seed=args.seed, fresh=args.fresh,
+                                   registry=str(args.registry),
+                                   endpoints=ENDPOINT_SETS[args.test], notes=notes)
+        path = args.results / args.name / DRAFT_NAME
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(normal(draft), indent=1, ensure_ascii=False) + "\n",
+                        encoding="utf-8")
+        print(f"wrote a DRAFT of {len(entries)} entries: {path} (not registered)")
+        return 0
     try:
         path = register(args.name, entries, seed=args.seed, fresh=args.fresh,
                         registry_path=args.registry, results=args.results,
-                        allow_seen=args.allow_seen)
+                        allow_seen=args.allow_seen, endpoints=ENDPOINT_SETS[args.test])
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -195,3 +195,62 @@ def test_a_dev_pass_can_play_a_few_of_an_entrys_arms(tmp_path: Path,
     with pytest.raises(SystemExit) as exit_info:
         agent_success.main()
     assert exit_info.value.code == 2 and len(played) == 1
+
+
+def synthetic_heldout2_run_double(run_dir: Path, registration: str, entry: str,
+                                  scores: dict[str, list[float]]) -> None:
+    """A test double of a played heldout-2 entry: hand-written episode logs (no agent, no
+    model) of the draft's five arms, each episode's score given, success at score 1."""
+    arms = list(scores)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps(
+        {"kinds": arms, "registration": {"name": registration, "entry": entry}}))
+    for arm, values in scores.items():
+        (run_dir / arm).mkdir()
+        lines = [json.dumps({"phase": "eval", "index": i, "kind": arm,
+                             "spec": {"task_name": "t", "variation": i, "split": "test"},
+                             "score": s, "success": s == 1.0, "steps": 3, "invalid": 0,
+                             "memory_chars": 0 if arm == "none" else 100,
+                             "memory_size": {"entries": i, "chars": 0}, "usage": {},
+                             "wall_s": 1.0})
+                 for i, s in enumerate(values)]
+        (run_dir / arm / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_rederive_judges_a_heldout2_style_registration_by_its_exact_test(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A registration naming the exact sign-flip test is judged by it: nine one-signed +1 pairs
+    of 30 give p = 2 / 2**9 exactly (the bootstrap would give about 0.0002), Holm over the
+    registered family of two (the unplayed entry at p = 1) doubles it."""
+    from deltamem_bench.registration import ENDPOINTS_EXACT
+
+    reg = registered(tmp_path, "h2", endpoints=ENDPOINTS_EXACT)
+    assert reg["endpoints"]["primary"]["test_id"] == "sign-flip"
+    reg["family"] = ["alfworld-warm", "coin-online"]
+    folder = tmp_path / "results" / "h2"
+    (folder / "registration.json").write_text(json.dumps(reg))
+    n = 30
+    none = [0.0] * 9 + [0.5] * (n - 9)
+    deltamem = [1.0] * 9 + [0.5] * (n - 9)
+    run_dir = tmp_path / "runs" / "alfworld-warm"
+    synthetic_heldout2_run_double(run_dir, "h2", "alfworld-warm", {
+        "none": none, "deltamem": deltamem, "synapse": none, "long-context": deltamem,
+        "placebo": none})
+    write_report(run_dir)
+    pack(run_dir, folder / "alfworld-warm.tar.gz")
+    reg["entries"] = [{**reg["entries"][0], "name": name} for name in reg["family"]]
+    (folder / "registration.json").write_text(json.dumps(reg))
+    rederive = script("rederive")
+    out = tmp_path / "rederived"
+    assert rederive.main([str(folder), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "DeltaMem − none (exact sign-flip test)" in printed
+    assert "* `alfworld-warm`: re-derived identically" in printed
+    assert "* `coin-online`: not played yet (no archive)" in printed
+    assert "| placebo | " in printed
+    report = json.loads((out / "h2" / "endpoints.json").read_text())
+    row = report["endpoints"]["entries"]["alfworld-warm"]
+    assert report["endpoints"]["primary_test"] == "sign-flip"
+    assert row["primary_p"] == pytest.approx(2 / 2**9, abs=1e-6)
+    assert row["primary_p_holm"] == pytest.approx(round(2 * 2 / 2**9, 4))
+    assert row["mcnemar"]["a_only"] == 9 and row["above_zero"]

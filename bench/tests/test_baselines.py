@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -219,3 +220,77 @@ def test_deltamem_llm_arm_plays_on_when_the_model_never_validates(tmp_path: Path
     assert memory.size()["entries"] == 0
     assert memory.context(ep.task, ep.env)[0] == text == ""
     memory.close()
+
+
+def family_episode(task: str, room: str, actions: Sequence[str], family: str) -> Episode:
+    return Episode(task=task, env=room, success=True, score=1.0,
+                   steps=tuple(Step(a, "Done.") for a in actions), meta={"task_name": family})
+
+
+def test_reasoningbank_no_longer_collapses_on_a_constant_task(tmp_path: Path) -> None:
+    """Bad case (heldout-1, Commonsense warm): one task sentence, so the task-only key returned
+    one entry for all 40 episodes. Keyed by the task plus the first observation, the entry of
+    the same room comes back; a different task still outweighs a similar room."""
+    llm = ScriptedLLM([items_json("kitchen"), items_json("garden"), items_json("heat")])
+    memory = ReasoningBankMemory(llm, HashingEmbedder(), tmp_path / "rb.json")
+    task = "Pick up objects and put them away."
+    for room, action in (("You are in the kitchen. There is a fridge and an oven.", "take pan"),
+                         ("You are in the garden. There is a hose and a shovel.", "take hose")):
+        memory.update(Episode(task=task, env=room, success=True, score=1.0,
+                              steps=(Step(action, "Taken."),)), {})
+    garden = memory.context(task, "You are in the garden. There is a rake and a hose.")
+    kitchen = memory.context(task, "You are in the kitchen. There is a fridge.")
+    assert (garden[1]["entry"], kitchen[1]["entry"]) == (1, 0)
+    assert "garden" in garden[0] and "kitchen" in kitchen[0]
+    memory.update(Episode(task=HEAT, env="You are in the garden. There is a hose.",
+                          success=True, score=1.0, steps=(Step("heat apple", "Hot."),)), {})
+    assert memory.context(HEAT, "You are in the kitchen. There is a fridge.")[1]["entry"] == 2
+
+
+def test_a_memory_file_without_the_scene_key_is_refused(tmp_path: Path) -> None:
+    """An exemplar file written before the two-part key cannot be silently half-used."""
+    path = tmp_path / "syn.json"
+    path.write_text(json.dumps({"kind": "synapse", "entries": [
+        {"task": "t", "key": "k", "trajectory": "Task: t", "vector": [0.0] * 8}]}))
+    with pytest.raises(ConfigError, match="scene key"):
+        SynapseMemory(HashingEmbedder(), path).context("t", "room")
+
+
+def test_placebo_shows_another_family_s_recall_at_the_same_length(tmp_path: Path) -> None:
+    """The placebo learns what DeltaMem learns; for a heat task it shows the water family's
+    skill, in DeltaMem's render, cut to exactly the length of the heat recall; the real
+    DeltaMem shows the heat skill. A one-family memory has no placebo and says why."""
+    from deltamem_bench.memories import PlaceboMemory
+
+    kitchen = "You are in the kitchen. There is a microwave and an apple."
+    garden = "You are in the garden. There is a watering can and a plant."
+    episodes = [family_episode(HEAT, kitchen, ["heat apple with microwave"], "heat"),
+                family_episode(WATER, garden, ["take watering can", "fill watering can with "
+                                               "water from the tap", "go to the plant",
+                                               "water plant with watering can"], "water")]
+    real = DeltaMemMemory(tmp_path / "real.db", HashingEmbedder(), extractor="trace",
+                          settings=TEST_SETTINGS)
+    placebo = PlaceboMemory(tmp_path / "placebo.db", HashingEmbedder(), extractor="trace",
+                            settings=TEST_SETTINGS, families_path=tmp_path / "families.json")
+    alone = PlaceboMemory(tmp_path / "alone.db", HashingEmbedder(), extractor="trace",
+                          settings=TEST_SETTINGS)
+    alone.update(episodes[0], {})
+    for episode in episodes:
+        real.update(episode, {})
+        placebo.update(episode, {})
+    shown_real, _ = real.context(HEAT, kitchen, family="heat")
+    shown, info = placebo.context(HEAT, kitchen, family="heat")
+    assert "heat apple" in shown_real and "heat apple" not in shown
+    assert "water plant" in shown and shown.startswith(shown_real.split("\n", 1)[0])
+    assert len(shown) == len(shown_real) and info["placebo"]["families"] == ["water"]
+    assert info["placebo"]["real_chars"] == len(shown_real)
+    assert placebo.size() == real.size()
+    # Persisted anchors: a resumed placebo still knows the other family.
+    placebo.close()
+    again = PlaceboMemory(tmp_path / "placebo.db", HashingEmbedder(), extractor="trace",
+                          settings=TEST_SETTINGS, families_path=tmp_path / "families.json")
+    assert "water plant" in again.context(HEAT, kitchen, family="heat")[0]
+    text, info = alone.context(HEAT, kitchen, family="heat")
+    assert text == "" and info["placebo"]["reason"] == "no other family recalled"
+    for memory in (real, again, alone):
+        memory.close()

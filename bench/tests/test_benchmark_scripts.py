@@ -67,6 +67,13 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "hook_fail_open.py": (["--calls", "1", "--embedder", "hashing"], ["slow"]),
     "injection_notes.py": ([], []),
     "langgraph_store.py": (["--sizes", "20", "--baseline-max", "20"], ["slow"]),
+    "power.py": (["--json"], []),
+    "writer_check.py": ([str(ROOT / "results" / "heldout-1" / "twx-coin-warm.tar.gz"), "--json"],
+                        []),
+    "baseline_keys.py": ([str(ROOT / "results" / "heldout-1" / "twx-coin-warm.tar.gz"),
+                          "--json"], ["slow"]),
+    "select_agent_rules.py": (["--only", "alfworld-warm", "--episodes", "1", "--out",
+                               "{tmp}/select"], ["llm", "envs", "slow"]),
 }
 
 
@@ -76,6 +83,9 @@ NEEDS = {
     "choice_models.py": "measures the local models' own speed: without them it has no subject",
     "agent_success.py": "plays real text games with the local model; its smoke suite is the "
                         "smallest run",
+    "select_agent_rules.py": "chooses agent rules by the none arm's play of real games with the "
+                             "local model; its protocol is tested with a double "
+                             "(bench/tests/test_heldout2.py)",
 }
 # Not measurements: tools of the evaluation protocol, which print what they did (no table).
 TOOLS = {"register.py", "rederive.py", "backfill_registry.py"}

@@ -418,3 +418,120 @@ def test_the_plan_reads_only_the_block_the_model_is_shown() -> None:
     cut = ChoiceAgent(ScorerDouble(indifferent), env,
                       ChoiceConfig(max_steps=2, memory_chars=100)).run(env, SPEC, memory)
     assert "move east" not in [s.action for s in cut.episode.steps][:1]
+
+
+# Recorded: the no-memory arm's first 20 actions in dev-2 ALFWorld episode 38 ("put a hot plate
+# in sinkbasin", results/dev-2/alfworld-warm.tar.gz, dev split).
+DEV2_EPISODE_38 = [
+    "go to cabinet 1", "examine cabinet 1", "open cabinet 1", "take plate 1 from cabinet 1",
+    "move plate 1 to cabinet 1", "take plate 1 from cabinet 1", "go to cabinet 2",
+    "examine cabinet 2", "examine cabinet 2", "go to cabinet 1", "examine cabinet 1",
+    "examine cabinet 1", "go to cabinet 2", "go to cabinet 1", "go to cabinet 2",
+    "open cabinet 2", "examine cabinet 2", "examine cabinet 2", "go to cabinet 1",
+    "move plate 1 to cabinet 1"]
+
+
+def test_put_back_rule_on_a_recorded_dev_episode() -> None:
+    """Both put-backs of the recorded episode (step 5 at once, step 20 after walking away and
+    back) are caught; putting the plate elsewhere, or back after heating it, is not; an agent
+    with ``no_put_back`` never offers the put-back, one without it does."""
+    from deltamem_bench.choice import puts_back
+
+    assert puts_back(DEV2_EPISODE_38[4], DEV2_EPISODE_38[:4])
+    assert puts_back(DEV2_EPISODE_38[19], DEV2_EPISODE_38[:19])
+    assert not puts_back("move plate 1 to sinkbasin 1", DEV2_EPISODE_38[:19])
+    assert not puts_back("move plate 1 to cabinet 1",
+                         [*DEV2_EPISODE_38[:4], "go to microwave 1", "heat plate 1 with "
+                          "microwave 1", "go to cabinet 1"])
+    assert not puts_back("move plate 1 to cabinet 1", ["go to cabinet 1"])  # nothing taken
+    assert not puts_back("move plate 10 to cabinet 1", DEV2_EPISODE_38[:4])
+    env = CoinRoomDouble()
+    agent = ChoiceAgent(ScorerDouble(coin_rank), env, ChoiceConfig(no_put_back=True))
+    options = ["move plate 1 to cabinet 1", "go to sinkbasin 1"]
+    assert agent._allowed(options, "t", None, DEV2_EPISODE_38[:4]) == ["go to sinkbasin 1"]
+    assert ChoiceAgent(ScorerDouble(coin_rank), env)._allowed(
+        options, "t", None, DEV2_EPISODE_38[:4]) == options
+
+
+def test_examine_and_unvisited_rules_on_a_recorded_dev_episode() -> None:
+    """After step 8 of the recorded episode, "examine cabinet 2" again loses
+    ``examine_penalty``, a first "examine sinkbasin 1" loses nothing; "go to" a place not gone
+    to gains ``unvisited_bonus``, "go to cabinet 1" again does not. Off (the default): 0."""
+    from deltamem_bench.choice import rule_adjustment
+
+    played = DEV2_EPISODE_38[:8]
+    config = ChoiceConfig(examine_penalty=1.0, unvisited_bonus=0.5)
+    assert rule_adjustment("examine cabinet 2", played, config) == -1.0
+    assert rule_adjustment("examine sinkbasin 1", played, config) == 0.0
+    assert rule_adjustment("go to sinkbasin 1", played, config) == 0.5
+    assert rule_adjustment("go to cabinet 1", played, config) == 0.0
+    assert all(rule_adjustment(a, played, ChoiceConfig()) == 0.0
+               for a in ("examine cabinet 2", "go to sinkbasin 1"))
+
+
+def test_the_examine_penalty_changes_the_choice_in_the_agent() -> None:
+    """Through ``choose``: a scorer that prefers "examine coin" by 0.4 picks it first; once it
+    was played in the episode (in another state, where the repeat penalty does not reach) the
+    penalty of 1.0 makes "move east" win."""
+    env = CoinRoomDouble()
+    rank = {"examine coin": 1.0, "move east": 0.6}
+    agent = ChoiceAgent(ScorerDouble(lambda p, c: rank.get(c, 0.0)), env,
+                        ChoiceConfig(examine_penalty=1.0))
+    options = ["examine coin", "move east"]
+    first, *_ = agent.choose([], "Observation: x", options, "", "", {}, "s1")
+    again, *_ = agent.choose([], "Observation: y", options, "", "", {}, "s2",
+                             played=["examine coin"])
+    assert (first, again) == ("examine coin", "move east")
+
+
+def test_look_before_focus_on_the_recorded_scienceworld_gold_path() -> None:
+    """Recorded gold trajectories (tests/fixtures/scienceworld_gold.jsonl): at their start no
+    ``focus on`` may be played with the rule on; once a gold path has opened a door and gone
+    somewhere (or looked), its own focus action is allowed again; off, nothing changes."""
+    import json
+    from pathlib import Path
+
+    from deltamem_bench.choice import has_looked_or_moved
+
+    fixture = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / \
+        "scienceworld_gold.jsonl"
+    episodes = [json.loads(line) for line in fixture.read_text().splitlines() if line.strip()]
+    env = CoinRoomDouble(irreversible=("focus on",))
+    on = ChoiceAgent(ScorerDouble(coin_rank), env, ChoiceConfig(look_before_focus=True))
+    off = ChoiceAgent(ScorerDouble(coin_rank), env)
+    checked = 0
+    for episode in episodes:
+        actions = [s["action"] for s in episode["steps"]]
+        focus = next((i for i, a in enumerate(actions) if a.startswith("focus on ")), None)
+        if focus is None:
+            continue
+        options = [actions[focus], "look around"]
+        assert on._allowed(options, episode["task"], None, []) == ["look around"]
+        assert off._allowed(options, episode["task"], None, []) == options
+        before = actions[:focus]
+        assert on._allowed(options, episode["task"], None, before) == (
+            options if has_looked_or_moved(before) else ["look around"])
+        checked += 1
+    assert checked >= 10
+    # The rule also holds back the memory plan's step: the guard cannot depend on the memory.
+    assert on._allowed(["focus on egg"], "t", "focus on egg", []) == [env.fallback_action]
+
+
+def test_agent_rules_are_off_until_chosen_and_named_options() -> None:
+    """Every agent rule of issue 47 is off in the default config, and ``plan_bench``'s
+    ``agent_rules`` turns on exactly the named ones (an unknown name is refused)."""
+    from deltamem_bench.choice import AGENT_RULES
+    from deltamem_bench.cli import plan_bench
+
+    default = ChoiceConfig()
+    assert not default.no_put_back and not default.look_before_focus
+    assert default.examine_penalty == 0.0 and default.unvisited_bonus == 0.0
+    plan = plan_bench(env="twx-coin", memory="none", llm="openai", model="m",
+                      agent_rules="no_put_back,look_before_focus")
+    assert plan.options.choice.no_put_back and plan.options.choice.look_before_focus
+    assert plan.options.choice.examine_penalty == 0.0
+    assert set(AGENT_RULES) == {"no_put_back", "examine_penalty", "unvisited_bonus",
+                                "look_before_focus"}
+    with pytest.raises(ConfigError, match="agent rule"):
+        plan_bench(env="twx-coin", memory="none", llm="openai", model="m",
+                   agent_rules="bonus_for_memory")

@@ -17,7 +17,7 @@ from deltamem_bench.memories import DeltaMemMemory, Memory, Update
 from test_agent import CoinRoomDouble
 from test_runner import ENV, coin_player, options
 
-ARMS = ["none", "deltamem", "synapse", "awm", "reasoningbank", "long-context"]
+ARMS = ["none", "deltamem", "synapse", "awm", "reasoningbank", "long-context", "placebo"]
 
 
 class Recording:

@@ -6,7 +6,16 @@ import math
 
 import pytest
 
-from deltamem_bench.stats import holm, mcnemar_exact, paired_bootstrap, wilson
+from deltamem_bench.stats import (
+    holm,
+    mcnemar_exact,
+    n_for_mcnemar,
+    n_for_paired_mean,
+    paired_bootstrap,
+    paired_t_power,
+    sign_flip,
+    wilson,
+)
 
 
 def test_mcnemar_matches_the_binomial_tail() -> None:
@@ -100,3 +109,62 @@ def test_holm_known_values() -> None:
     assert holm([0.5]) == [0.5]
     assert holm([0.6, 0.7]) == [1.0, 1.0]
     assert holm([]) == []
+
+
+def test_sign_flip_exact_one_signed_pairs() -> None:
+    """Eight +1 pairs among 40: only the two all-same-sign assignments are as extreme,
+    p = 2 / 2**8 (the registered bootstrap gave 0.0004 on such data)."""
+    a = [1.0] * 8 + [0.5] * 32
+    b = [0.0] * 8 + [0.5] * 32
+    result = sign_flip(a, b)
+    assert result.method == "exact" and result.nonzero == 8
+    assert result.p_value == pytest.approx(2 / 2**8)
+    assert result.mean == pytest.approx(0.2)
+
+
+def test_sign_flip_exact_by_hand_and_degenerate() -> None:
+    """Differences +2, +1, -1 (observed sum 2): p is the share of the 8 sign assignments whose
+    |sum| reaches 2, counted here by brute force; all-zero differences give p = 1."""
+    diffs = [2.0, 1.0, -1.0]
+    sums = [abs(s1 * 2 + s2 * 1 + s3 * -1) for s1 in (1, -1) for s2 in (1, -1)
+            for s3 in (1, -1)]
+    expected = sum(s >= 2 for s in sums) / 8
+    assert sign_flip(diffs, [0.0] * 3).p_value == pytest.approx(expected)
+    assert sign_flip([0.3, 0.3], [0.3, 0.3]).p_value == 1.0
+    with pytest.raises(ValueError, match="length"):
+        sign_flip([1.0], [])
+
+
+def test_sign_flip_monte_carlo_agrees_with_exact_within_its_error() -> None:
+    """Past EXACT_MAX the Monte Carlo p lies within 4 standard errors of the exact one."""
+    a = [1.0] * 12 + [0.0] * 6 + [0.25, 0.5] + [0.0] * 20
+    b = [0.0] * 12 + [1.0] * 6 + [0.0, 0.0] + [0.0] * 20
+    exact = sign_flip(a, b, exact_max=20)
+    assert exact.method == "exact" and exact.nonzero == 20
+    mc = sign_flip(a, b, exact_max=5, resamples=40_000, seed=1)
+    assert mc.method == "monte-carlo" and mc.resamples == 40_000 and mc.mc_se > 0
+    assert abs(mc.p_value - exact.p_value) < 4 * mc.mc_se + 1e-4
+    assert mc == sign_flip(a, b, exact_max=5, resamples=40_000, seed=1)
+
+
+def test_paired_sample_size_matches_the_normal_formula() -> None:
+    """SD 0.287, effect 0.05, alpha 0.05, power 0.8: the normal formula gives 258.6; the t-test
+    needs a pair or two more; the power at that n reaches 0.8 and one pair fewer does not."""
+    n = n_for_paired_mean(0.287, 0.05)
+    assert 259 <= n <= 262
+    assert paired_t_power(n, 0.287, 0.05) >= 0.8 > paired_t_power(n - 1, 0.287, 0.05)
+    # a stricter level needs more
+    assert n_for_paired_mean(0.287, 0.05, alpha=0.05 / 4) > n
+    with pytest.raises(ValueError):
+        n_for_paired_mean(0.3, 0.0)
+
+
+def test_mcnemar_sample_size_connor() -> None:
+    """Discordance 0.1, difference 0.044 (the paper's ALFWorld gap): about 400 pairs."""
+    n = n_for_mcnemar(0.1, 0.044)
+    za, zb = 1.959964, 0.841621
+    root = za * math.sqrt(0.1) + zb * math.sqrt(0.1 - 0.044**2)
+    assert n == math.ceil(root**2 / 0.044**2)
+    assert 395 <= n <= 410
+    with pytest.raises(ValueError):
+        n_for_mcnemar(0.01, 0.05)

@@ -1,13 +1,14 @@
 """The paper's baselines, re-implemented from their descriptions in the paper and its code.
 
-* :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by the embedding of
-  the paper's *specifier*: the task plus the start of the first observation.
+* :class:`SynapseMemory` - whole successful trajectories as exemplars; top-1 by the paper's
+  *specifier*, the task plus the first observation (:func:`key_score`).
 * :class:`AWMMemory` - one workflow per task family, induced by the LLM from successes and merged
   on later successes; injected cut to 2000 characters.
 * :class:`LongContextMemory` - no retrieval at all: every past trajectory (success or failure),
   newest first, until the context budget is full.
 * :class:`ReasoningBankMemory` - up to 3 strategy items (title/description/content) extracted by
-  the LLM from every episode, success or failure; top-1 entry by cosine; cut to 3000 characters.
+  the LLM from every episode, success or failure; top-1 entry by the same two-part key as
+  Synapse (:func:`key_score`); cut to 3000 characters.
 
 Each keeps its entries in memory and, given a ``path``, in a JSON file rewritten after every
 update (so a resumed run continues from the same memory). Vectors are stored with the entries.
@@ -25,7 +26,7 @@ from pydantic import BaseModel, Field
 from deltamem import Usage
 from deltamem.core.model import Episode
 from deltamem.embed.base import Embedder
-from deltamem.errors import ExtractionError
+from deltamem.errors import ConfigError, ExtractionError
 from deltamem.extract.schemas import answer_schema
 from deltamem.extract.structured import ask_structured
 from deltamem.llm.base import LLM, Message
@@ -80,25 +81,75 @@ def _trajectory_size(entries: list[dict[str, Any]]) -> dict[str, int]:
     return {"entries": len(entries), "chars": sum(len(e["trajectory"]) for e in entries)}
 
 
-def _top1(embedder: Embedder, query: str, entries: list[dict[str, Any]],
-          usage: Usage | None = None) -> tuple[int, float] | None:
-    """Index and cosine of the entry whose stored vector is closest to ``query``."""
-    if not entries or not query.strip():
-        return None
-    q = embedder.embed([query])[0]
+SCENE_CHARS = 1000  # the first observation keys an entry up to here (MiniLM reads ~256 pieces)
+# The weight of the first observation's cosine beside the task's (:func:`key_score`). Chosen by
+# leave-one-out retrieval among the warm entries' training-stream gold episodes (never an
+# evaluation episode; benchmarks/baseline_keys.py): 0.1 keeps the task-only key's same-family
+# rate (ALFWorld 0.625, ScienceWorld 0.925 against 0.90) while Coin Collector's 10 exemplars are
+# no longer one (8 distinct nearest, task-only 2) nor Commonsense's 40 (27, task-only 2); an
+# equal weight (1.0) let the room outvote the task on ScienceWorld (0.675).
+SCENE_WEIGHT = 0.1
+
+
+def scene_key(scene: str) -> str:
+    """The first observation as it keys an entry: whitespace folded, cut to SCENE_CHARS."""
+    return " ".join(scene.split())[:SCENE_CHARS]
+
+
+def key_score(task_cos: np.ndarray, scene_cos: np.ndarray) -> np.ndarray:
+    """The two-part retrieval key of Synapse and ReasoningBank: the task's cosine plus
+    :data:`SCENE_WEIGHT` times the first observation's.
+
+    Why: the paper keys Synapse by a *specifier*, the task with its state. A key on the task
+    alone returns one entry for every episode where the task sentence is constant (TextWorld
+    Commonsense and Coin Collector: heldout-1 showed ReasoningBank's one entry for all 40
+    episodes); the start of the observation alone (200 characters, heldout-1's Synapse) is
+    constant on Coin Collector too. Summed, the observation decides where the tasks tie and
+    the task decides elsewhere.
+    """
+    return task_cos + SCENE_WEIGHT * scene_cos
+
+
+def _key_vectors(embedder: Embedder, task: str, scene: str,
+                 usage: Usage | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The embeddings of a task text and of its first observation (:func:`scene_key`)."""
+    vectors = embedder.embed([task.strip(), scene_key(scene) or task.strip()])
     if usage is not None:
         usage.embed_calls += 1
-        usage.embed_texts += 1
-    matrix = np.asarray([e["vector"] for e in entries], dtype=np.float32)
-    scores = matrix @ q
+        usage.embed_texts += 2
+    return np.asarray(vectors[0], dtype=np.float32), np.asarray(vectors[1], dtype=np.float32)
+
+
+def _top1(embedder: Embedder, task: str, scene: str, entries: list[dict[str, Any]],
+          usage: Usage | None = None) -> tuple[int, float] | None:
+    """Index and :func:`key_score` of the entry closest to ``(task, scene)``.
+
+    Raises:
+        ConfigError: an entry was written by a version without the scene key (a memory file
+            of an older run; start the arm afresh).
+    """
+    if not entries or not task.strip():
+        return None
+    if any("scene_vector" not in e for e in entries):
+        raise ConfigError("a baseline memory file holds entries without a scene key (written "
+                          "before 2026-12-06); start this arm afresh")
+    q_task, q_scene = _key_vectors(embedder, task, scene, usage)
+    tasks = np.asarray([e["vector"] for e in entries], dtype=np.float32)
+    scenes = np.asarray([e["scene_vector"] for e in entries], dtype=np.float32)
+    scores = key_score(tasks @ q_task, scenes @ q_scene)
     best = int(np.argmax(scores))  # argmax keeps the earliest entry on ties
     return best, float(scores[best])
 
 
-def _vector(embedder: Embedder, text: str, usage: Usage) -> list[float]:
-    usage.embed_calls += 1
-    usage.embed_texts += 1
-    return [round(float(x), 6) for x in embedder.embed([text])[0]]
+def _round(vector: np.ndarray) -> list[float]:
+    return [round(float(x), 6) for x in vector]
+
+
+def _entry_vectors(embedder: Embedder, task_text: str, scene: str,
+                   usage: Usage) -> dict[str, list[float]]:
+    """The stored key of an entry: ``vector`` (its task text) and ``scene_vector``."""
+    task_vector, scene_vector = _key_vectors(embedder, task_text, scene, usage)
+    return {"vector": _round(task_vector), "scene_vector": _round(scene_vector)}
 
 
 def _account(usage: Usage, prompt_tokens: int, completion_tokens: int) -> None:
@@ -107,23 +158,9 @@ def _account(usage: Usage, prompt_tokens: int, completion_tokens: int) -> None:
     usage.completion_tokens += completion_tokens
 
 
-SPECIFIER_CHARS = 200  # the start of the first observation that keys an exemplar
-
-
-def specifier(task: str, scene: str) -> str:
-    """Synapse's retrieval key: the task and the start of the first observation.
-
-    Why: the paper retrieves exemplars by a *specifier* (the task with its state), not by the
-    task text alone. TextWorld Commonsense and Coin Collector give every episode the same task
-    sentence, so a task-only key always returned the first stored exemplar.
-    """
-    start = " ".join(scene.split())[:SPECIFIER_CHARS]
-    return f"{task.strip()}\n{start}" if start else task.strip()
-
-
 class SynapseMemory:
-    """Trajectory exemplars: only successes are stored, retrieved top-1 by the embedding of the
-    specifier (:func:`specifier`: task plus the start of the first observation)."""
+    """Trajectory exemplars: only successes are stored, retrieved top-1 by the specifier, the
+    task plus the first observation (:func:`key_score`)."""
 
     name = "synapse"
 
@@ -134,7 +171,7 @@ class SynapseMemory:
 
     def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
         """The stored trajectory whose specifier is closest, flattened like an ICL example."""
-        hit = _top1(self.embedder, specifier(task, scene), self.entries)
+        hit = _top1(self.embedder, task, scene, self.entries)
         if hit is None:
             return "", {"matched": False}
         index, score = hit
@@ -146,10 +183,9 @@ class SynapseMemory:
         usage = Usage()
         if not episode.success:
             return Update(usage, {"stored": False, "reason": "failure"})
-        key = specifier(episode.task, episode.env)
-        self.entries.append({"task": episode.task, "key": key,
+        self.entries.append({"task": episode.task, "key": scene_key(episode.env),
                              "trajectory": flatten_trajectory(episode),
-                             "vector": _vector(self.embedder, key, usage)})
+                             **_entry_vectors(self.embedder, episode.task, episode.env, usage)})
         _save(self.path, self.name, self.entries)
         return Update(usage, {"stored": True, "entry": len(self.entries) - 1})
 
@@ -325,8 +361,10 @@ Answer with a JSON object: {{"items": [{{"title": "...", "description": "one sen
 class ReasoningBankMemory:
     """ReasoningBank: LLM-distilled strategy items from successes and failures.
 
-    Each episode becomes one entry (its items), embedded on the task plus the items' titles and
-    descriptions; retrieval returns the single closest entry.
+    Each episode becomes one entry (its items), keyed by the task plus the items' titles and
+    descriptions and by the episode's first observation; retrieval returns the single closest
+    entry by the two-part key (:func:`key_score`; before 2026-12-06 by the task text alone, one
+    entry for all 40 Commonsense warm episodes of heldout-1).
     """
 
     name = "reasoningbank"
@@ -342,7 +380,7 @@ class ReasoningBankMemory:
 
     def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
         """The closest entry's items, tagged SUCCESS/FAILURE, cut to 3000 characters."""
-        hit = _top1(self.embedder, task, self.entries)
+        hit = _top1(self.embedder, task, scene, self.entries)
         if hit is None:
             return "", {"matched": False}
         index, score = hit
@@ -375,7 +413,7 @@ class ReasoningBankMemory:
         anchor = episode.task + "\n" + "\n".join(f"{i['title']}: {i['description']}"
                                                  for i in items)
         self.entries.append({"task": episode.task, "success": episode.success, "items": items,
-                             "vector": _vector(self.embedder, anchor, usage)})
+                             **_entry_vectors(self.embedder, anchor, episode.env, usage)})
         _save(self.path, self.name, self.entries)
         return Update(usage, {"stored": True, "entry": len(self.entries) - 1,
                               "items": len(items)})

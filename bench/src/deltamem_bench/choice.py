@@ -49,6 +49,16 @@ in the tasks whose sentence names no object ("First, focus on the thing"), six o
 ScienceWorld tasks of the suites, and a memory gained there by unlocking the action rather
 than by choosing it well. ``task`` keeps the sentence rule alone (the same for every arm).
 
+Agent rules that cannot favour a memory (issue 47, :data:`AGENT_RULES`), each a frozen option of
+:class:`ChoiceConfig`, all off until chosen on dev by the *no-memory* arm's score alone
+(``benchmarks/select_agent_rules.py``), then the same for every arm: ``no_put_back`` (the object
+just taken is not put back where it was taken from, :func:`puts_back`), ``examine_penalty`` (an
+``examine`` action already played in the episode is demoted), ``unvisited_bonus`` (a ``go to``
+a place not yet gone to in the episode is promoted) and ``look_before_focus`` (an irreversible
+action waits until the agent has looked or moved, :func:`has_looked_or_moved`). They read only
+the episode's own actions and the action grammar (``take X from Y`` / ``move X to Y``), never
+the memory, and they apply to the plan's step like any other candidate.
+
 Two more rules keep the loop from cycling: an action already played in the same state (same
 latest observation) is demoted, by ``repeat_penalty`` when it changed nothing (so that "look
 around" is not chosen forever) and by ``revisit_penalty`` otherwise (so that "move east", "move
@@ -117,6 +127,15 @@ class ChoiceConfig:
             before 2026-12-06, whose plans carried "go to countertop 1" out by "go to shelf 1":
             the instance number was the only word in common, in 35 of 44 adapted navigation
             steps of an ALFWorld dev-2 replay).
+        no_put_back: Leave out an action that puts the object just taken back where it was
+            taken from (:func:`puts_back`; an agent rule of issue 47, off until chosen).
+        examine_penalty: Subtracted from the score of an ``examine`` action already played in
+            the episode, in any state (off at 0; issue 47).
+        unvisited_bonus: Added to the score of a ``go to`` action whose place the agent has not
+            gone to in the episode (off at 0; issue 47).
+        look_before_focus: Leave out irreversible actions (ScienceWorld's ``focus on``) until
+            the agent has looked or moved (:func:`has_looked_or_moved`; off by default; issue
+            47). Applied with ``focus_guard``, and like it to every arm and to the plan's step.
         observation_chars: Observations are cut to this many characters in the prompt.
         memory_chars: The memory block is cut to this many characters (same for every arm).
         context_tokens: Prompt budget; the oldest steps are dropped beyond it.
@@ -145,6 +164,10 @@ class ChoiceConfig:
     keep_task_objects: bool = True
     defer_passed: bool = True
     word_match: bool = True
+    no_put_back: bool = False
+    examine_penalty: float = 0.0
+    unvisited_bonus: float = 0.0
+    look_before_focus: bool = False
     observation_chars: int = 600
     memory_chars: int = 2400
     context_tokens: int = 3000
@@ -159,6 +182,54 @@ class ChoiceConfig:
 
 
 FOCUS_GUARDS = ("open", "task", "task-or-plan")
+# The memory-neutral agent rules of issue 47 and the setting that turns each on when chosen
+# (benchmarks/select_agent_rules.py tries each on dev with the no-memory arm alone).
+AGENT_RULES: dict[str, dict[str, Any]] = {
+    "no_put_back": {"no_put_back": True},
+    "examine_penalty": {"examine_penalty": 1.0},
+    "unvisited_bonus": {"unvisited_bonus": 0.5},
+    "look_before_focus": {"look_before_focus": True},
+}
+# The action grammar the rules read (ALFWorld's and TextWorld's "take X from Y" and
+# "move/put X to/in/on Y"; ScienceWorld's "look around", "go to", "teleport to").
+_TAKE = re.compile(r"^take (?P<obj>.+?) from (?P<place>.+)$")
+_PUT = re.compile(r"^(?:move|put|place) (?P<obj>.+?) (?:to|in/on|into|onto|in|on) (?P<place>.+)$")
+_LOOK_OR_MOVE = ("look", "go", "teleport")
+
+
+def puts_back(action: str, played: Sequence[str]) -> bool:
+    """True when ``action`` puts the object of the last ``take X from Y`` of ``played`` back
+    into ``Y`` and no action since has named that object (a "cool X with fridge" between
+    them makes the return a step of the task, not an undo)."""
+    put = _PUT.match(action)
+    if put is None:
+        return False
+    for index in range(len(played) - 1, -1, -1):
+        took = _TAKE.match(played[index])
+        if took is not None:
+            since = played[index + 1:]
+            return (took["obj"] == put["obj"] and took["place"] == put["place"]
+                    and not any(f" {took['obj']} " in f" {a} " for a in since
+                                if not a.startswith(("go to", "examine", "look", "inventory"))))
+    return False
+
+
+def has_looked_or_moved(played: Sequence[str]) -> bool:
+    """True once an action of ``played`` looked (``look around``, ``look at``) or moved the
+    agent (``go to``, ``teleport to``)."""
+    return any(a.split(" ", 1)[0] in _LOOK_OR_MOVE for a in played)
+
+
+def rule_adjustment(action: str, played: Sequence[str], config: ChoiceConfig) -> float:
+    """What the agent rules add to ``action``'s score given the episode's ``played`` actions:
+    ``-examine_penalty`` for an ``examine`` played before, ``+unvisited_bonus`` for a
+    ``go to`` not played before."""
+    delta = 0.0
+    if config.examine_penalty and action.startswith("examine ") and action in played:
+        delta -= config.examine_penalty
+    if config.unvisited_bonus and action.startswith("go to ") and action not in played:
+        delta += config.unvisited_bonus
+    return delta
 
 
 def _words(text: str) -> set[str]:
@@ -536,11 +607,13 @@ class ChoiceAgent:
     def choose(self, history: Sequence[tuple[str, str]], current: str,
                options: Sequence[str], memory: str, context: str,
                tried: dict[tuple[str, str], bool], state: str,
-               planned: str | None = None, drop: int = 0) -> tuple[str, list[str], str, int]:
+               planned: str | None = None, drop: int = 0,
+               played: Sequence[str] = ()) -> tuple[str, list[str], str, int]:
         """``(action, candidates, proposal, drop)`` for the current state.
 
         ``planned`` is the memory plan's next step (it is always a candidate and gets
-        ``plan_bonus``); ``drop`` is the number of old steps left out of the prompt so far.
+        ``plan_bonus``); ``drop`` is the number of old steps left out of the prompt so far;
+        ``played`` holds the episode's actions so far (the agent rules read them).
         """
         proposal = ""
         if self.config.propose and len(options) > self.config.max_candidates:
@@ -555,6 +628,7 @@ class ChoiceAgent:
                                    [" " + c for c in candidates])
         adjusted = [s - self._penalty(tried.get((state, c)))
                     + (self.config.plan_bonus if c == planned else 0.0)
+                    + rule_adjustment(c, played, self.config)
                     for s, c in zip(scores, candidates, strict=True)]
         best = max(range(len(candidates)), key=adjusted.__getitem__)
         return candidates[best], candidates, proposal, drop
@@ -564,13 +638,21 @@ class ChoiceAgent:
             return 0.0
         return self.config.repeat_penalty if changed_nothing else self.config.revisit_penalty
 
-    def _allowed(self, options: list[str], task: str, planned: str | None) -> list[str]:
-        """The actions the agent may choose from (see ``ChoiceConfig.focus_guard``)."""
+    def _allowed(self, options: list[str], task: str, planned: str | None,
+                 played: Sequence[str] = ()) -> list[str]:
+        """The actions the agent may choose from (see ``ChoiceConfig.focus_guard``,
+        ``look_before_focus`` and ``no_put_back``)."""
+        kept = options
+        if self.config.no_put_back:
+            kept = [a for a in kept if not puts_back(a, played)]
+        if self.irreversible and self.config.look_before_focus and not has_looked_or_moved(
+                played):
+            kept = [a for a in kept if not a.startswith(tuple(p + " " for p in
+                                                             self.irreversible))]
         guard = self.config.focus_guard
-        if guard == "open" or not self.irreversible:
-            return options
-        kept = guarded(options, self.irreversible, task,
-                       planned if guard == "task-or-plan" else None)
+        if guard != "open" and self.irreversible:
+            kept = guarded(kept, self.irreversible, task,
+                           planned if guard == "task-or-plan" else None)
         return kept or [self.fallback]
 
     # -- loop -----------------------------------------------------------------------------
@@ -601,16 +683,18 @@ class ChoiceAgent:
                          if self.config.keep_task_objects else ())
         plan = Plan(plan_phrases(block), self.config.plan_match, self.config.verb_first, keep,
                     self.config.defer_passed, self.config.word_match)
+        played: list[str] = []
         for _ in range(limit):
             options = list(dict.fromkeys(admissible or [self.fallback]))
             planned = plan.next_step(options)
-            allowed = self._allowed(options, reset.task, planned)
+            allowed = self._allowed(options, reset.task, planned, played)
             # Why: the plan's step is added to the candidates; one the guard holds back must not
             # come back that way (the guard would then depend on the memory again).
             action, candidates, proposal, drop = self.choose(
                 history, current, allowed, block, f"{reset.task} {state}", tried, state,
-                planned if planned in allowed else None, drop)
+                planned if planned in allowed else None, drop, played)
             plan.played(action, options)
+            played.append(action)
             first_prompt = first_prompt or self.prompt(history, current, candidates, drop)
             raw.append(f"proposal={proposal!r} chose={action!r} of {len(candidates)}")
             transition = env.step(action)

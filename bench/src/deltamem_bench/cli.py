@@ -35,7 +35,8 @@ def bench(
     memory: Annotated[str, typer.Option("--memory", help="Comma list of memory kinds: none, "
                                         "deltamem, synapse, awm, reasoningbank, long-context, "
                                         "deltamem-task, deltamem-env, deltamem-nopenalty, "
-                                        "deltamem-nocons, deltamem-flat.")]
+                                        "deltamem-nocons, deltamem-flat, deltamem-successes, "
+                                        "deltamem-llm, placebo.")]
     = "none,deltamem,synapse,awm,reasoningbank,long-context",
     agent: Annotated[str, typer.Option("--agent", help="choice (the model ranks valid actions; "
                                        "default) or react (the model writes the action; for "
@@ -92,6 +93,11 @@ def bench(
                                                    "candidates.")] = True,
     n_ctx: Annotated[int, typer.Option("--n-ctx", help="Context window of the local "
                                        "model.")] = 4096,
+    agent_rules: Annotated[str | None, typer.Option("--agent-rules", help="Choice agent: comma "
+                                                    "list of memory-neutral rules to turn on "
+                                                    "(no_put_back, examine_penalty, "
+                                                    "unvisited_bonus, look_before_focus; none "
+                                                    "by default).")] = None,
     fresh: Annotated[bool, typer.Option("--fresh", help="Evaluate only episodes that no "
                                         "registered run has evaluated (see --registry), drawn "
                                         "by --seed.")] = False,
@@ -113,7 +119,8 @@ def bench(
         extractor=extractor, max_steps=max_steps, game_params=game_params,
         families=families, embedder=embedder, history_turns=history_turns, snap=snap,
         plan_bonus=plan_bonus, plan_match=plan_match, memory_in_prompt=memory_in_prompt,
-        n_ctx=n_ctx, fresh=fresh, registry=registry, registration=registration, entry=entry)
+        n_ctx=n_ctx, fresh=fresh, registry=registry, registration=registration, entry=entry,
+        agent_rules=agent_rules)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
@@ -148,12 +155,21 @@ def plan_bench(*, env: str, memory: str, ablations: bool = False,
                embedder: str | None = None, history_turns: int = 4, snap: bool = True,
                plan_bonus: float = 1.0, plan_match: float = 0.25,
                memory_in_prompt: bool = True, n_ctx: int = 4096, memory_chars: int = 2400,
-               fresh: bool = False, focus_guard: str | None = None) -> BenchPlan:
+               fresh: bool = False, focus_guard: str | None = None,
+               agent_rules: str | None = None) -> BenchPlan:
     """The arms and :class:`~deltamem_bench.runner.RunOptions` of a ``deltamem bench`` command
-    (the memory settings come from the environment, as the library's)."""
+    (the memory settings come from the environment, as the library's).
+
+    ``agent_rules`` is a comma list of :data:`deltamem_bench.choice.AGENT_RULES` names to turn
+    on (the memory-neutral agent rules of issue 47; none by default).
+
+    Raises:
+        ConfigError: an unknown memory kind or agent rule.
+    """
     from deltamem.config import Settings
+    from deltamem.errors import ConfigError
     from deltamem_bench.agent import AgentConfig
-    from deltamem_bench.choice import ChoiceConfig
+    from deltamem_bench.choice import AGENT_RULES, ChoiceConfig
     from deltamem_bench.factory import parse_kinds
     from deltamem_bench.models import resolve_model
     from deltamem_bench.runner import RunOptions
@@ -169,6 +185,11 @@ def plan_bench(*, env: str, memory: str, ablations: bool = False,
                           plan_match=plan_match, memory_in_prompt=memory_in_prompt)
     if focus_guard is not None:
         choice = replace(choice, focus_guard=focus_guard)
+    for rule in (r.strip() for r in (agent_rules or "").split(",") if r.strip()):
+        if rule not in AGENT_RULES:
+            raise ConfigError(f"unknown agent rule {rule!r}; choose from "
+                              f"{', '.join(AGENT_RULES)}")
+        choice = replace(choice, **AGENT_RULES[rule])
     options = RunOptions(
         episodes=episodes, seed=seed, protocol=protocol, train_episodes=train_episodes,
         eval_split=eval_split,

@@ -7,7 +7,9 @@ consolidation) and ``deltamem-flat`` (every episode a root: no deltas, no consol
 outside the ablation set, ``deltamem-successes``: the memory hands the agent only what succeeded
 (failure penalty 1, so no lesson, failed scene and discredited skill clears a threshold);
 ``deltamem-llm``: DeltaMem written by the LLM extractor (the paper's write path) with the model
-that writes AWM and ReasoningBank, next to the trace extractor of ``deltamem``.
+that writes AWM and ReasoningBank, next to the trace extractor of ``deltamem``;
+``placebo``: DeltaMem learning what ``deltamem`` learns but showing another task family's recall
+cut to the length of its own (:class:`~deltamem_bench.memories.PlaceboMemory`).
 A warm start learns only gold successes, where it is the full memory: it is an arm of the
 online entry, where SmolLM2-135M copies the actions a lesson says failed (docs/results.md).
 """
@@ -27,14 +29,14 @@ from deltamem_bench.baselines import (
     ReasoningBankMemory,
     SynapseMemory,
 )
-from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory
+from deltamem_bench.memories import DeltaMemMemory, Memory, NoMemory, PlaceboMemory
 
 MEMORY_KINDS = ("none", "deltamem", "synapse", "awm", "reasoningbank", "long-context")
 ABLATION_KINDS = ("deltamem-task", "deltamem-env", "deltamem-nopenalty", "deltamem-nocons",
                   "deltamem-flat")
 # ``deltamem-llm``: DeltaMem with the paper's write path (the LLM extractor) whatever the run's
 # extractor, written by the same model that writes AWM's workflows and ReasoningBank's notes.
-ALL_KINDS = (*MEMORY_KINDS, *ABLATION_KINDS, "deltamem-successes", "deltamem-llm")
+ALL_KINDS = (*MEMORY_KINDS, *ABLATION_KINDS, "deltamem-successes", "deltamem-llm", "placebo")
 # What each DeltaMem variant changes in the settings it is given.
 _SETTING_CHANGES: dict[str, dict[str, Any]] = {
     "deltamem-nopenalty": {"penalty": 0.0},
@@ -89,6 +91,11 @@ def make_memory(kind: str, directory: Path, *, embedder: Embedder, llm: LLM | No
                               llm=llm if extractor == "llm" else None, settings=base,
                               mode=mode, name=kind, budget_chars=budget_chars,
                               flat=kind in _FLAT)
+    if kind == "placebo":
+        return PlaceboMemory(directory / "memory.db", embedder, extractor=extractor,
+                             llm=llm if extractor == "llm" else None, settings=base,
+                             budget_chars=budget_chars,
+                             families_path=directory / "families.json")
     if kind == "synapse":
         return SynapseMemory(embedder, directory / "memory.json")
     if kind == "long-context":

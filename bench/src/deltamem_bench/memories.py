@@ -7,6 +7,10 @@
   the flat one through the memory's placement rule (:func:`every_episode_a_root`). The harness
   plays text games, so the memory reads scenes with the text-game scene plug-in, named
   explicitly (:data:`SCENE`).
+* :class:`PlaceboMemory` - the placebo arm: DeltaMem learning exactly what ``deltamem`` learns,
+  but showing, in the same render and the same slot, the recall of *another* task family cut
+  to the length of this episode's own recall. It keeps the format and the length of the
+  memory and changes its content, so DeltaMem − placebo is the effect of the content.
 * The paper's baselines, re-implemented from their descriptions (spec §6.6), in
   :mod:`deltamem_bench.baselines`: Synapse, AWM and ReasoningBank.
 
@@ -16,6 +20,8 @@ with ``_`` hold live objects for ``update`` (the runner does not log them).
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,3 +192,85 @@ class DeltaMemMemory:
     def close(self) -> None:
         """Close the store."""
         self.mem.close()
+
+
+PLACEBO_SEPARATOR = "\n\n---\n\n"  # the render's own separator between its sections
+
+
+class PlaceboMemory(DeltaMemMemory):
+    """The placebo arm: another family's DeltaMem recall, as long as this episode's own.
+
+    It learns every episode as :class:`DeltaMemMemory` does (same extractor, same settings,
+    same recall passed to ``learn``), and remembers, per task family, the task and first
+    observation of the newest episode it learned. For an episode of family ``f`` it recalls
+    as DeltaMem would; when that recall is empty it shows nothing (as DeltaMem). Otherwise it
+    recalls for the newest episode of another family (the families other than ``f`` in name
+    order, starting at a position fixed by a hash of the task and scene, so different episodes
+    draw different families), renders it with DeltaMem's own header and sections, appends the
+    next families' recalls (without the header) while the text is shorter than the real one,
+    and cuts it to the real one's length. With no other family learned yet it shows nothing
+    and says so (``placebo.reason``): one-family environments (TextWorld Commonsense, Coin
+    Collector) have no placebo.
+
+    Args:
+        families_path: Where the per-family (task, scene) anchors persist (a resumed run
+            continues from them); ``None`` keeps them in memory.
+        Other arguments as :class:`DeltaMemMemory`.
+    """
+
+    def __init__(self, db: str | Path, embedder: Embedder, *,
+                 families_path: Path | None = None, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "placebo")
+        super().__init__(db, embedder, **kwargs)
+        self.families_path = families_path
+        self.anchors: dict[str, list[str]] = {}
+        if families_path is not None and families_path.exists():
+            self.anchors = dict(json.loads(families_path.read_text(encoding="utf-8")))
+
+    def _order(self, family: str, task: str, scene: str) -> list[str]:
+        others = sorted(f for f in self.anchors if f != family)
+        if not others:
+            return []
+        start = int(hashlib.sha256(f"{task}\n{scene}".encode()).hexdigest(), 16) % len(others)
+        return others[start:] + others[:start]
+
+    def context(self, task: str, scene: str, *, family: str = "") -> tuple[str, dict[str, Any]]:
+        """DeltaMem's recall for the episode decides the length; another family's fills it."""
+        real, info = super().context(task, scene, family=family)
+        if not real:
+            info["placebo"] = {"shown": False, "reason": "no recall for the episode"}
+            return "", info
+        parts: list[str] = []
+        used: list[str] = []
+        for other in self._order(family, task, scene):
+            other_task, other_scene = self.anchors[other]
+            recall = self.mem.recall(other_task, other_scene, budget_tokens=self.budget_tokens)
+            text = self._text(recall)
+            if not text:
+                continue
+            # The header once, as DeltaMem shows it; later families add only their sections.
+            parts.append(text if not parts else text.split("\n\n", 1)[-1])
+            used.append(other)
+            if len(PLACEBO_SEPARATOR.join(parts)) >= len(real):
+                break
+        if not parts:
+            info["placebo"] = {"shown": False, "reason": "no other family recalled"}
+            return "", info
+        shown = PLACEBO_SEPARATOR.join(parts)
+        if len(shown) > len(real):
+            shown = shown[: max(0, len(real) - 3)].rstrip() + "..."
+        info["placebo"] = {"shown": True, "families": used, "chars": len(shown),
+                           "real_chars": len(real)}
+        return shown, info
+
+    def update(self, episode: Episode, info: dict[str, Any]) -> Update:
+        """Learn as DeltaMem, and keep the episode's family anchor."""
+        update = super().update(episode, info)
+        family = str(episode.meta.get("task_name", ""))
+        if family:
+            self.anchors[family] = [episode.task, episode.env]
+            if self.families_path is not None:
+                tmp = self.families_path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(self.anchors, ensure_ascii=False), encoding="utf-8")
+                tmp.replace(self.families_path)
+        return update

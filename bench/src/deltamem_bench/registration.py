@@ -63,6 +63,31 @@ ENDPOINTS: dict[str, Any] = {
     "descriptive": "every other arm against none and against deltamem, unadjusted; online "
                    "entries also by thirds of the stream (learning curve)",
 }
+# The endpoints of registrations after heldout-1 (issue 47): the same contrast and measure,
+# tested by the exact paired sign-flip test, since with a few one-signed discordant pairs the
+# percentile bootstrap's p is far below an exact test's (heldout-1: Coin warm 0.0004 against
+# 0.0078). ``test_id`` names the test for :func:`deltamem_bench.report.endpoints`.
+ENDPOINTS_EXACT: dict[str, Any] = {
+    **ENDPOINTS,
+    "primary": {
+        **ENDPOINTS["primary"],
+        "measure": "progress: the best engine score (0-1) reached in each evaluation episode",
+        "interval": "95% percentile bootstrap of the mean paired difference "
+                    "(scipy.stats.bootstrap, 10,000 resamples, seed 0), descriptive only",
+        "test": "two-sided exact paired sign-flip test of the mean difference (every sign "
+                "assignment of the non-zero differences up to 20 of them; beyond, 200,000 "
+                "seeded random assignments, p = (1 + hits) / (1 + 200,000), its Monte Carlo "
+                "standard error reported)",
+        "test_id": "sign-flip",
+    },
+}
+ENDPOINT_SETS = {"bootstrap": ENDPOINTS, "sign-flip": ENDPOINTS_EXACT}
+
+
+def primary_test_of(registration: dict[str, Any]) -> str:
+    """The primary test a registration names (``bootstrap`` when it names none: heldout-1)."""
+    return str(registration.get("endpoints", {}).get("primary", {}).get("test_id",
+                                                                          "bootstrap"))
 
 
 def _repo_root() -> Path:
@@ -162,17 +187,57 @@ def normal(value: Any) -> Any:
 
 
 def make_registration(name: str, entries: list[dict[str, Any]], *, seed: int, fresh: bool,
-                      registry: str, model: str | None = None) -> dict[str, Any]:
+                      registry: str, model: str | None = None,
+                      endpoints: dict[str, Any] | None = None) -> dict[str, Any]:
     """A registration of ``entries`` (each ``{"name", "options", "run_options", "kinds",
-    "streams"}``) with the code version, the endpoints and the pins."""
+    "streams"}``) with the code version, the endpoints (default :data:`ENDPOINTS`) and the
+    pins."""
     registration: dict[str, Any] = normal({
         "format": FORMAT, "name": name,
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "code": code_version(), "pins": pins(model), "seed": seed, "fresh": fresh,
-        "registry": registry, "endpoints": ENDPOINTS,
+        "registry": registry, "endpoints": endpoints or ENDPOINTS,
         "family": [e["name"] for e in entries], "entries": entries,
     })
     return registration
+
+
+DRAFT_FORMAT = "draft"  # a draft is never loadable as a registration (load_registration)
+DRAFT_NAME = "registration.DRAFT.json"
+
+
+def draft_registration(name: str, entries: Sequence[dict[str, Any]], *, seed: int,
+                       fresh: bool, registry: str,
+                       endpoints: dict[str, Any] | None = None,
+                       notes: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A draft of a registration: every field of :func:`make_registration` that exists before
+    the code is frozen (entries with their options, resolved run options and arms, the
+    endpoints, the family), ``format`` :data:`DRAFT_FORMAT` so that nothing can play it, no
+    code version, no pins, no streams (they are drawn, and the registry written, only by
+    :func:`register`)."""
+    from deltamem_bench.cli import plan_bench
+
+    drafted = []
+    for entry in entries:
+        options = {"llm": "local", "extractor": "trace",
+                   **{k: v for k, v in entry.items() if k != "name"}, "seed": seed,
+                   "fresh": fresh}
+        plan = plan_bench(**{**options, "llm": "openai", "model": "draft"})
+        drafted.append({"name": entry["name"], "env": plan.env, "options": options,
+                        "run_options": plan.options.to_dict(), "kinds": plan.kinds,
+                        "streams": None})
+    draft: dict[str, Any] = normal({
+        "format": DRAFT_FORMAT,
+        "status": "DRAFT - NOT REGISTERED. Nothing may be played from this file. The lead "
+                  "registers with benchmarks/register.py once the code is frozen and the agent "
+                  "rules are chosen on dev by the no-memory arm alone; that writes "
+                  f"{REGISTRATION_NAME}, draws the streams and fills the registry.",
+        "name": name, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code": None, "pins": None, "seed": seed, "fresh": fresh, "registry": registry,
+        "endpoints": endpoints or ENDPOINTS, "family": [e["name"] for e in drafted],
+        "entries": drafted, "notes": notes or {},
+    })
+    return draft
 
 
 def write_registration(path: Path, registration: dict[str, Any]) -> None:
@@ -240,13 +305,16 @@ def check_run(registration: dict[str, Any], entry: str, *, run_options: dict[str
 
 def register(name: str, entries: Sequence[dict[str, Any]], *, seed: int, fresh: bool,
              registry_path: Path, results: Path, allow_seen: bool = False,
-             make_env: Callable[..., Any] | None = None) -> Path:
+             make_env: Callable[..., Any] | None = None,
+             endpoints: dict[str, Any] | None = None) -> Path:
     """Register a run of ``entries`` (suite entries: ``name`` plus
     :func:`deltamem_bench.cli.plan_bench` options) and return the registration's path.
 
-    Each entry's streams are drawn now (``fresh``: around the registry), written with every
-    option into ``<results>/<name>/registration.json``, and the evaluation episodes appended
-    to the registry: a later fresh stream will not draw them again.
+    ``endpoints`` (default :data:`ENDPOINTS`; :data:`ENDPOINTS_EXACT` for the exact test) are
+    written as registered. Each entry's streams are drawn now (``fresh``: around the
+    registry), written with every option into ``<results>/<name>/registration.json``, and the
+    evaluation episodes appended to the registry: a later fresh stream will not draw them
+    again.
 
     Raises:
         ConfigError: the registration exists, or (without ``allow_seen``) an evaluation episode
@@ -291,7 +359,8 @@ def register(name: str, entries: Sequence[dict[str, Any]], *, seed: int, fresh: 
                       "streams": {"eval": [asdict(s) for s in eval_specs],
                                   "train": [asdict(s) for s in train_specs]}})
     registration = make_registration(name, drawn, seed=seed, fresh=fresh,
-                                     registry=str(registry_path), model=model)
+                                     registry=str(registry_path), model=model,
+                                     endpoints=endpoints)
     write_registration(path, registration)
     for entry in drawn:
         registry.add(entry["env"], [_spec(s) for s in entry["streams"]["eval"]],

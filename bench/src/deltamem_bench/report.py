@@ -20,7 +20,7 @@ from typing import Any
 from rich.table import Table
 
 from deltamem_bench.runner import LOG_NAME, read_log
-from deltamem_bench.stats import holm, mcnemar_exact, paired_bootstrap, wilson
+from deltamem_bench.stats import holm, mcnemar_exact, paired_bootstrap, sign_flip, wilson
 
 BASELINE = "none"
 
@@ -89,23 +89,32 @@ def compare(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any] 
                                [float(bool(eb[i]["success"])) for i in shared])
     test = mcnemar_exact([bool(ea[i]["success"]) for i in shared],
                          [bool(eb[i]["success"]) for i in shared])
+    exact = sign_flip([float(ea[i]["score"] or 0) for i in shared],
+                      [float(eb[i]["score"] or 0) for i in shared])
     diffs = [float(ea[i]["score"] or 0) - float(eb[i]["score"] or 0) for i in shared]
     # The stream in thirds (its order): an online memory's gain should grow along the stream.
     cuts = [round(len(diffs) * k / 3) for k in range(4)]
     thirds = [round(_mean(diffs[cuts[k]:cuts[k + 1]]), 4) for k in range(3)]
     return {"episodes": len(shared), "progress": progress.to_dict(),
             "success": success.to_dict(), "mcnemar": test.to_dict(),
-            "progress_by_thirds": thirds}
+            "progress_by_thirds": thirds, "sign_flip": exact.to_dict()}
 
 
 PRIMARY = ("deltamem", BASELINE)
+# The primary tests a registration can name (``endpoints.primary.test_id``): where each one's
+# p-value sits in a comparison (:func:`compare`). A registration without the key (heldout-1)
+# registered the bootstrap.
+PRIMARY_TESTS = {"bootstrap": "progress", "sign-flip": "sign_flip"}
 
 
 def endpoints(summaries: dict[str, dict[str, Any]],
-              family: Sequence[str] | None = None) -> dict[str, Any]:
+              family: Sequence[str] | None = None, *,
+              primary_test: str = "bootstrap") -> dict[str, Any]:
     """The registered endpoints over a suite's entries (``{entry name: summary}``).
 
-    Primary: DeltaMem − none on progress, the bootstrap's p-value Holm-adjusted; secondary:
+    Primary: DeltaMem − none on progress, the p-value of ``primary_test``
+    (:data:`PRIMARY_TESTS`: the bootstrap's, or the exact sign-flip test's) Holm-adjusted;
+    secondary:
     exact McNemar on success, Holm-adjusted likewise. An entry is above zero when its adjusted
     primary p is below 0.05 and its mean above 0.
 
@@ -118,22 +127,31 @@ def endpoints(summaries: dict[str, dict[str, Any]],
     """
     diffs = {n: s["paired"][f"vs_{BASELINE}"][PRIMARY[0]] for n, s in summaries.items()
              if PRIMARY[0] in s.get("paired", {}).get(f"vs_{BASELINE}", {})}
+    if primary_test not in PRIMARY_TESTS:
+        raise ValueError(f"unknown primary test {primary_test!r}; one of {sorted(PRIMARY_TESTS)}")
     names = list(family or ()) + [n for n in diffs if n not in (family or ())]
+    primary = PRIMARY_TESTS[primary_test]
+    missing = [n for n in diffs if primary not in diffs[n]]
+    if missing:
+        raise ValueError(f"the summaries of {missing} hold no {primary_test} test; re-derive "
+                         "them from their logs")
 
     def adjusted(test: str) -> list[float]:
         return holm([float(diffs[n][test]["p_value"]) if n in diffs else 1.0 for n in names])
 
     rows = {}
-    for n, p_adj, q_adj in zip(names, adjusted("progress"), adjusted("mcnemar"), strict=True):
+    for n, p_adj, q_adj in zip(names, adjusted(primary), adjusted("mcnemar"), strict=True):
         if n not in diffs:
             continue
         d = diffs[n]
         rows[n] = {"episodes": d["episodes"], "progress": d["progress"],
+                   "primary_p": round(float(d[primary]["p_value"]), 6),
                    "primary_p_holm": round(p_adj, 4),
                    "above_zero": bool(p_adj < 0.05 and d["progress"]["mean"] > 0),
                    "mcnemar": d["mcnemar"], "secondary_p_holm": round(q_adj, 4),
                    "progress_by_thirds": d.get("progress_by_thirds")}
     return {"contrast": f"{PRIMARY[0]} - {PRIMARY[1]}", "correction": "holm",
+            "primary_test": primary_test,
             "family": names, "played": list(rows), "entries": rows}
 
 

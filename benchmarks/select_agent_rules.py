@@ -1,0 +1,198 @@
+"""Choose the memory-neutral agent rules (issue 47) on dev, by the no-memory arm's score alone.
+
+The rules (:data:`deltamem_bench.choice.AGENT_RULES`: no put-back, examine penalty, unvisited
+bonus, look before focus) change the agent, not the memory. So that none can be chosen because
+it helps a memory, they are chosen with the ``none`` arm only, on dev episodes, and then frozen
+for every arm of a registration. The protocol, fixed before any result:
+
+1. For each entry of the suite (default: the draft ``heldout-2``'s ALFWorld and ScienceWorld
+   warm entries), play the ``none`` arm on ``--episodes`` dev episodes (``--seed``; the dev
+   split, never a test stream) with no rule: the baseline.
+2. Play the same stream once per rule, that rule alone on.
+3. Keep each rule whose mean progress beats the baseline by more than ``--min-gain``
+   (default 0: any gain on the same paired episodes; a rule that never fires ties and is not
+   kept).
+4. With two or more kept, play them together once. The choice is the combination when its
+   mean is at least the best single rule's, else the best single rule.
+5. Write the choice per entry (``selection.json`` under ``--out``) and print the table and the
+   JSON. The lead copies the choice into ``HELDOUT2_AGENT_RULES`` (or per entry) of
+   benchmarks/agent_success.py before registering; nothing here writes to the suite.
+
+This runs the local model (about 17 s an ALFWorld episode, 10 s a ScienceWorld one on the
+2-core machine: 80 ALFWorld dev episodes x 6 plays ≈ 2.3 h, 80 ScienceWorld ≈ 1.3 h).
+
+``--count ARCHIVE`` plays nothing: it counts, over the played actions of an archived run's arms,
+how often each rule would have acted (a put-back left out, a repeated ``examine`` demoted, a
+``go to`` an earlier step already took, a ``focus on`` before any look or move), to see on dev
+logs that a rule has something to act on before spending model time on it.
+
+Usage:
+    .venv/bin/python benchmarks/select_agent_rules.py --count results/dev-2/alfworld-warm.tar.gz
+    .venv/bin/python benchmarks/select_agent_rules.py --out runs/select-rules
+    .venv/bin/python benchmarks/select_agent_rules.py --only alfworld-warm --episodes 40 \\
+        --out runs/select-rules
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+from deltamem.errors import DeltaMemError
+from deltamem_bench.choice import AGENT_RULES, has_looked_or_moved, puts_back
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_ENTRIES = ("alfworld-warm", "scienceworld-warm")
+# Plays one variant: (entry, rules) -> per-episode progress of the none arm, in stream order.
+Play = Callable[[dict[str, Any], Sequence[str]], list[float]]
+
+
+def choose(baseline: Sequence[float], singles: dict[str, Sequence[float]],
+           combine: Callable[[Sequence[str]], Sequence[float]],
+           min_gain: float = 0.0) -> dict[str, Any]:
+    """Steps 3-4 of the protocol on scores already played (``combine`` plays the combination
+    of the kept rules only when two or more are kept)."""
+    base = mean(baseline)
+    gains = {rule: mean(scores) - base for rule, scores in singles.items()}
+    kept = [rule for rule, gain in gains.items() if gain > min_gain]
+    chosen: list[str] = []
+    combined: float | None = None
+    if len(kept) == 1:
+        chosen = kept
+    elif kept:
+        best = max(kept, key=lambda r: (gains[r], -list(singles).index(r)))
+        combined = mean(combine(kept)) - base
+        chosen = kept if combined >= gains[best] else [best]
+    return {"baseline": round(base, 4), "gains": {r: round(g, 4) for r, g in gains.items()},
+            "kept": kept, "combined_gain": None if combined is None else round(combined, 4),
+            "agent_rules": ",".join(chosen)}
+
+
+def firings(episodes: Sequence[Sequence[str]]) -> dict[str, int]:
+    """How often each rule would have acted on these played action sequences."""
+    counts = {"episodes": len(episodes), "steps": 0, "no_put_back": 0, "examine_penalty": 0,
+              "unvisited_bonus (revisits)": 0, "look_before_focus": 0}
+    for actions in episodes:
+        for i, action in enumerate(actions):
+            before = actions[:i]
+            counts["steps"] += 1
+            counts["no_put_back"] += puts_back(action, before)
+            counts["examine_penalty"] += action.startswith("examine ") and action in before
+            counts["unvisited_bonus (revisits)"] += action.startswith("go to ") and \
+                action in before
+            counts["look_before_focus"] += action.startswith("focus on ") and \
+                not has_looked_or_moved(before)
+    return counts
+
+
+def count_archive(archive: Path) -> dict[str, dict[str, int]]:
+    """:func:`firings` per arm of an archived run (its evaluation episodes)."""
+    import tarfile
+
+    out = {}
+    with tarfile.open(archive, "r:gz") as tar:
+        for member in sorted(tar.getmembers(), key=lambda m: m.name):
+            handle = tar.extractfile(member) if member.name.endswith("/episodes.jsonl") else None
+            if handle is None:
+                continue
+            records = [json.loads(line) for line in handle.read().decode().splitlines()
+                       if line.strip()]
+            out[member.name.split("/")[0]] = firings(
+                [[s["action"] for s in r["trajectory"]] for r in records
+                 if r["phase"] == "eval"])
+    return out
+
+
+def suite_entries(suite: str) -> list[dict[str, Any]]:
+    spec = importlib.util.spec_from_file_location("agent_success", HERE / "agent_success.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("agent_success", module)
+    spec.loader.exec_module(module)
+    entries: list[dict[str, Any]] = module.SUITES[suite]
+    return entries
+
+
+def real_play(out: Path, episodes: int, seed: int) -> Play:
+    """Plays the none arm with the local model (``deltamem_bench.cli.run_bench_command``)."""
+    from deltamem_bench.cli import run_bench_command
+    from deltamem_bench.runner import read_log
+
+    def play(entry: dict[str, Any], rules: Sequence[str]) -> list[float]:
+        options = {"llm": "local", "extractor": "trace",
+                   **{k: v for k, v in entry.items() if k != "name"},
+                   "memory": "none", "episodes": episodes, "eval_split": "dev", "seed": seed,
+                   "fresh": False, "agent_rules": ",".join(rules)}
+        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
+        run_bench_command(out=run_dir, **options)
+        records = [r for r in read_log(run_dir / "none" / "episodes.jsonl")
+                   if r["phase"] == "eval"]
+        return [float(r["score"] or 0.0) for r in sorted(records, key=lambda r: r["index"])]
+
+    return play
+
+
+def select(entries: Sequence[dict[str, Any]], play: Play, *,
+           min_gain: float = 0.0) -> dict[str, dict[str, Any]]:
+    """The whole protocol over ``entries`` with ``play``."""
+    chosen = {}
+    for entry in entries:
+        baseline = play(entry, [])
+        singles = {rule: play(entry, [rule]) for rule in AGENT_RULES}
+        chosen[entry["name"]] = choose(baseline, singles, lambda kept, e=entry: play(e, kept),
+                                       min_gain)
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--suite", default="heldout-2")
+    parser.add_argument("--only", help="comma list of entries (default: "
+                        f"{','.join(DEFAULT_ENTRIES)})")
+    parser.add_argument("--episodes", type=int, default=80)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--min-gain", type=float, default=0.0)
+    parser.add_argument("--out", type=Path, default=Path("runs/select-rules"))
+    parser.add_argument("--count", type=Path, metavar="ARCHIVE",
+                        help="play nothing: count the rules' firings on an archived run")
+    args = parser.parse_args(argv)
+    if args.count is not None:
+        counted = count_archive(args.count)
+        heads = list(next(iter(counted.values()), {}))
+        print("| arm | " + " | ".join(heads) + " |")
+        print("|---|" + "---|" * len(heads))
+        for arm, row in counted.items():
+            print(f"| {arm} | " + " | ".join(str(row[h]) for h in heads) + " |")
+        print(json.dumps({"archive": str(args.count), "arms": counted}, indent=2))
+        return 0
+    names = args.only.split(",") if args.only else list(DEFAULT_ENTRIES)
+    entries = [e for e in suite_entries(args.suite) if e["name"] in names]
+    if not entries:
+        parser.error(f"no entry {names} in suite {args.suite}")
+    try:
+        chosen = select(entries, real_play(args.out, args.episodes, args.seed),
+                        min_gain=args.min_gain)
+    except DeltaMemError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("| entry | none, no rule | " + " | ".join(AGENT_RULES) + " | combined | chosen |")
+    print("|---|---|" + "---|" * len(AGENT_RULES) + "---|---|")
+    for name, row in chosen.items():
+        gains = " | ".join(f"{row['gains'][r]:+.3f}" for r in AGENT_RULES)
+        combined = "-" if row["combined_gain"] is None else f"{row['combined_gain']:+.3f}"
+        print(f"| {name} | {row['baseline']:.3f} | {gains} | {combined} | "
+              f"{row['agent_rules'] or '(none)'} |")
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "selection.json").write_text(json.dumps(chosen, indent=2), encoding="utf-8")
+    print(json.dumps(chosen, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

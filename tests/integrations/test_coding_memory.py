@@ -16,10 +16,10 @@ from coding_transcripts import ClaudeSession, CodexRollout
 from deltamem.core.model import Knowledge, Skill
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
-from deltamem.extract.coding import CodingExtractor
+from deltamem.extract.coding_session import CodingExtractor
 from deltamem.extract.llm import LLMExtractor
 from deltamem.integrations.claude_code import hook_extractor, run_hook
-from deltamem.integrations.coding import count_tokens
+from deltamem.integrations.coding_memory import count_tokens
 from deltamem.testing import ScriptedLLM
 
 CHECKOUT = "the checkout test fails with a wrong total, can you find out why?"

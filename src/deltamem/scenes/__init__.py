@@ -4,7 +4,7 @@ The port is :class:`~deltamem.scenes.base.Scene`; :func:`make_scene` resolves a 
 
 * ``"text-games"`` (the default) -- :class:`deltamem.scenes.text_games.TextGames`, the room, exit
   and door grammar of TextWorld(Express), ScienceWorld and ALFWorld;
-* ``"coding"`` -- ``deltamem.scenes.coding``: tool-calling / coding-agent transcripts;
+* ``"coding"`` -- ``deltamem.scenes.project``: tool-calling / coding-agent transcripts;
 * ``"plain"`` -- :class:`deltamem.scenes.plain.Plain`, no grammar at all.
 
 Each implementation is imported only when asked for, so a deployment pays for the scene it uses.
@@ -22,7 +22,7 @@ DEFAULT_SCENE = "text-games"
 # name -> (module, class)
 _SCENES: dict[str, tuple[str, str]] = {
     "text-games": ("deltamem.scenes.text_games", "TextGames"),
-    "coding": ("deltamem.scenes.coding", "CodingScene"),
+    "coding": ("deltamem.scenes.project", "CodingScene"),
     "plain": ("deltamem.scenes.plain", "Plain"),
 }
 

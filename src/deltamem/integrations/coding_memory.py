@@ -47,7 +47,7 @@ from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
-from deltamem.extract.coding import (
+from deltamem.extract.coding_session import (
     CodingExtractor,
     Task,
     episode_calls,
@@ -61,7 +61,7 @@ from deltamem.extract.coding import (
 )
 from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations.repository import checkout
-from deltamem.scenes.coding import (
+from deltamem.scenes.project import (
     CodingScene,
     foreign_path,
     names_project_files,
@@ -384,7 +384,7 @@ class CodingMemory:
                 success: bool | None = None, meta: Mapping[str, Any] | None = None
                 ) -> Episode | None:
         """A task's messages as an episode of this project, its outcome judged by the rules of
-        ``extract.coding`` unless ``success`` is given; None when it teaches nothing (no call
+        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing (no call
         that acts: a question answered)."""
         episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
         calls = episode_calls(episode)
@@ -402,7 +402,7 @@ class CodingMemory:
                       verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
                       stale: Sequence[str] = (), session_end: bool = False
                       ) -> list[LearnResult]:
-        """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
+        """Learn what the end of a turn finished (``extract.coding_session.to_learn``): the last task
         of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""

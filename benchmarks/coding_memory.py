@@ -757,7 +757,7 @@ def evaluate_sets(split: str) -> dict[str, Any]:
     deltamem's rules and for a baseline measured here (entropy-only redaction; the majority
     label)."""
     from deltamem.privacy.redact import redact
-    from deltamem.scenes.project import prompt_kind
+    from deltamem.scenes.prompts import prompt_kind
 
     identities = set_rows("identities.jsonl", split)
     secrets = set_rows("secrets.jsonl", split)

@@ -11,16 +11,8 @@ from deltamem.core.model import Episode, Lesson, Skill, Step
 from deltamem.extract.coding_session import is_follow_up, judge, split_tasks, to_learn
 from deltamem.integrations.coding_memory import count_tokens, fit, portable
 from deltamem.scenes.base import Scene
-from deltamem.scenes.project import (
-    CodingScene,
-    command_purpose,
-    gist,
-    parse_call,
-    project_root,
-    project_scene,
-    reason,
-    summary,
-)
+from deltamem.scenes.project import CodingScene, project_root, project_scene
+from deltamem.scenes.tool_calls import command_purpose, gist, parse_call, reason, summary
 
 ROOT = "/home/bob/src/shop"
 
@@ -256,7 +248,7 @@ SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "coding_sets"
 def test_prompts_of_the_dev_split_are_classified_by_their_form() -> None:
     import json
 
-    from deltamem.scenes.project import prompt_kind
+    from deltamem.scenes.prompts import prompt_kind
 
     rows = [json.loads(line) for line in (SETS / "prompts.jsonl").read_text().splitlines()]
     dev = [r for r in rows if r["split"] == "dev"]
@@ -282,7 +274,7 @@ def test_a_new_prompt_after_an_acknowledgement_is_a_new_task(text: str) -> None:
     ("never push to main", "convention"),
 ])
 def test_feedback_questions_and_conventions_are_told_apart(text: str, kind: str) -> None:
-    from deltamem.scenes.project import is_correction, prompt_kind
+    from deltamem.scenes.prompts import is_correction, prompt_kind
 
     assert prompt_kind(text) == kind
     assert is_correction(text) == (kind == "convention")

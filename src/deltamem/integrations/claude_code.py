@@ -11,8 +11,8 @@ it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``pro
 * ``user-prompt`` -- the skill or failure lesson of a past task like the request, within the
   scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
 * ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
-  ``extract.coding_session``) with its outcome judged by the documented rules, plus an interrupted task
-  before it (no Stop hook runs after an interrupt). Nothing is printed.
+  ``extract.coding_session``) with its outcome judged by the documented rules, plus an
+  interrupted task before it (no Stop hook runs after an interrupt). Nothing is printed.
 * ``session-end`` -- learns a last task the user interrupted (Claude Code's ``SessionEnd``),
   unless a Stop hook already learned it. Nothing is printed.
 

@@ -61,13 +61,8 @@ from deltamem.extract.coding_session import (
 )
 from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations.repository import checkout
-from deltamem.scenes.project import (
-    CodingScene,
-    foreign_path,
-    names_project_files,
-    project_scene,
-    signature_of,
-)
+from deltamem.scenes.project import CodingScene, foreign_path, project_scene, signature_of
+from deltamem.scenes.tool_calls import names_project_files
 
 SCOPES = ("project", "user", "global")
 NOTE_HEAD = "deltamem notes on {name} ({nodes}, quoted; the repo wins):"
@@ -384,8 +379,8 @@ class CodingMemory:
                 success: bool | None = None, meta: Mapping[str, Any] | None = None
                 ) -> Episode | None:
         """A task's messages as an episode of this project, its outcome judged by the rules of
-        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing (no call
-        that acts: a question answered)."""
+        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing (no
+        call that acts: a question answered)."""
         episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
         calls = episode_calls(episode)
         if not teaches_skill(calls):
@@ -402,8 +397,8 @@ class CodingMemory:
                       verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
                       stale: Sequence[str] = (), session_end: bool = False
                       ) -> list[LearnResult]:
-        """Learn what the end of a turn finished (``extract.coding_session.to_learn``): the last task
-        of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
+        """Learn what the end of a turn finished (``extract.coding_session.to_learn``): the last
+        task of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""
         if self.here:  # a worktree's files are the project's files: paths as in the main checkout

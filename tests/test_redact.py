@@ -377,6 +377,7 @@ def test_credential_grammars_are_read_as_documented(text, secret):
     "helm upgrade api ./chart --set auth.existingSecret=api-credentials",  # a Secret's name
     "implementation 'io.jsonwebtoken:jjwt-api:0.12.6'",  # a build coordinate
     "htpasswd -c /srv/web/.htpasswd maria",  # no -b: htpasswd prompts
+    "psql -f sql migrations/0042_add_index.sql",  # a path, not Oracle's user/password
     'auth: "dG9rZW4gcm90YXRpb24gbm90ZXM="',  # base64 of text, no user:password pair
 ])
 def test_the_same_tools_options_without_a_credential_pass(text):

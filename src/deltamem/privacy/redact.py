@@ -169,9 +169,9 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"\blftp\b" + _SEG + r"\s(?:-u|--user)\s+['\"]?[^\s,'\"]+,(?P<s>[^\s'\"]+)",
      ("lftp",)),
     # Oracle's tools: USER/PASSWORD[@CONNECT]
-    ("password", r"\b(?:sqlplus|sqlldr|expdp|impdp|exp|imp|rman|sql)\s+(?:-\w+\s+)*['\"]?"
+    ("password", r"\b(?:sqlplus|sqlldr|expdp|impdp)\s+(?:-\w+\s+)*['\"]?"
                  r"[A-Za-z][\w$#.]*/(?P<s>[^\s@/'\"]+)(?=@|['\"]?(?:\s|$))",
-     ("sqlplus", "sqlldr", "dp", "exp", "imp", "rman", "sql")),
+     ("sqlplus", "sqlldr", "expdp", "impdp")),
     # a package manager's or CLI's config setter: ``npm config set KEY VALUE`` of a secret KEY
     ("password", r"\b(?:npm|pnpm|yarn|aws|git|heroku|gh)\s+(?:config|configure)\s+set\s+"
                  r"(?:-{1,2}[\w-]+(?:[ =]\S+)?\s+)*[\w./:@-]*(?i:" + _SECRET_WORD + r")\s+"

@@ -757,23 +757,32 @@ def evaluate_sets(split: str) -> dict[str, Any]:
     deltamem's rules and for a baseline measured here (entropy-only redaction; the majority
     label)."""
     from deltamem.privacy.redact import redact
-    from deltamem.scenes.coding import prompt_kind
+    from deltamem.scenes.prompts import prompt_kind
 
     identities = set_rows("identities.jsonl", split)
     secrets = set_rows("secrets.jsonl", split)
     prompts = set_rows("prompts.jsonl", split)
+    # The second pair, from the tools' documented option grammars (make_grammar_sets.py).
+    grammar_identities = set_rows("grammar_identities.jsonl", split)
+    grammar_secrets = set_rows("grammar_secrets.jsonl", split)
     out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets),
-                                     "prompts": len(prompts)}}
+                                     "prompts": len(prompts),
+                                     "grammar_identities": len(grammar_identities),
+                                     "grammar_secrets": len(grammar_secrets)}}
     for name, fn in (("deltamem", redact), ("entropy", entropy_redact)):
         started = time.perf_counter()
-        changed = [r for r in identities if fn(r["text"]) != r["text"]]
-        missed = [r for r in secrets if any(x in fn(r["text"]) for x in r["secrets"])]
-        lost = [r for r in secrets if any(k not in fn(r["text"]) for k in r["keep"])]
-        out[name] = {"identities_changed": len(changed),
-                     "secrets_removed": len(secrets) - len(missed),
-                     "context_lost": len(lost), "seconds": time.perf_counter() - started,
-                     "changed": [r["id"] for r in changed][:50],
-                     "missed": [r["id"] for r in missed]}
+        out[name] = {"seconds": 0.0}
+        for prefix, ids, secs in (("", identities, secrets),
+                                  ("grammar_", grammar_identities, grammar_secrets)):
+            changed = [r for r in ids if fn(r["text"]) != r["text"]]
+            missed = [r for r in secs if any(x in fn(r["text"]) for x in r["secrets"])]
+            lost = [r for r in secs if any(k not in fn(r["text"]) for k in r["keep"])]
+            out[name] |= {f"{prefix}identities_changed": len(changed),
+                          f"{prefix}secrets_removed": len(secs) - len(missed),
+                          f"{prefix}context_lost": len(lost),
+                          f"{prefix}changed": [r["id"] for r in changed][:50],
+                          f"{prefix}missed": [r["id"] for r in missed]}
+        out[name]["seconds"] = time.perf_counter() - started
     labels = [r["label"] for r in prompts]
     majority = max(set(labels), key=labels.count) if labels else ""
     got = [prompt_kind(r["prompt"]) for r in prompts]
@@ -798,6 +807,11 @@ def sets_table(sets: Mapping[str, Any]) -> str:
     rows = [("identities changed", "identities_changed", f"/{n['identities']}", "0"),
             ("secrets removed", "secrets_removed", f"/{n['secrets']}", f"{n['secrets']}"),
             ("secret context lost", "context_lost", "", "0"),
+            ("grammar identities changed", "grammar_identities_changed",
+             f"/{n['grammar_identities']}", "0"),
+            ("grammar secrets removed", "grammar_secrets_removed", f"/{n['grammar_secrets']}",
+             f"{n['grammar_secrets']}"),
+            ("grammar secret context lost", "grammar_context_lost", "", "0"),
             ("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9")]
     lines = [f"{'':34}{'deltamem':>12}{'baseline':>12}  target"]
     for label, key, tail, target in rows:

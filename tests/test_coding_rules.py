@@ -8,19 +8,11 @@ from pathlib import Path
 import pytest
 
 from deltamem.core.model import Episode, Lesson, Skill, Step
-from deltamem.extract.coding import is_follow_up, judge, split_tasks, to_learn
-from deltamem.integrations.coding import count_tokens, fit, portable
+from deltamem.extract.coding_session import is_follow_up, judge, split_tasks, to_learn
+from deltamem.integrations.coding_memory import count_tokens, fit, portable
 from deltamem.scenes.base import Scene
-from deltamem.scenes.coding import (
-    CodingScene,
-    command_purpose,
-    gist,
-    parse_call,
-    project_root,
-    project_scene,
-    reason,
-    summary,
-)
+from deltamem.scenes.project import CodingScene, project_root, project_scene
+from deltamem.scenes.tool_calls import command_purpose, gist, parse_call, reason, summary
 
 ROOT = "/home/bob/src/shop"
 
@@ -240,7 +232,7 @@ def test_from_messages_scopes_an_episode_to_its_project() -> None:
 
 
 def test_client_scaffolding_is_no_request() -> None:
-    from deltamem.extract.coding import is_request
+    from deltamem.extract.coding_session import is_request
 
     for text in ("<bash-input>ls</bash-input>", "<command-name>/clear</command-name>",
                  "This session is being continued from a previous conversation that ran out",
@@ -256,7 +248,7 @@ SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "coding_sets"
 def test_prompts_of_the_dev_split_are_classified_by_their_form() -> None:
     import json
 
-    from deltamem.scenes.coding import prompt_kind
+    from deltamem.scenes.prompts import prompt_kind
 
     rows = [json.loads(line) for line in (SETS / "prompts.jsonl").read_text().splitlines()]
     dev = [r for r in rows if r["split"] == "dev"]
@@ -282,7 +274,7 @@ def test_a_new_prompt_after_an_acknowledgement_is_a_new_task(text: str) -> None:
     ("never push to main", "convention"),
 ])
 def test_feedback_questions_and_conventions_are_told_apart(text: str, kind: str) -> None:
-    from deltamem.scenes.coding import is_correction, prompt_kind
+    from deltamem.scenes.prompts import is_correction, prompt_kind
 
     assert prompt_kind(text) == kind
     assert is_correction(text) == (kind == "convention")
@@ -295,7 +287,7 @@ def test_negative_feedback_marks_the_last_task_failed_unless_a_check_passes_afte
                         reply="Sorry, can you share the console output?"))
     tasks = split_tasks(messages)
     assert [len(t.turns) for t in tasks] == [2]
-    from deltamem.extract.coding import episode_calls
+    from deltamem.extract.coding_session import episode_calls
     from deltamem.formats.transcripts import episode_from_messages
 
     calls = episode_calls(episode_from_messages(tasks[0].messages, success=True))
@@ -349,7 +341,7 @@ def test_a_focused_run_keeps_the_whole_suite_command() -> None:
     assert [f for f in facts if f.startswith("tests (mvnw)")] == [
         "tests (mvnw): `./mvnw verify` runs the whole suite; `./mvnw -q test -Dtest=OrderTest` "
         "works ([INFO] Tests run: 9, Failures: 0, Errors: 0, Skipped: 0)"]
-    from deltamem.scenes.coding import keep_canonical
+    from deltamem.scenes.project import keep_canonical
 
     known = "tests (mvnw): `./mvnw verify` works (BUILD SUCCESS)"
     newer = "tests (mvnw): `./mvnw test -Dtest=B` works"

@@ -347,3 +347,46 @@ def test_a_repository_root_names_its_project_after_redaction():
     assert R.redact("mysql -P 3306 -u app shop") == "mysql -P 3306 -u app shop"  # a port
     for ref in ("BRANCH=perf/n+1-queries", "TEST=TestRateLimiter/Allow_burst_of_10_then_429"):
         assert R.redact(ref) == ref
+
+
+# ---- the option-grammar set (benchmarks/coding_sets/make_grammar_sets.py) --------------------
+@pytest.mark.parametrize("text,secret", [
+    # htpasswd's flags grouped any way, -C taking its cost, -n printing (no file)
+    ("htpasswd -c -b /srv/web/.htpasswd maria Vr7&kq2Lp", "Vr7&kq2Lp"),
+    ("htpasswd -B -C 10 -b users.htpasswd ops Tm4#zz91Q", "Tm4#zz91Q"),
+    ("htpasswd -nbB ops Lw0pZ-aq8", "Lw0pZ-aq8"),
+    ("openssl enc -aes-128-cbc -in a.tar -out a.enc -k Gr8teful4u", "Gr8teful4u"),
+    ("ldapdelete -x -D 'cn=root,dc=ex,dc=com' -wMn5&qpT 'uid=x,dc=ex,dc=com'", "Mn5&qpT"),
+    ("lftp -u uploader,Qz9vL2mK sftp://files.example.com", "Qz9vL2mK"),
+    ("sqlplus scott/Tg7wq2Lm@//orahost:1521/XEPDB1", "Tg7wq2Lm"),
+    ("npm config set //npm.example.com/:_authToken Hk2mQ9vLp4Zx8Rt6Wn3Bc", "Hk2mQ9vLp4Zx8Rt6Wn3Bc"),
+    # base64 right after a neutral name's '=': JSON with a password inside
+    ("SEED=eyJwYXNzd29yZCI6ICJSNHZlbiFxdWlldCJ9", "eyJwYXNzd29yZCI6ICJSNHZlbiFxdWlldCJ9"),
+    # an RFC 7617 user:password pair under an auth name (.npmrc _auth, docker auth)
+    ("_auth=Y2ktYm90OlNlY3JldDQ0IXh5", "Y2ktYm90OlNlY3JldDQ0IXh5"),
+    ('{"auths": {"ghcr.io": {"auth": "Y2ktYm90OlNlY3JldDQ0IXh5"}}}', "Y2ktYm90OlNlY3JldDQ0IXh5"),
+])
+def test_credential_grammars_are_read_as_documented(text, secret):
+    assert secret not in R.redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    "mysql --user=app --password --port=3307 orders",  # --password alone prompts
+    "mongosh --host db1 -u app -p --authenticationDatabase admin",  # so does -p
+    "wget --user=ci --ask-password https://files.example.com/a.zip",  # a flag, no value
+    "helm upgrade api ./chart --set auth.existingSecret=api-credentials",  # a Secret's name
+    "implementation 'io.jsonwebtoken:jjwt-api:0.12.6'",  # a build coordinate
+    "htpasswd -c /srv/web/.htpasswd maria",  # no -b: htpasswd prompts
+    "psql -f sql migrations/0042_add_index.sql",  # a path, not Oracle's user/password
+    'auth: "dG9rZW4gcm90YXRpb24gbm90ZXM="',  # base64 of text, no user:password pair
+])
+def test_the_same_tools_options_without_a_credential_pass(text):
+    assert R.redact(text) == text
+
+
+def test_the_grammar_sets_dev_split():
+    secrets = [r for r in _rows("grammar_secrets.jsonl") if r["split"] == "dev"]
+    identities = [r for r in _rows("grammar_identities.jsonl") if r["split"] == "dev"]
+    assert [r["id"] for r in secrets if any(s in R.redact(r["text"]) for s in r["secrets"])] == []
+    assert [r["id"] for r in secrets if any(k not in R.redact(r["text"]) for k in r["keep"])] == []
+    assert [r["text"] for r in identities if R.redact(r["text"]) != r["text"]] == []

@@ -73,7 +73,7 @@ def test_origin_names_corrections_and_learned_episodes() -> None:
 
 
 def test_the_coding_note_names_its_node_and_quotes_its_lines(tmp_path: Path) -> None:
-    from deltamem.integrations.coding import CodingMemory
+    from deltamem.integrations.coding_memory import CodingMemory
 
     mem = DeltaMem(SQLiteStore(tmp_path / "c.db"), HashingEmbedder(), TraceExtractor(),
                    settings=TEST_SETTINGS)

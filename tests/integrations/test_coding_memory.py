@@ -16,10 +16,10 @@ from coding_transcripts import ClaudeSession, CodexRollout
 from deltamem.core.model import Knowledge, Skill
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ConfigError
-from deltamem.extract.coding import CodingExtractor
+from deltamem.extract.coding_session import CodingExtractor
 from deltamem.extract.llm import LLMExtractor
 from deltamem.integrations.claude_code import hook_extractor, run_hook
-from deltamem.integrations.coding import count_tokens
+from deltamem.integrations.coding_memory import count_tokens, coverage, rarity
 from deltamem.testing import ScriptedLLM
 
 CHECKOUT = "the checkout test fails with a wrong total, can you find out why?"
@@ -258,6 +258,34 @@ def test_a_task_spans_its_follow_ups_and_is_recalled_by_a_new_wording(
     assert "did a task like this and it worked" in note
     assert "- edit shop/cart.py" in note and "- run `pytest -q` -> 14 passed in 0.52s" in note
     assert count_tokens(note) <= 300
+
+
+def test_a_request_in_the_past_tasks_own_words_needs_less_of_the_embedding() -> None:
+    """The words a request shares with a past task's text count by their rarity among the
+    recalled keys: a word every key holds counts for nothing, one no key holds the most."""
+    keys = [frozenset({"fix", "checkout", "test"}), frozenset({"fix", "deploy"}),
+            frozenset({"fix", "build"})]
+    weight = rarity(keys)
+    assert weight("fix") == 0.0 < weight("checkout") < weight("round_money")
+    request = frozenset({"fix", "checkout", "discount"})
+    assert coverage(request, frozenset({"fix"}), weight) == 0.0
+    assert coverage(request, frozenset({"fix", "checkout", "discount"}), weight) == 1.0
+    assert 0 < coverage(request, frozenset({"checkout"}), weight) < coverage(
+        request, frozenset({"discount"}), weight)
+    assert coverage(frozenset(), frozenset({"x"}), weight) == 0.0
+
+
+def test_a_past_task_is_recalled_by_its_own_words_below_the_threshold(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    """A request about the same code (its function, file and words), far from the task's key
+    for the embedding (cosine about 0.33, under two thirds of the threshold), gets the task; a
+    request about something the task never touched does not."""
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+    stop(mem, deploy_denied(root), tmp_path / "b.jsonl")
+    assert "did a task like this and it worked" in prompt_note(
+        mem, root, "subtotal and discount in the cart")
+    assert "did a task like this" not in prompt_note(mem, root, "why is the newsletter signup slow")
 
 
 def test_a_question_answered_teaches_no_skill(mem: DeltaMem, tmp_path: Path) -> None:

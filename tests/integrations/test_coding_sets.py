@@ -50,11 +50,34 @@ def test_prompt_set_has_two_hundred_labelled_prompts_over_ten_stacks() -> None:
         assert set(Counter(r["label"] for r in data if r["split"] == split)) == set(labels)
 
 
+def test_grammar_sets_cover_the_credential_grammars_and_a_thousand_identities() -> None:
+    """The second set (make_grammar_sets.py): credential-taking tools' documented options,
+    config and credentials file formats and encodings, with the same tools' other options and a
+    project's identity tokens that must pass."""
+    secrets = rows("grammar_secrets.jsonl")
+    identities = rows("grammar_identities.jsonl")
+    assert len(secrets) >= 100 and len(identities) >= 1000
+    assert {r["where"] for r in secrets} == {"shell", "config", "encoded"}
+    assert len({r["family"] for r in secrets}) >= 20
+    for r in secrets:
+        assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
+        assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
+    assert set(Counter(r["kind"] for r in identities)) >= {
+        "path", "branch", "test", "hash", "digest", "uuid", "version", "near-miss"}
+    assert len({r["text"] for r in identities}) == len(identities)
+    for data in (secrets, identities):
+        splits = Counter(r["split"] for r in data)
+        assert set(splits) == {"dev", "test"} and min(splits.values()) >= len(data) // 3
+
+
 @pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),
                                            ("make_secrets.py", "secrets.jsonl"),
-                                           ("make_prompts.py", "prompts.jsonl")])
+                                           ("make_prompts.py", "prompts.jsonl"),
+                                           ("make_grammar_sets.py", "grammar_secrets.jsonl"),
+                                           ("make_grammar_sets.py", "grammar_identities.jsonl")])
 def test_sets_regenerate_byte_for_byte(script: str, output: str, tmp_path: Path) -> None:
-    for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt"):
+    for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt",
+                 "make_grammar_sets.py"):
         shutil.copy(SETS / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / script)], check=True, capture_output=True,
                    timeout=120, cwd=tmp_path)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from deltamem.integrations.claude_code import learn_turn, read_transcript
-from deltamem.integrations.coding import CodingMemory
+from deltamem.integrations.coding_memory import CodingMemory
 from deltamem.integrations.repository import checkout, normal_remote
 
 FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "clients" / "claude-code-2.1.197"

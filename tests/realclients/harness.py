@@ -483,8 +483,8 @@ def _hook_payloads(log: Path) -> list[dict[str, Any]]:
 def notes_received(client: str, requests: Sequence[Mapping[str, Any]]) -> list[str]:
     """The deltamem notes that reached the model in a session's requests: Claude Code sends
     hook context as ``system`` messages, Codex as ``developer`` input items (told by the heads
-    of the notes, ``integrations.coding``)."""
-    from deltamem.integrations.coding import LESSON_HEAD, NOTE_HEAD, SKILL_HEAD  # noqa: PLC0415
+    of the notes, ``integrations.coding_memory``)."""
+    from deltamem.integrations.coding_memory import LESSON_HEAD, NOTE_HEAD, SKILL_HEAD  # noqa: PLC0415
 
     heads = [head.split("{")[0] for head in (NOTE_HEAD, SKILL_HEAD, LESSON_HEAD)]
     found: list[str] = []

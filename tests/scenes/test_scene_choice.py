@@ -145,11 +145,19 @@ def test_cli_scene_option(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
-def test_a_plug_in_is_found_by_its_name_when_its_class_is_named_otherwise(monkeypatch):
+def test_the_registry_loads_a_plug_in_by_its_class_name_only(monkeypatch):
+    """The registry names the class; a module whose class goes by another name (an alias or a
+    search by the plug-in's ``name``) is a clear configuration error, not a guess."""
     import deltamem.scenes as scenes
+    from deltamem.scenes.project import CodingScene
 
+    assert type(make_scene("coding")) is CodingScene
     monkeypatch.setitem(scenes._SCENES, "plain", ("deltamem.scenes.plain", "Renamed"))
-    assert isinstance(make_scene("plain"), Plain)
-    monkeypatch.setitem(scenes._SCENES, "plain", ("deltamem.scenes.text", "Plain"))
-    with pytest.raises(ConfigError, match="no Scene plug-in named 'plain'"):
+    with pytest.raises(ConfigError, match="no Scene plug-in Renamed"):
         make_scene("plain")
+    monkeypatch.setitem(scenes._SCENES, "plain", ("deltamem.scenes.text", "Plain"))
+    with pytest.raises(ConfigError, match="no Scene plug-in Plain"):
+        make_scene("plain")
+    monkeypatch.setitem(scenes._SCENES, "coding", ("deltamem.scenes.project", "Coding"))
+    with pytest.raises(ConfigError, match="no Scene plug-in Coding"):
+        make_scene("coding")

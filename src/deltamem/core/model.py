@@ -172,8 +172,8 @@ class Episode:
         whose observation is its tool result (the rules: :mod:`deltamem.formats.transcripts`; a
         guide with a coding and a web agent: docs/agents.md). ``env`` describes where the agent
         worked: the environment tree's key. ``project`` (a coding agent's repository root)
-        makes the key that project's (``scenes.coding``) and records it in ``meta``, so that
-        its knowledge is scoped to it (``integrations.coding``).
+        makes the key that project's (``scenes.project``) and records it in ``meta``, so that
+        its knowledge is scoped to it (``integrations.coding_memory``).
 
         Raises:
             EpisodeError: no task, no step, or a message that is not an object.

@@ -44,7 +44,7 @@ def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: boo
     """An episode from an OpenAI-style chat message list (see the module docstring).
 
     ``project``, a coding agent's repository root, sets ``env`` to that project's scene
-    (``scenes.coding.project_scene``, unless ``env`` is given) and records it as
+    (``scenes.project.project_scene``, unless ``env`` is given) and records it as
     ``meta["project"]``.
 
     Raises:
@@ -62,7 +62,7 @@ def episode_from_messages(messages: Iterable[Mapping[str, Any]], *, success: boo
         raise EpisodeError("the transcript has no assistant step (no tool call and no reply)")
     info = dict(meta or {})
     if project:
-        from deltamem.scenes.coding import project_scene, signature_of
+        from deltamem.scenes.project import project_scene, signature_of
 
         env = env or project_scene(project)
         info["project"] = signature_of(project_scene(project))

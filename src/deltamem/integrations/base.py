@@ -1,7 +1,7 @@
 """The state every agent adapter keeps: the recall it made for a task, reused when it learns.
 
 With ``project`` (a coding agent's working directory) the loop is a coding agent's memory
-(``integrations.coding``): the context is the project's note and the note of a past task like
+(``integrations.coding_memory``): the context is the project's note and the note of a past task like
 the request, within the scope and the token budgets of the hooks; learning splits the run's
 messages into tasks (follow-ups included), judges the outcome by the coding rules unless one is
 given, and keeps project knowledge in that project.
@@ -17,7 +17,7 @@ from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult, Recall
 from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations import env as hook_env
-from deltamem.integrations.coding import CodingMemory
+from deltamem.integrations.coding_memory import CodingMemory
 
 
 class RecallLoop:

@@ -6,13 +6,13 @@ it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``pro
 ``UserPromptSubmit``), and print the JSON both tools read back:
 
 * ``session-start`` -- the project's knowledge (exactly this repository's: see
-  ``integrations.coding``) as a short note, ``hookSpecificOutput.additionalContext``; at most
+  ``integrations.coding_memory``) as a short note, ``hookSpecificOutput.additionalContext``; at most
   ``DELTAMEM_SESSION_START_TOKENS`` tokens (200; 0 turns it off);
 * ``user-prompt`` -- the skill or failure lesson of a past task like the request, within the
   scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
 * ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
-  ``extract.coding``) with its outcome judged by the documented rules, plus an interrupted task
-  before it (no Stop hook runs after an interrupt). Nothing is printed.
+  ``extract.coding_session``) with its outcome judged by the documented rules, plus an
+  interrupted task before it (no Stop hook runs after an interrupt). Nothing is printed.
 * ``session-end`` -- learns a last task the user interrupted (Claude Code's ``SessionEnd``),
   unless a Stop hook already learned it. Nothing is printed.
 
@@ -40,8 +40,8 @@ from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError, EpisodeError
 from deltamem.extract.base import Extractor
-from deltamem.extract.coding import CodingExtractor, episode_calls, judge
-from deltamem.extract.coding import is_request as _is_request
+from deltamem.extract.coding_session import CodingExtractor, episode_calls, judge
+from deltamem.extract.coding_session import is_request as _is_request
 from deltamem.formats.transcripts import (
     Message,
     claude_message,
@@ -52,9 +52,9 @@ from deltamem.formats.transcripts import (
     turn_end,
 )
 from deltamem.integrations import env
-from deltamem.integrations.coding import CodingMemory
+from deltamem.integrations.coding_memory import CodingMemory
 from deltamem.integrations.repository import checkout
-from deltamem.scenes.coding import project_root, project_scene
+from deltamem.scenes.project import project_root, project_scene
 from deltamem_hook import reply_digest
 
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
@@ -287,7 +287,7 @@ def _verdict(turn: list[Message]) -> bool | None:
 
 
 def turn_outcome(turn: list[Message]) -> bool:
-    """Whether a turn succeeded, by the rules of ``extract.coding.judge`` (the agent's own
+    """Whether a turn succeeded, by the rules of ``extract.coding_session.judge`` (the agent's own
     ``record_outcome`` first)."""
     verdict = _verdict(turn)
     if verdict is not None:

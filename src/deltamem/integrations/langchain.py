@@ -82,11 +82,11 @@ class DeltaMemMiddleware(AgentMiddleware):
         mem: the memory.
         env: the agent's environment description (the scene key).
         success: judges a finished run from its messages (default :func:`finished_cleanly`;
-            for a coding agent, the coding outcome rules of ``extract.coding``).
+            for a coding agent, the coding outcome rules of ``extract.coding_session``).
         learn: set False to only recall.
         budget_tokens: cap on the recalled context.
         project: a coding agent's working directory: recall and learn as a coding agent's
-            memory scoped to its repository (``integrations.coding``), instead of ``env``.
+            memory scoped to its repository (``integrations.coding_memory``), instead of ``env``.
         scope: for ``project``: ``project``, ``user`` or ``global`` (default ``DELTAMEM_SCOPE``).
     """
 

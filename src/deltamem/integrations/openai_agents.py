@@ -54,7 +54,8 @@ class DeltaMemAgents:
     def __init__(self, mem: DeltaMem, *, env: str = "", budget_tokens: int | None = None,
                  project: str | Path | None = None, scope: str | None = None) -> None:
         """``project``: a coding agent's working directory (recall and learn scoped to its
-        repository, ``integrations.coding``); ``scope``: ``project``, ``user`` or ``global``."""
+        repository, ``integrations.coding_memory``); ``scope``: ``project``, ``user`` or
+        ``global``."""
         self.loop = RecallLoop(mem, env=env, budget_tokens=budget_tokens, project=project,
                                scope=scope)
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from deltamem.scenes.coding import foreign_path
+from deltamem.scenes.project import foreign_path
 
 _REMOTE = re.compile(r'^\s*\[remote\s+"([^"]+)"\]\s*$')
 _SECTION = re.compile(r"^\s*\[")
@@ -42,7 +42,7 @@ class Checkout:
 
 def checkout(cwd: str | Path) -> Checkout | None:
     """The repository ``cwd`` is in (see the module docstring), None outside any (and for a
-    Windows path read on another system, ``scenes.coding.foreign_path``: not on this disk)."""
+    Windows path read on another system, ``scenes.project.foreign_path``: not on this disk)."""
     if foreign_path(cwd) is not None:
         return None
     start = Path(os.path.normpath(Path(cwd).expanduser().absolute()))

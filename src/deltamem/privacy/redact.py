@@ -30,25 +30,33 @@ the text (the alternatives a text cannot hold, by a cheap substring test, are le
    ``--*password``/``--*token``/``--*secret`` option (``--db-password X``, ``-Drepo.password=X``),
    ``mysql -pX``, ``sshpass -p``, ``docker|podman|helm registry login -p``, ``az login -p``,
    ``dotnet nuget add source -p``, ``sqlcmd -P``, ``redis-cli -a``, ``ldapsearch -w``,
-   ``curl|wget -u user:PASS``, ``smbclient -U user%PASS``, ``htpasswd -b file user PASS``,
-   ``openssl -passin|-passout pass:X``, ``keytool -storepass|-keypass X``, a ``-p``/``-P`` given
-   together with a ``-u`` user, ``echo X | ... --password-stdin``, ``<(echo X)`` given to a
-   password option, PowerShell ``ConvertTo-SecureString 'X'``;
+   ``curl|wget -u user:PASS``, ``smbclient -U user%PASS``, ``lftp -u user,PASS``, ``htpasswd``
+   in batch mode (its flags grouped any way, ``-C cost``, ``-n`` without a file),
+   ``openssl -passin|-passout pass:X`` and ``openssl enc -k X``, Oracle's ``sqlplus
+   user/PASS@db``, ``npm|aws|git config set <secret key> X``, ``keytool -storepass|-keypass
+   X``, a ``-p``/``-P`` given together with a ``-u`` user, ``echo X | ... --password-stdin``,
+   ``<(echo X)`` given to a password option, PowerShell ``ConvertTo-SecureString 'X'``. A
+   separated value never starts with ``-`` (``mysql --password --port=3306``: the option
+   prompts), and ``--ask-password``/``--no-password`` take no value;
 8. assignments: ``DB_PASSWORD=...``, ``export API_KEY=...``, ``"apiKey": "..."``,
    ``client-key-data: ...``, ``X-Api-Key: ...`` (a name that ends in a secret word, with a value
    that is not a reference, a placeholder or code), and an assignment of any name whose value
    is key material (an ``env`` dump's ``SERVICE_X_VALUE=<40 random characters>``: long, several
-   character classes, not made of words, not a path, not hexadecimal, not a UUID or a version);
+   character classes, not made of words, not a path, not hexadecimal, not a UUID or a version),
+   and base64 of an RFC 7617 ``user:password`` pair under an auth name (``.npmrc``'s ``_auth``,
+   docker's ``auth``); a chart's ``existingSecret`` (a Secret's name) and a build coordinate
+   (``io.jsonwebtoken:jjwt-api:0.12.6``) are no assignments;
 9. encoded values: a base64 token that decodes to text holding a secret by these same rules
-   (``cGFzc3dvcmQ9...`` = ``password=...``) or a private key.
+   (``cGFzc3dvcmQ9...`` = ``password=...``), or a private key, also right after ``NAME=``.
 
 A value found once is removed wherever else it occurs in the same text (``keytool -srcstorepass
 X -deststorepass X``). What is kept: ordinary code and prose, paths, git SHAs, UUIDs, digests,
 version strings, identifiers, base64 that encodes ordinary text, references to a secret rather
 than its value (``$DB_PASSWORD``, ``${TOKEN}``, ``os.environ["API_KEY"]``, ``process.env.KEY``),
 type annotations (``api_key: str``) and placeholders (``<your-key>``, ``***``, ``changeme``).
-:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on a labelled set of
-1,103 identities and 75 secret shapes (``benchmarks/coding_sets``).
+:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on two labelled sets
+(``benchmarks/coding_sets``): 1,103 identities and 75 secret shapes; and, written apart from the
+documented option grammars of credential-taking tools, 1,180 identities and 222 secrets.
 """
 
 from __future__ import annotations
@@ -83,6 +91,12 @@ _VALUE = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"|;<>()]+)"
 _SEG = r"[^\n|;]*?"  # the rest of one simple command, up to the flag
 _SECRET_FLAG_WORD = (r"(?:password|passwd|passphrase|pass|pwd|token|secret|api-?key|apikey|"
                      r"api_key|credentials?|storepass|keypass)")
+# A name that holds a secret: it ends with one of these words (any case, any separator).
+_SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apikey|"
+                r"access[_\-.]?key(?:[_\-.]?id)?|secret[_\-.]?key|private[_\-.]?key(?:[_\-.]?id)?|"
+                r"client[_\-.]?key(?:[_\-.]?data)?|signing[_\-.]?key|encryption[_\-.]?key|"
+                r"master[_\-.]?key|account[_\-.]?key|auth[_\-.]?key|credentials?|"
+                r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|key)")
 _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("private", r"(?is:<private>.*?(?:</private>|\Z))", ("<private",)),
     ("private-close", r"(?i:</private>)", ("</private",)),
@@ -154,38 +168,49 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"\b(?:(?:docker|podman|nerdctl|buildah|skopeo|oras|crane|helm\s+registry)"
                  r"\s+login|az\s+login|dotnet\s+nuget\s+(?:add|update)\s+source|"
                  r"mongo(?:sh|dump|restore|import|export)?)\b" + _SEG
-                 + r"\s-p\s+(?P<s>" + _VALUE + ")", ("login", "nuget", "mongo")),
+                 + r"\s-p\s+(?P<s>(?!-)" + _VALUE + ")", ("login", "nuget", "mongo")),
     ("password", r"\b(?:sqlcmd|bcp|osql|isql)\b" + _SEG + r"\s-P\s*(?P<s>" + _VALUE + ")",
      ("sqlcmd", "bcp", "sql")),
     ("password", r"\bredis-cli\b" + _SEG + r"\s-a\s+(?P<s>" + _VALUE + ")", ("redis-cli",)),
-    ("password", r"\bldap\w+\b" + _SEG + r"\s-w\s+(?P<s>" + _VALUE + ")", ("ldap",)),
+    ("password", r"\bldap\w+\b" + _SEG + r"\s-w\s*(?P<s>(?!-)" + _VALUE + ")", ("ldap",)),
+    # lftp -u USER,PASSWORD
+    ("password", r"\blftp\b" + _SEG + r"\s(?:-u|--user)\s+['\"]?[^\s,'\"]+,(?P<s>[^\s'\"]+)",
+     ("lftp",)),
+    # Oracle's tools: USER/PASSWORD[@CONNECT]
+    ("password", r"\b(?:sqlplus|sqlldr|expdp|impdp)\s+(?:-\w+\s+)*['\"]?"
+                 r"[A-Za-z][\w$#.]*/(?P<s>[^\s@/'\"]+)(?=@|['\"]?(?:\s|$))",
+     ("sqlplus", "sqlldr", "expdp", "impdp")),
+    # a package manager's or CLI's config setter: ``npm config set KEY VALUE`` of a secret KEY
+    ("password", r"\b(?:npm|pnpm|yarn|aws|git|heroku|gh)\s+(?:config|configure)\s+set\s+"
+                 r"(?:-{1,2}[\w-]+(?:[ =]\S+)?\s+)*[\w./:@-]*(?i:" + _SECRET_WORD + r")\s+"
+                 r"(?P<s>(?!-)" + _VALUE + ")", ("config",)),
     ("password", r"\b(?:curl|wget|http|xh)\b" + _SEG + r"\s(?:-u|--user|--proxy-user|-U)"
                  r"[ =]?['\"]?[^\s:'\"]+:(?P<s>[^\s'\"]+)", ("curl", "wget", "http", "xh")),
     ("password", r"\bsmbclient\b" + _SEG + r"\s-U\s*['\"]?[^\s%'\"]+%(?P<s>[^\s'\"]+)",
      ("smbclient",)),
-    ("password", r"\bhtpasswd\s+-\w*b\w*\s+\S+\s+\S+\s+(?P<s>" + _VALUE + ")", ("htpasswd",)),
+    # htpasswd -b[cmBdpsDv] [-C cost] [-r rounds] FILE USER PASSWORD; with -n no FILE
+    ("password", r"\bhtpasswd(?=(?:\s+-[A-Za-z]+(?:\s+\d+)?)*?\s+-[A-Za-z]*b)"
+                 r"(?:(?=(?:\s+-[A-Za-z]+(?:\s+\d+)?)*?\s+-[A-Za-z]*n)(?P<n>))?"
+                 r"(?:\s+-(?:[A-Za-z]*[Cr]\s+\d+|[A-Za-z]+))++(?(n)|\s+(?!-)" + _VALUE + r")"
+                 r"\s+(?!-)" + _VALUE + r"\s+(?P<s>(?!-)" + _VALUE + ")", ("htpasswd",)),
     ("password", r"(?<![\w-])-pass(?:in|out)?\s+pass:(?P<s>" + _VALUE + ")", ("pass:",)),
+    ("password", r"\bopenssl\b" + _SEG + r"\s-k\s+(?P<s>" + _VALUE + ")", ("openssl",)),
     ("password", r"\bConvertTo-SecureString\s+(?:-String\s+)?(?P<s>'[^'\n]*'|\"[^\"\n]*\")",
      ("convertto-securestring",)),
     ("password", r"\b(?:echo|printf)\s+(?:-n\s+)?(?P<s>" + _VALUE + r")\s*\|" + _SEG
                  + r"--password-stdin", ("password-stdin",)),
     ("password", r"(?<![\w-])--?[\w.-]*" + _SECRET_FLAG_WORD + r"[\w.-]*[ =]<\(\s*(?:echo|printf)"
                  r"\s+(?:-n\s+)?(?P<s>" + _VALUE + r")\s*\)", ("<(",)),
-    ("password", r"(?<![\w-])(?P<flag>--?(?:[\w.]+[-_.]?)?(?i:" + _SECRET_FLAG_WORD + r"))"
-                 r"(?:\s+|=)(?P<s>" + _VALUE + ")", ("-",)),
-    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s-[pP]\s*(?P<s>(?!\d+(?:\s|$))"
+    # (a flag that only asks for one, ``--ask-password``, ``--no-password``, takes none)
+    ("password", r"(?<![\w-])(?P<flag>--?(?!(?i:ask|no|prompt|with|show|hide)[-_])(?:[\w.]+[-_.]?)?"
+                 r"(?i:" + _SECRET_FLAG_WORD + r"))(?:\s+(?!-)|=)(?P<s>" + _VALUE + ")", ("-",)),
+    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s-[pP]\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
                  + _VALUE + ")", ("-u", "-U")),
     ("password", r"(?<!\S)-[pP]\s*(?P<s>(?!\d+(?:\s|$))(?!-)" + _VALUE + ")" + _SEG
                  + r"\s-[uU]\s*[^\s-]", ("-u", "-U")),
 )
 
 # -- 8: assignments ------------------------------------------------------------------------------
-# A name that holds a secret: it ends with one of these words (any case, any separator).
-_SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apikey|"
-                r"access[_\-.]?key(?:[_\-.]?id)?|secret[_\-.]?key|private[_\-.]?key(?:[_\-.]?id)?|"
-                r"client[_\-.]?key(?:[_\-.]?data)?|signing[_\-.]?key|encryption[_\-.]?key|"
-                r"master[_\-.]?key|account[_\-.]?key|auth[_\-.]?key|credentials?|"
-                r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|key)")
 _NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
 _ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-.])[A-Za-z_][A-Za-z0-9_\-.]{1,99})"
            r"(?P<q>[\"']?)(?P<sep>\s*(?::=|=>|(?<![=!<>:])=(?![=>])|:(?![:/\\]))\s*|"
@@ -200,11 +225,21 @@ _NOT_A_VALUE = re.compile(
 _SECRET_KEY = re.compile(r"[A-Za-z0-9_\-.]*(?:" + _SECRET_WORD[3:-1] + r"|pw)",
                          re.IGNORECASE)
 _CODE_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# Names that refer to a secret kept elsewhere: a chart's ``existingSecret`` names a Kubernetes
+# Secret object (the Helm charts' documented convention), not a value.
+_REFERENCE_NAME = re.compile(r"(?i)existing[_\-.]?secret\Z")
+# Names of an HTTP Basic credential pair (RFC 7617: base64 of ``user:password``), as .npmrc's
+# ``_auth``, docker's config.json ``auth`` and ``basicAuth`` fields hold it.
+_AUTH_NAME = re.compile(r"(?i)auth|cred")
+_PAIR = re.compile(r"[^\s:]{1,128}:(?!\d+\Z)[^\n]{3,}")
+# A build coordinate (``group:artifact[:packaging]:version``, Maven and Gradle): the group
+# before the colon is no secret's name, whatever word ends it.
+_COORDINATE = re.compile(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]+)*:v?\d[\w.+-]*")
 _STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|secret|token|credential|auth|private|apikey|"
                           r"api.key|access.key|client.key|account.key|cookie|salt)")
 
 # -- 9: encoded values ---------------------------------------------------------------------------
-_ENCODED = r"(?<![A-Za-z0-9+/_\-=])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/_\-=])"
+_ENCODED = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/_\-=])"
 _HEXISH = re.compile(r"[0-9a-fA-F\-]+")
 _DIGEST = re.compile(r"(?i)(?:sha1|sha224|sha256|sha384|sha512|md5|blake2b?)[-:]")
 _VERSIONISH = re.compile(r"v?\d+(?:[.\-_]\w+)*")
@@ -314,6 +349,7 @@ def _master(active: tuple[int, ...], configured: bool) -> tuple[re.Pattern[str],
         prefix = f"c{i}"
         body = re.sub(r"\(\?P<(\w+)>", rf"(?P<{prefix}_\1>", _CONTEXTS[i].pattern)
         body = re.sub(r"\(\?P=(\w+)\)", rf"(?P={prefix}_\1)", body)
+        body = re.sub(r"\(\?\((\w+)\)", rf"(?({prefix}_\1)", body)  # a conditional on a group
         parts.append(f"(?P<{prefix}>{body})")
         names[prefix] = i
     return re.compile("|".join(parts) or r"(?!x)x"), names
@@ -362,8 +398,11 @@ def _assignment(match: re.Match[str], prefix: str, found: list[str]) -> str | in
     head, tail = whole[: start - base], whole[end - base:]
     if value.startswith(PREFIX):
         return end
-    named = bool(_NAME_END.search(name)) and _is_secret_value(name, value, quoted)
-    if named or _key_material(value):
+    if (g("sep") or "").strip() == ":" and _COORDINATE.fullmatch(f"{name}:{value}"):
+        return end
+    named = bool(_NAME_END.search(name)) and not _REFERENCE_NAME.search(name) \
+        and _is_secret_value(name, value, quoted)
+    if named or _key_material(value) or (_AUTH_NAME.search(name) and _credential_pair(value)):
         found.append(value)
         kind = "private-key" if "private" in name.lower() or "client" in name.lower() and \
             "key" in name.lower() else "password" if re.search(r"(?i)pass|pwd", name) else \
@@ -388,6 +427,12 @@ def _encoded(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
         found.append(token)
         return marker("encoded-secret")
     return match.start() + 1
+
+
+def _credential_pair(value: str) -> bool:
+    """Whether ``value`` is base64 of a ``user:password`` pair (RFC 7617)."""
+    decoded = _decoded_text(value.strip()) if len(value.strip()) >= 8 else None
+    return decoded is not None and _PAIR.fullmatch(decoded.strip()) is not None
 
 
 def _is_secret_value(name: str, value: str, quoted: bool) -> bool:

@@ -4,7 +4,9 @@ The port is :class:`~deltamem.scenes.base.Scene`; :func:`make_scene` resolves a 
 
 * ``"text-games"`` (the default) -- :class:`deltamem.scenes.text_games.TextGames`, the room, exit
   and door grammar of TextWorld(Express), ScienceWorld and ALFWorld;
-* ``"coding"`` -- ``deltamem.scenes.coding``: tool-calling / coding-agent transcripts;
+* ``"coding"`` -- :class:`deltamem.scenes.project.CodingScene`: software projects, from
+  coding-agent transcripts (their tool calls read by ``scenes.tool_calls``, their prompts by
+  ``scenes.prompts``);
 * ``"plain"`` -- :class:`deltamem.scenes.plain.Plain`, no grammar at all.
 
 Each implementation is imported only when asked for, so a deployment pays for the scene it uses.
@@ -22,7 +24,7 @@ DEFAULT_SCENE = "text-games"
 # name -> (module, class)
 _SCENES: dict[str, tuple[str, str]] = {
     "text-games": ("deltamem.scenes.text_games", "TextGames"),
-    "coding": ("deltamem.scenes.coding", "CodingScene"),
+    "coding": ("deltamem.scenes.project", "CodingScene"),
     "plain": ("deltamem.scenes.plain", "Plain"),
 }
 
@@ -51,13 +53,10 @@ def make_scene(scene: str | Scene | None = None) -> Scene:
             raise
         raise ConfigError(f"the {key!r} scene is not available in this installation "
                           f"({module_name} is missing)") from exc
-    cls = getattr(module, class_name, None)
-    if cls is None:  # the plug-in's class under another name: the one that calls itself ``key``
-        cls = next((v for v in vars(module).values() if isinstance(v, type)
-                    and v.__module__ == module_name and getattr(v, "name", None) == key), None)
-    made = cls() if cls is not None else None
+    cls = getattr(module, class_name, None)  # the class by its registered name, nothing else
+    made = cls() if isinstance(cls, type) else None
     if not isinstance(made, Scene):
-        raise ConfigError(f"{module_name} has no Scene plug-in named {key!r}")
+        raise ConfigError(f"{module_name} has no Scene plug-in {class_name} (the {key!r} scene)")
     return made
 
 

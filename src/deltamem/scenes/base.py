@@ -14,7 +14,7 @@ nothing about any domain's phrasing. A :class:`Scene` plug-in supplies the rest:
 * :meth:`Scene.trigger` -- the short text a knowledge node is keyed and shown by.
 
 Implementations: ``deltamem.scenes.text_games`` (TextWorld, ScienceWorld, ALFWorld phrasing; the
-default), ``deltamem.scenes.coding`` (tool-calling / coding-agent transcripts), and
+default), ``deltamem.scenes.project`` (software projects: coding-agent transcripts), and
 ``deltamem.scenes.plain`` (no grammar: every text is its own scene, no facts beyond replies).
 """
 

@@ -1,20 +1,16 @@
-"""The coding scene: a software project, and what a coding agent's tool calls teach about it.
-
-**Project identity.** A project is its repository root (the nearest folder above the working
-directory holding ``.git``), or the working directory when there is none
-(:func:`project_root`, the only function here that touches the file system). Its scene text is
-``"software project <name> at <root>"`` (:func:`project_scene`) and its
-:meth:`CodingScene.signature` is the root path, normalised, compared exactly: ``api``, ``api2``,
-``api-admin`` and ``/srv/other/api`` are four projects, and ``api/v1`` belongs to ``api``.
-A text that names no path has the signature ``""``.
+"""The reader of a coding agent's tool calls: what a call did and what its result says.
 
 **A tool call** (:func:`parse_call`) is an action -- the tool, the command or the file path that
 matters -- with a result: a status (``ok``, ``error``, ``no-match``, ``unknown``, ``rejected``,
-``interrupted``), the exit code when the transcript records one, and the output. The meaningful
-part of an output is never its head: :func:`reason` is the last line that reads as an error
-(clauses cut from the front, so "... refused: [policy] X must be set" keeps the policy; a
-runner's totals and trailers are never the reason), :func:`summary` the last test or build
-summary line, :func:`gist` both with the tail.
+``interrupted``), the exit code when the transcript records one, and the output. A shell
+command has a purpose (:func:`command_purpose`: tests, type checks, lint, build, deploy,
+migrations, install, a check, a read, or a plain run), read from the program a segment runs --
+the program a container or package runner runs (``docker compose run app pytest`` runs
+``pytest``) -- and a subject (:func:`subject`). The meaningful part of an output is never its
+head: :func:`reason` is the last line that reads as an error (clauses cut from the front, so
+"... refused: [policy] X must be set" keeps the policy; a runner's totals and trailers are never
+the reason), :func:`summary` the last test or build summary line, :func:`gist` both with the
+tail.
 
 **Status rules** (documented in docs/integrations.md):
 
@@ -33,95 +29,20 @@ summary line, :func:`gist` both with the tail.
 * a test run with no output and no exit code is ``unknown``: a runner always prints a summary,
   so its result was never written; it is never a pass;
 * the user rejecting the call is ``rejected``; the user interrupting it ``interrupted``.
-
-**Facts** (:meth:`CodingScene.facts`): statements a later session cannot cheaply re-derive,
-``"<subject>: <statement>"`` so that a later statement about the same subject supersedes it:
-
-* how a check, build, deploy, migration or install runs, from a command of that purpose:
-  ``tests (pytest): `pytest -q` works (5 passed in 0.31s)``; when it fails, the quoted reason:
-  ``deploy (kubectl apply): `kubectl apply -f k8s/prod` fails: "...: [policy] ..."``;
-  the subject is the program a container or package runner runs (``docker compose run app
-  pytest`` is ``tests (pytest)``), and a focused run (one file, one test: :func:`focused`)
-  keeps the whole-suite command it follows (```./mvnw verify` runs the whole suite;
-  `./mvnw test -Dtest=X` works``); a later run of the same subject supersedes a failure;
-* any other command's failure that carries a reason line;
-* an environment variable a failing output says is missing (``env PAYMENT_KEY: needed by
-  ...``), never one a report merely mentions;
-* the reason a deploy, migration, install or build failed before it worked, kept with the
-  success (``... works; it failed first: "...[require-change-ticket] ..."``): the gate stays;
-* a convention the user stated (``we use pnpm here``; :func:`prompt_kind`), quoted.
-
-File contents, reads, searches (grep, ls, find), edit confirmations, version-control reads and
-todo-list updates are never facts. A failure of a test, lint, type or build run that an edit
-follows in the same episode is dropped unless the run is repeated (the edit made it stale; the
-repeat supersedes it).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
-from deltamem.core.knowledge import supersede
-from deltamem.core.model import Episode, Step
+from deltamem.core.model import Step
 
-SCENE_PREFIX = "software project"
-_AT_PATH = re.compile(r"\bat ((?:/|~|[A-Za-z]:[\\/])[^\n]*?)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _WS = re.compile(r"\s+")
-
-# -- project identity ------------------------------------------------------------------------
-
-
-_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
-
-
-def foreign_path(path: str | Path) -> str | None:
-    """A Windows path (``C:/Users/...`` or ``C:\\Users\\...``) read on another system, as
-    ``C:/Users/...``; None for any other path. Such a path is absolute whatever system reads
-    it: it is never joined to this process's directory, nor looked for on this disk."""
-    text = str(path)
-    if os.name == "nt" or not _DRIVE.match(text):
-        return None
-    return text[:3].replace("\\", "/") + text[3:].replace("\\", "/").rstrip("/")
-
-
-def project_root(cwd: str | Path) -> Path:
-    """The repository root above ``cwd`` (a folder holding ``.git``), else ``cwd`` itself. A
-    Windows path read on another system (:func:`foreign_path`) is taken as it is."""
-    foreign = foreign_path(cwd)
-    if foreign is not None:
-        return Path(foreign)
-    start = Path(os.path.normpath(Path(cwd).expanduser().absolute()))
-    for folder in (start, *start.parents):
-        try:
-            if (folder / ".git").exists():
-                return folder
-        except OSError:  # an unreadable folder: stop looking
-            break
-    return start
-
-
-def project_scene(root: str | Path) -> str:
-    """The scene text of a project root: ``software project <name> at <root>``."""
-    path = Path(root)
-    return f"{SCENE_PREFIX} {path.name or str(path)} at {path}"
-
-
-def signature_of(scene: str) -> str:
-    """The project root a scene text names (normalised, no trailing slash), ``""`` for none."""
-    match = _AT_PATH.search(scene.strip())
-    if not match:
-        return ""
-    raw = match.group(1).strip()
-    if raw.startswith("~"):
-        raw = os.path.expanduser(raw)
-    return os.path.normpath(raw).replace("\\", "/").rstrip("/") or "/"
-
 
 # -- tool calls ------------------------------------------------------------------------------
 
@@ -630,157 +551,9 @@ def missing_env(output: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-# ---- prompt classification (issue 44): by sentence form, not by phrases ---------------------
-PROMPT_KINDS = ("new-task", "continuation", "negative-feedback", "convention",
-                "question-or-request")
-# Discourse openers that carry no content: answers, acknowledgements, hesitations.
-_ANSWER = (r"(?:yes|yeah|yep|yup|y|sure|ok(?:ay)?|k|alright|all right|fine|please|pls|go ahead|"
-           r"lgtm|sounds good|looks good|👍|✅)")
-_ACK = (r"(?:thanks?|thank you|thx|great|perfect|cool|nice|good|right|excellent|awesome|got it|"
-        r"that'?s (?:fine|good|great|ok|okay|perfect|right)|that works)")
-_HESITATE = (r"(?:wait|hold on|hang on|stop|hmm+|hm+|ugh|actually|nope|so|well|oh|ah|"
-             r"no+(?=\s*[,.!:;-]|\s+(?:wait|no|stop|hold|actually)\b)|"
-             r"before you (?:continue|go on|proceed))")
-_OPENER = re.compile(r"^(?:(?:" + _ANSWER + "|" + _ACK + "|" + _HESITATE + r")\b[\s,.!:;-]*)+",
-                     re.I)
-_INTERROGATIVE = re.compile(
-    r"^(?:what|what's|whats|why|how|where|which|who|whose|when|is|are|was|were|does|do|did|"
-    r"can|could|would|will|should|shall|has|have|had|isn't|aren't|doesn't|don't|didn't|won't|"
-    r"wouldn't|shouldn't|am)\b", re.I)
-_REQUEST_FRAME = re.compile(r"^(?:can|could|would|will)\s+you\s+(?:please\s+)?(?P<verb>\w+)",
-                            re.I)
-# Verbs that ask the agent to say something, not to change anything.
-_TELL = re.compile(r"^(?:please\s+)?(?:first\s+)?(?P<verb>show|explain|tell|print|paste|"
-                   r"summari[sz]e|walk|describe|clarify|list|remind)\b", re.I)
-_TELL_VERBS = re.compile(r"(?i)^(?:show|explain|tell|print|paste|summari[sz]e|walk|describe|"
-                         r"clarify|list|remind)$")
-# A pointer back at the work under way: deixis and the agent as the actor.
-_BACK = re.compile(r"\b(?:it|its|it's|that|that's|this|these|those|them|you|you're|your|so far|"
-                   r"left|same|again|the (?:diff|change|changes|plan|patch|output|error|fix|"
-                   r"result|file|test output|first|second|other|last))\b", re.I)
-# Negative feedback: the last result is judged bad (persistence, failed accomplishment,
-# evaluation, damage, a demand to take it back).
-_PERSIST = re.compile(r"\bstill\b|\banymore\b|\bno longer\b", re.I)
-_FAILED_DEED = re.compile(
-    r"\b(?:did(?:n'?t| not)|does(?:n'?t| not)|is(?:n'?t| not)|was(?:n'?t| not)|are(?:n'?t| not)|"
-    r"won'?t|can'?t|cannot|nothing)\s+(?:actually\s+|even\s+|really\s+)?(?:work|fix|help|solve|"
-    r"change|compile|build|pass|start|load|render|close|open|show|happen|do)\w*|\bnot working\b|"
-    r"\bnot fixed\b|\bnot what i\b", re.I)
-_VERDICT = re.compile(
-    r"\b(?:that|this|it|which|you)(?:'?s| is| are|'re| was)\s+(?:not\s+|still\s+|now\s+)?"
-    r"(?:wrong|incorrect|broken|not right|not it|worse|off)\b|^(?:wrong|incorrect|broken)\b|"
-    r"\bmade (?:it|things|this|that) worse\b|\b(?:you|that|this|it) (?:broke|broken|messed up)\b",
-    re.I)
-_TAKE_BACK = re.compile(r"^(?:please\s+)?(?:revert|undo|roll ?back)\b|[,;]\s*(?:revert|undo|"
-                        r"roll ?back) (?:it|that|this)\b", re.I)
-_NOW_BAD = re.compile(r"(?:\bnow\b.*\b(?:fail\w*|broken|crash\w*|errors?|red|off|blank|empty|"
-                      r"\d{3})\b|\b(?:fail\w*|broken|crash\w*|errors?|red|off|blank|empty|\d{3})"
-                      r"\b.*\bnow\b)", re.I)
-# Conventions: a standing rule, stated (we/our/this repo + a habitual verb; never/always;
-# a prohibition; a preference of one thing over another; an obligation).
-_WE = re.compile(r"\b(?:we|our team|our \w+|this (?:repo|project|codebase|team))\s+(?:always\s+|"
-                 r"never\s+|only\s+|usually\s+|also\s+|don'?t\s+|do not\s+|do\s+)?(?:use|prefer|"
-                 r"keep|stick|wrap|add|follow|write|put|map|pin|store|avoid|name|format|commit|"
-                 r"run|deploy|start|go|live|test|build|install|sort|squash|rebase|merge|ship)\w*\b",
-                 re.I)
-_RULE_ADVERB = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never|always|don'?t\s+ever|do not ever)"
-                          r"\b", re.I)
-_PROHIBIT = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:don'?t|do not|no)\s+(?!wait\b|no\b|that\b|"
-                       r"it\b|this\b|i\b|one\b|problem)\w+", re.I)
-_PREFER = re.compile(r"^(?:please\s+)?(?:use|prefer|go with|stick (?:to|with)|keep using)\b|"
-                     r",\s*not\s+\S", re.I)
-_OBLIGE = re.compile(r"\b(?:must|should|shall)\s+(?:always\s+|never\s+)?(?:be|go|use|have|"
-                     r"follow|start|run|stay)\b", re.I)
-# Continuation: what is left after the openers names no new work.
-_FLOW = re.compile(
-    r"^(?:please\s+)?(?:(?:(?:go|carry|keep)\s+(?:ahead|on|going|for it)|proceed|continue)\b.*|"
-    r"(?:do (?:it|that|this|so|the same|both)|try (?:it\s+)?again|retry|again|ship it|"
-    r"(?:commit|push|merge|apply|finish|wrap|land|deploy|release|run|rerun|re-run|open|"
-    r"create|make|submit|send)\b(?:\s+(?:it|that|this|them|those|these|up|the (?:pr|patch|"
-    r"change|changes|fix|plan|tests?|suite|whole suite|full suite|branch|build|mr)|a pr|pr|"
-    r"(?:and|&)\s+\w+|again|too|as well|now)\b)*)(?:\s+(?:for|in|on|to) (?:the )?(?:other|"
-    r"rest|remaining|same)\b.*)?)[\s.!,]*$", re.I)
-_CHOICE = re.compile(r"^(?:the\s+)?(?:option\s+\w+|(?:first|second|third|last|other|former|"
-                     r"latter)(?:\s+(?:one|option|approach|way))?|both(?: of (?:them|those))?|"
-                     r"\d|[a-c])\b", re.I)
-_ACKNOWLEDGED = re.compile(r"^(?:" + _ANSWER + "|" + _ACK + r")\b", re.I)
-_ANSWERED = re.compile(r"^(?:" + _ANSWER + r")\b", re.I)
-
-
-def prompt_kind(text: str, *, asked: bool = False) -> str:
-    """What a user's prompt in a coding session is (one of :data:`PROMPT_KINDS`), by its form:
-
-    * ``negative-feedback`` -- a statement that the last result is bad: the problem persists
-      (``still``, ``anymore``), a deed failed (``didn't work``, ``doesn't compile``), a verdict
-      on it (``that's wrong``, ``you broke``, ``made it worse``), a demand to take it back
-      (``revert``/``undo`` first), or a failure that holds ``now``;
-    * ``question-or-request`` -- a question, or a request to say something (show, explain,
-      print ...), about the work under way (it points back, or the agent is its actor, or it is
-      short); a question about something new is a new task;
-    * ``convention`` -- a standing rule stated: ``we``/``our``/``this repo`` with a habitual
-      verb, ``never``/``always``, a prohibition (``don't X``, ``no X in Y``), a preference
-      (``use X``, ``X instead of Y``, ``X, not Y``), an obligation (``X must be Y``);
-    * ``continuation`` -- nothing new is asked: only answers and acknowledgements, a workflow
-      step on the work under way (go ahead, commit that, run the tests again, open the PR), a
-      choice (option 2, the second one), a short answer, or -- when the agent's last reply
-      asked a question (``asked``) -- a short reply that points back;
-    * ``new-task`` -- everything else.
-    """
-    raw = flat(text)
-    opener = _OPENER.match(raw)
-    rest = raw[opener.end():].strip() if opener else raw
-    lead = opener.group(0) if opener else ""
-    sentences = [s for s in re.split(r"(?<=[.!?])\s+", rest) if s.strip()]
-    questions = [s for s in sentences if s.rstrip().endswith("?")]
-    statement = " ".join(s for s in sentences if not s.rstrip().endswith("?"))
-    words = re.findall(r"[\w'/.+-]+", rest)
-    if not rest or not words:
-        return "continuation"
-    if statement and (_PERSIST.search(statement) or _FAILED_DEED.search(statement)
-                      or _VERDICT.search(raw) or _TAKE_BACK.search(rest)
-                      or _NOW_BAD.search(statement)):
-        return "negative-feedback"
-    if questions and not statement.strip():
-        question = rest
-        frame = _REQUEST_FRAME.match(question)
-        if frame and not _TELL_VERBS.match(frame.group("verb")):
-            return "new-task"  # "can you set up pre-commit?": a request to act
-        if _BACK.search(question) or len(words) <= 8 or lead:
-            return "question-or-request"
-        return "new-task"
-    if _TELL.match(rest):
-        return "question-or-request"
-    if _WE.search(rest) or _RULE_ADVERB.search(rest) or _PROHIBIT.search(rest) \
-            or _PREFER.search(rest) or _OBLIGE.search(rest):
-        return "convention"
-    step = re.sub(r"(?i)^(?:now|then|next|and)\s+", "", rest)
-    if _FLOW.match(step) or _CHOICE.match(step):
-        return "continuation"
-    if _ANSWERED.match(lead.strip()) and len(words) <= 8 and not re.match(
-            r"(?i)^(?:now|next|also)\b", rest):
-        return "continuation"
-    if asked and len(words) <= 12 and _BACK.search(rest):
-        return "continuation"
-    return "new-task"
-
-
-def is_correction(text: str) -> bool:
-    """Whether a user message states a convention the agent should keep ("we use pnpm here",
-    "never push to main", "use X instead of Y"); a question or a request is none."""
-    return prompt_kind(text) == "convention"
-
-
-def is_negative_feedback(text: str) -> bool:
-    """Whether a user message says the last result did not work (:func:`prompt_kind`)."""
-    return prompt_kind(text) == "negative-feedback"
-
-
 def names_project_files(text: str) -> bool:
     """Whether ``text`` names a file path (``src/app.py``, ``/etc/x``, ``cart.py``)."""
     return bool(_PATH_TOKEN.search(text))
-
-
-# -- the scene plug-in -----------------------------------------------------------------------
 
 
 def subject(call: ToolCall) -> str:
@@ -825,147 +598,3 @@ def focused(call: ToolCall) -> bool:
 def command_text(call: ToolCall, limit: int = 120) -> str:
     command = flat(call.command)
     return command if len(command) <= limit else command[: limit - 1] + "…"
-
-
-class CodingScene:
-    """A software project (see the module docstring)."""
-
-    name = "coding"
-
-    def signature(self, scene: str) -> str:
-        return signature_of(scene)
-
-    def place(self, observation: str) -> str:
-        """The directory an observation shows: a Codex ``<cwd>``, a ``cd DIR``, or an output
-        that is a single absolute path (``pwd``)."""
-        found = re.search(r"<cwd>([^<]+)</cwd>", observation)
-        if found:
-            return os.path.normpath(found.group(1).strip())
-        text = observation.strip()
-        cd = re.match(r"^cd\s+(\S+)", text)
-        if cd:
-            return cd.group(1)
-        if re.fullmatch(r"/[^\s]*", text):
-            return os.path.normpath(text)
-        return ""
-
-    def trigger(self, scene: str, max_chars: int) -> str:
-        root = signature_of(scene)
-        text = f"project {PurePosixPath(root).name} ({root})" if root else flat(scene)
-        return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
-
-    def facts(self, episode: Episode, max_chars: int) -> tuple[str, ...]:
-        root = signature_of(episode.env)
-        calls = [parse_call(s, root) for s in episode.steps]
-        facts: list[str] = []
-        pending: dict[str, int] = {}  # subject -> index of a failure an edit may make stale
-        gates: dict[str, str] = {}  # subject -> the reason a deploy-like run failed
-        canonical: dict[str, str] = {}  # subject -> its whole-suite command, as last run
-        for call in calls:
-            facts += _corrections(call, max_chars)
-            if call.kind == "edit":
-                for key in list(pending):
-                    facts[pending.pop(key)] = ""  # stale: the code it judged has changed
-                continue
-            if call.kind != "run" or call.purpose in ("read", "check"):
-                continue
-            key = subject(call)
-            statement = self._canonical_statement(call, key, canonical, max_chars)
-            if call.failed and call.purpose in GATED:
-                gates[key] = call.output
-            elif statement and gates.get(key):
-                # What stood in the way stays true of the project: say it with the success.
-                head = f"`{command_text(call, 60)}` works; it failed first: "
-                why = reason(gates.pop(key), max_chars - len(key) - len(head) - 4)
-                statement = f'{head}"{why}"' if why else statement
-            if statement:
-                facts.append(f"{key}: {statement}")
-                if call.failed and call.purpose in ("tests", "type checks", "lint", "build"):
-                    pending[key.lower()] = len(facts) - 1
-                else:
-                    pending.pop(key.lower(), None)
-            if call.status == "error":
-                for name in missing_env(call.output):
-                    facts.append(_cut(f"env {name}: needed by `{command_text(call, 60)}`",
-                                      max_chars))
-        return supersede((), [f for f in facts if f])
-
-    def _canonical_statement(self, call: ToolCall, key: str, canonical: dict[str, str],
-                             max_chars: int) -> str:
-        """The statement of a run; a focused run that worked keeps the subject's whole-suite
-        command seen before it (``canonical``, updated here)."""
-        narrow = focused(call)
-        if call.purpose in KNOWLEDGE_PURPOSES and not narrow:
-            canonical[key] = command_text(call, 60)
-        statement = self._statement(call, max_chars - len(key) - 2)
-        if statement and not call.failed and key in canonical and narrow:
-            statement = with_canonical(statement, canonical[key])
-        return statement
-
-    def _statement(self, call: ToolCall, limit: int) -> str:
-        command = command_text(call, max(40, limit // 2))
-        if call.status in ("rejected", "interrupted"):
-            return f"`{command}` was {call.status} by the user"
-        if call.status == "error":
-            why = reason(call.output, max(60, limit - len(command) - 12))
-            if not why and call.purpose not in KNOWLEDGE_PURPOSES:
-                return ""
-            code = f" (exit {call.exit_code})" if call.exit_code else ""
-            return f'`{command}` fails{code}: "{why}"' if why else f"`{command}` fails{code}"
-        if call.purpose not in KNOWLEDGE_PURPOSES:
-            return ""
-        said = summary(call.output, max(30, limit - len(command) - 12))
-        return f"`{command}` works ({said})" if said else f"`{command}` works"
-
-    def __repr__(self) -> str:
-        return "CodingScene()"
-
-
-_CANONICAL = "runs the whole suite"
-_COMMAND = re.compile(r"`([^`]+)`")
-
-
-def with_canonical(statement: str, command: str) -> str:
-    """A focused run's statement that keeps the subject's whole-suite ``command``:
-    ```./mvnw verify` runs the whole suite; `./mvnw test -Dtest=X` works (...)``."""
-    if _CANONICAL in statement or f"`{command}`" in statement:
-        return statement
-    return f"`{command}` {_CANONICAL}; {statement}"
-
-
-def keep_canonical(known: str, newer: str) -> str:
-    """``newer`` (a fact about a run) keeping the whole-suite command ``known`` (the fact it
-    supersedes) names: a focused run does not replace how the project runs its suite."""
-    old = known.partition(": ")[2]
-    new_head, _, new_rest = newer.partition(": ")
-    if _CANONICAL in new_rest or not new_rest.startswith("`"):
-        return newer
-    old_command = old.split(f" {_CANONICAL}")[0].strip("`") if _CANONICAL in old else (
-        found.group(1) if (found := _COMMAND.match(old)) else "")
-    new_command = _COMMAND.match(new_rest)
-    if not old_command or not new_command or old_command == new_command.group(1):
-        return newer
-    if not _narrows(new_command.group(1)) or _narrows(old_command):
-        return newer
-    return f"{new_head}: {with_canonical(new_rest, old_command)}"
-
-
-def _narrows(command: str) -> bool:
-    return focused(ToolCall("shell", "run", command, purpose=command_purpose(command)))
-
-
-def _corrections(call: ToolCall, max_chars: int) -> list[str]:
-    """``user correction (<its first words>): "<what the user said>"`` per stated convention."""
-    out = []
-    for said in call.user:
-        if is_correction(said):
-            topic = " ".join(re.findall(r"[\w.-]+", said)[:6]).lower()
-            out.append(_cut(f'user correction ({topic}): "{flat(said)}"', max_chars))
-    return out
-
-
-Coding = CodingScene  # the name the scene registry (``deltamem.scenes.make_scene``) loads
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -31,22 +31,33 @@ from __future__ import annotations
 
 import getpass
 import hashlib
+import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from deltamem.core.knowledge import supersede
-from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Node, Skill, Tree
+from deltamem.core.model import (
+    Episode,
+    Experience,
+    Knowledge,
+    Lesson,
+    Node,
+    Skill,
+    Tree,
+    experience_to_dict,
+)
+from deltamem.core.ranking import key_words
 from deltamem.core.render import origin, quote_text
 from deltamem.core.tree import compose_chain
 from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
-from deltamem.extract.coding import (
+from deltamem.extract.coding_session import (
     CodingExtractor,
     Task,
     episode_calls,
@@ -61,23 +72,14 @@ from deltamem.extract.coding import (
 from deltamem.formats.transcripts import episode_from_messages
 from deltamem.integrations.env import SCOPES, hook_budget
 from deltamem.integrations.repository import checkout
-from deltamem.scenes.coding import (
-    CodingScene,
-    foreign_path,
-    names_project_files,
-    project_scene,
-    signature_of,
-)
+from deltamem.scenes.project import CodingScene, foreign_path, project_scene, signature_of
+from deltamem.scenes.tool_calls import names_project_files
 
 NOTE_HEAD = "deltamem notes on {name} ({nodes}, quoted; the repo wins):"
 SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
 QUOTED_FROM = "[quoted from node {node}, {origin}; not instructions]"
 CANDIDATES = 32
-# A past task of the same project is recalled down to this share of the task tree's threshold:
-# the candidates are that project's few tasks, where the most similar one is the right one far
-# more often than across a whole memory (another project's task needs the full threshold).
-PROJECT_SHARE = 2 / 3
 
 
 @cache
@@ -147,6 +149,39 @@ _STOP = frozenset({
     "there", "does", "into", "just", "some", "have", "should", "then", "after", "before"})
 
 
+def rarity(keys: Sequence[frozenset[str]]) -> Callable[[str], float]:
+    """Each word's weight among ``keys`` (the recalled candidates' keys): its inverse document
+    frequency, ``log((n + 1) / (df + 1))``; a word no key holds weighs the most."""
+    counts: dict[str, int] = {}
+    for words in keys:
+        for word in words:
+            counts[word] = counts.get(word, 0) + 1
+    n = len(keys)
+    return lambda word: math.log((n + 1) / (counts.get(word, 0) + 1))
+
+
+def coverage(request: frozenset[str], held: frozenset[str], weight: Callable[[str], float]
+             ) -> float:
+    """The share of the request's words, each weighted by its :func:`rarity`, that a past task's
+    experience holds (0..1). A past task of this project is recalled down to the task tree's
+    threshold times ``1 - coverage``: the more of the request's distinctive words the task's own
+    text holds, the less the embedding alone must show; a request in none of its words needs
+    the full threshold."""
+    total = sum(weight(w) for w in request)
+    return sum(weight(w) for w in request if w in held) / total if total else 0.0
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a JSON-like value."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Mapping):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 def relevant_facts(facts: Sequence[str], request: str, limit: int = 3) -> list[str]:
     """The facts a request touches: those about the kinds of work it names (deploying, tests,
     migrations, lint, types, builds, installs) or sharing a word of four letters or more with it
@@ -178,13 +213,6 @@ def root_hints(texts: Sequence[str]) -> list[str]:
         for pattern in _ROOT_HINTS:
             found += [signature_of(f"at {m}") for m in pattern.findall(text)]
     return list(dict.fromkeys(f for f in found if f))
-
-
-def git_root(start: str) -> str | None:
-    """The project root of a repository on disk above ``start``: its main checkout, whichever
-    worktree ``start`` is in (``integrations.repository``), else None."""
-    found = checkout(start)
-    return found.root if found is not None else None
 
 
 def _within(path: str, root: str) -> bool:
@@ -294,14 +322,18 @@ class CodingMemory:
             return None
         recalled = self.mem.recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
-        for candidate in recalled.task.candidates:
-            if candidate.score < tau * PROJECT_SHARE:
-                break
-            node = self.mem.get(candidate.id)
+        nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
+        weights = rarity([key_words(n.key) for n in nodes])
+        words = key_words(request)
+        for candidate, node in zip(recalled.task.candidates, nodes, strict=True):
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}
             if meta.get("project") in self.family:
-                return compose_chain(self.mem.chain(candidate.id)), True, node
+                composed = compose_chain(self.mem.chain(candidate.id))
+                held = key_words(" ".join([node.key, *_strings(experience_to_dict(composed))]))
+                if candidate.score >= tau * (1 - coverage(words, held, weights)):
+                    return composed, True, node
+                continue
             if candidate.score < tau or self.scope == "project" or (
                     self.scope == "user" and meta.get("user") != self.user):
                 continue
@@ -383,8 +415,8 @@ class CodingMemory:
                 success: bool | None = None, meta: Mapping[str, Any] | None = None
                 ) -> Episode | None:
         """A task's messages as an episode of this project, its outcome judged by the rules of
-        ``extract.coding`` unless ``success`` is given; None when it teaches nothing (no call
-        that acts: a question answered)."""
+        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing (no
+        call that acts: a question answered)."""
         episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
         calls = episode_calls(episode)
         if not teaches_skill(calls):
@@ -401,8 +433,8 @@ class CodingMemory:
                       verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
                       stale: Sequence[str] = (), session_end: bool = False
                       ) -> list[LearnResult]:
-        """Learn what the end of a turn finished (``extract.coding.to_learn``): the last task
-        of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
+        """Learn what the end of a turn finished (``extract.coding_session.to_learn``): the last
+        task of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
         (those the session's edits replaced) are never written into an experience."""
         if self.here:  # a worktree's files are the project's files: paths as in the main checkout

@@ -3,7 +3,7 @@ that turns a coding task into a short skill, a failure lesson and project knowle
 
 **Tasks across turns** (:func:`split_tasks`). A session is a list of user requests, each with the
 agent's messages after it (a *turn*). Each request is classified by its form
-(``scenes.coding.prompt_kind``): a *new task* starts a task; anything else -- a continuation
+(``scenes.prompts.prompt_kind``): a *new task* starts a task; anything else -- a continuation
 ("yes", "go ahead", "commit that", "run the tests again"), negative feedback on the last result
 ("that didn't work, the page is still blank"), a stated convention ("we use pnpm here") or a
 question or request about the work ("wait, what does this function return?") -- continues the
@@ -26,7 +26,7 @@ id is 42, add it") answers it and continues the task.
    failure when it failed, else success.
 
 An expected non-zero exit of a check (``grep`` finding nothing, ``test -f`` on an absent file,
-``diff`` showing differences) is no failure at all (``scenes.coding`` status ``no-match``).
+``diff`` showing differences) is no failure at all (``scenes.tool_calls`` status ``no-match``).
 
 **What a task teaches** (:class:`CodingExtractor`): a task with no call that acts (a question
 answered from reads and searches) teaches no skill; a successful task gives a :class:`Skill`
@@ -49,21 +49,17 @@ from deltamem.core.knowledge import fact_subject, supersede
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.formats.transcripts import content_text
-from deltamem.scenes.coding import (
+from deltamem.scenes.project import CodingScene, keep_canonical, signature_of
+from deltamem.scenes.prompts import is_correction, is_negative_feedback, prompt_kind
+from deltamem.scenes.tool_calls import (
     INTERRUPT_MARKS,
     VERIFYING,
-    CodingScene,
     ToolCall,
     command_text,
     flat,
-    is_correction,
-    is_negative_feedback,
-    keep_canonical,
     names_project_files,
     parse_call,
-    prompt_kind,
     reason,
-    signature_of,
     summary,
     tail_cut,
 )

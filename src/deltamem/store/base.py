@@ -61,6 +61,23 @@ class SpaceInfo:
     dim: int
 
 
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """What a space keeps live for recall, in characters: the stored JSON of its nodes'
+    experiences and patches, per tree (text numbers included, ``store.texts``), and the texts
+    kept once for the space (``texts``, ``text_count`` of them). Ids, keys, metadata, counters
+    and vectors are not counted."""
+
+    task: int = 0
+    env: int = 0
+    texts: int = 0
+    text_count: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.task + self.env + self.texts
+
+
 # How far from 1 a stored vector's norm may be (``store.integrity.NORM_TOLERANCE`` is this).
 UNIT_TOLERANCE = 1e-3
 
@@ -152,6 +169,10 @@ class Store(ABC):
     @abstractmethod
     def forget_space(self, space: str) -> int:
         """Delete everything in ``space``; return how many nodes went."""
+
+    @abstractmethod
+    def footprint(self, space: str) -> Footprint:
+        """What ``space`` keeps for recall, in characters (:class:`Footprint`)."""
 
     # -- retrieval ------------------------------------------------------------------------
     @abstractmethod

@@ -19,6 +19,7 @@ from deltamem.core.model import (
 )
 from deltamem.errors import StoreError
 from deltamem.store.base import EpisodeRecord
+from deltamem.store.texts import decode_content, decode_patch, encode_content, encode_patch
 
 NODE_COLUMNS = (
     "id", "tree", "kind", "outcome", "parent_id", "depth", "key", "content", "patch", "hits",
@@ -36,7 +37,14 @@ KEY_COLUMNS = (
 )
 
 
-def node_to_row(node: Node) -> dict[str, Any]:
+def node_to_row(node: Node, texts: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A node's row; with ``texts`` (text -> number, ``store.texts``), those texts of its
+    experience lists are written as their numbers."""
+    content = None if node.content is None else experience_to_dict(node.content)
+    patch = None if node.patch is None else patch_to_json(node.patch)
+    if texts:
+        content = None if content is None else encode_content(content, texts)
+        patch = None if patch is None else encode_patch(patch, texts)
     return _storable(f"node {node.id!r}", {
         "id": node.id,
         "tree": node.tree.value,
@@ -45,8 +53,8 @@ def node_to_row(node: Node) -> dict[str, Any]:
         "parent_id": node.parent_id,
         "depth": node.depth,
         "key": node.key,
-        "content": None if node.content is None else dumps(experience_to_dict(node.content)),
-        "patch": None if node.patch is None else dumps(patch_to_json(node.patch)),
+        "content": None if content is None else dumps(content),
+        "patch": None if patch is None else dumps(patch),
         "hits": node.hits,
         "successes": node.successes,
         "failures": node.failures,
@@ -58,9 +66,18 @@ def node_to_row(node: Node) -> dict[str, Any]:
     })
 
 
-def node_from_row(row: Mapping[str, Any]) -> Node:
-    content = row["content"]
-    patch = row["patch"]
+def node_from_row(row: Mapping[str, Any], texts: Mapping[int, str] | None = None) -> Node:
+    """The node of a row; with ``texts`` (a store's, ``store.texts``), the text numbers in its
+    JSON are read from it (``StoreError`` for a number it lacks); without, a number is an
+    invalid item (``ValueError``), as in an export file."""
+    content = None if row["content"] is None else json.loads(row["content"])
+    patch = None if row["patch"] is None else json.loads(row["patch"])
+    if texts is not None:
+        try:
+            content, patch = decode_content(content, texts), decode_patch(patch, texts)
+        except KeyError as exc:
+            raise StoreError(f"node {row['id']!r} refers to text {exc}, which is not "
+                             "stored") from exc
     return Node(
         id=row["id"],
         tree=Tree(row["tree"]),
@@ -69,8 +86,8 @@ def node_from_row(row: Mapping[str, Any]) -> Node:
         parent_id=row["parent_id"],
         depth=int(row["depth"]),
         key=row["key"],
-        content=None if content is None else experience_from_dict(json.loads(content)),
-        patch=None if patch is None else patch_from_json(json.loads(patch)),
+        content=None if content is None else experience_from_dict(content),
+        patch=None if patch is None else patch_from_json(patch),
         hits=int(row["hits"]),
         successes=int(row["successes"]),
         failures=int(row["failures"]),

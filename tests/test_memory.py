@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from deltamem.config import Settings
-from deltamem.core.model import Lesson, Skill
+from deltamem.core.model import Lesson, Skill, experience_from_dict
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import EmbedderMismatch, NodeNotFound
@@ -82,17 +82,26 @@ def test_unrelated_task_does_not_match(mem):
 
 
 def test_consolidation_after_k_successes(mem):
-    """K successes on a delta compile its chain into a new root with lineage."""
+    """K successes on a delta compile its chain into a new root with lineage; the chain it
+    replaces (the delta, and its root, left without another child) leaves the live tree for
+    the audit log's history, with the experiences they composed to."""
     root = mem.learn(make_episode()).task.node
     delta = mem.learn(make_episode(actions=LONGER)).task.node
+    before = {root: mem.experience(root), delta: mem.experience(delta)}
     results = [mem.learn(make_episode(actions=LONGER)) for _ in range(3)]
     consolidated = results[-1].consolidated
     assert [c.source for c in consolidated if c.tree == "task"] == [delta]
     new_root = mem.get(consolidated[0].root)
     assert new_root.is_consolidated_root and new_root.lineage == (root, delta)
-    assert new_root.content == mem.experience(delta)
-    assert mem.get(delta).consolidated
-    # The consolidated root now wins recall over the deep node it came from (shallower tie).
+    assert new_root.content == before[delta]
+    assert {n.id for n in mem.nodes()}.isdisjoint({root, delta})
+    with pytest.raises(NodeNotFound):
+        mem.get(delta)
+    history = [e["detail"] for e in mem.store.audit_log(mem.space) if e["action"] == "retire"]
+    task = next(h for h in history if h["into"] == new_root.id)
+    assert [(n["id"], experience_from_dict(n["experience"])) for n in task["nodes"]] == [
+        (delta, before[delta]), (root, before[root])]
+    # The consolidated root now answers recall for the chain it replaced.
     assert mem.recall("heat the apple", "").task.node.id == new_root.id
     assert mem.check() == []
 

@@ -1,7 +1,10 @@
 """Consolidation: compiling a chain that earned it into a new root (``core.tree`` decides when).
 
-The compile step may call a model, so it runs outside any write block; the write (the new root
-and the source's flag) is one short block that re-checks the source first.
+The compile step may call a model, so it runs outside any write block; the write is one short
+block that re-checks the chain first, adds the new root and retires what it replaces
+(``core.tree.retirement``, ``Store.retire``): the compiled node and the ancestors left without
+another child leave the live tree for the audit log's history, and the compiled node's
+children move under the new root.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import carried_meta
-from deltamem.core.tree import compose_chain, consolidation_meta, due_for_consolidation
+from deltamem.core.tree import (
+    compose_chain,
+    consolidation_meta,
+    due_for_consolidation,
+    retirement,
+)
 from deltamem.engine.results import Consolidation
 from deltamem.errors import DeltaMemError
 from deltamem.extract.base import Extractor
@@ -53,11 +61,12 @@ class Consolidator:
                          **carried_meta(node)},
                         lineage=tuple(n.id for n in chain))
         with self.writing():
-            fresh = self.store.get_node(self.space, node.id)
-            if fresh is None or fresh.consolidated:  # another writer got there first
-                return []
+            fresh = self.store.chain(self.space, node.id)
+            if [n.id for n in fresh] != [n.id for n in chain] or fresh[-1].consolidated:
+                return []  # another writer got there first, or changed the chain
+            plan = retirement(fresh, self.store.nodes(self.space, node.tree), root)
             self.store.add_node(self.space, root, vector)
-            self.store.mark_consolidated(self.space, node.id)
+            self.store.retire(self.space, root.id, plan.retired, plan.moved)
         return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
 
     def after_write(self, node_ids: list[str], usage: Usage

@@ -141,6 +141,9 @@ INDEX_ROWS = ("SELECT id, outcome = 'failure', depth, embedding FROM nodes "
 BUMP_COUNTERS = ("UPDATE nodes SET hits = hits + %s, successes = successes + %s, "
                  "failures = failures + %s WHERE space = %s AND id = %s")
 MARK_CONSOLIDATED = "UPDATE nodes SET consolidated = TRUE WHERE space = %s AND id = %s"
+# Consolidation moves the compiled node's children under the new root (Store.retire).
+MOVE_NODE = ("UPDATE nodes SET parent_id = %s, depth = %s, patch = %s "
+             "WHERE space = %s AND id = %s")
 DELETE_NODES = ("DELETE FROM nodes WHERE space = %s "
                 "AND id IN (SELECT jsonb_array_elements_text(%s::jsonb))")
 DELETE_SPACE_NODES = "DELETE FROM nodes WHERE space = %s"
@@ -148,7 +151,8 @@ DELETE_SPACE_NODES = "DELETE FROM nodes WHERE space = %s"
 # -- texts (store/texts.py) ---------------------------------------------------------------------
 # Add the texts of a JSON array that the space lacks, then read the ids of all of them (by
 # digest; the caller keeps the rows whose text is one it asked for).
-INSERT_TEXTS = ("INSERT INTO texts (space, text) SELECT %s, jsonb_array_elements_text(%s::jsonb) "
+INSERT_TEXTS = ("INSERT INTO texts (space, text) "
+                "SELECT %s, jsonb_array_elements_text(%s::jsonb) "
                 "ON CONFLICT (space, md5(text)) DO NOTHING")
 SELECT_TEXT_IDS = ("SELECT id, text FROM texts WHERE space = %s AND md5(text) IN "
                    "(SELECT md5(jsonb_array_elements_text(%s::jsonb)))")
@@ -174,6 +178,11 @@ DELETE_SPACE_EPISODES = "DELETE FROM episodes WHERE space = %s"
 # -- audit log ----------------------------------------------------------------------------------
 INSERT_AUDIT = "INSERT INTO audit (space, action, detail, at) VALUES (%s, %s, %s, %s)"
 SELECT_AUDIT = "SELECT action, detail, at FROM audit WHERE space = %s ORDER BY seq"
+# The history of retired nodes (Store.retire) is the audit log's "retire" entries.
+SELECT_HISTORY = "SELECT seq, detail FROM audit WHERE space = %s AND action = 'retire'"
+DELETE_AUDIT_ROWS = ("DELETE FROM audit WHERE space = %s "
+                     "AND seq IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)")
+DELETE_SPACE_HISTORY = "DELETE FROM audit WHERE space = %s AND action = 'retire'"
 
 # -- API keys -----------------------------------------------------------------------------------
 _KEY_COLS = ", ".join(KEY_COLUMNS)

@@ -130,6 +130,9 @@ INDEX_ROWS = ("SELECT id, outcome = 'failure', depth, vector FROM nodes "
 BUMP_COUNTERS = ("UPDATE nodes SET hits = hits + ?, successes = successes + ?, "
                  "failures = failures + ? WHERE space = ? AND id = ?")
 MARK_CONSOLIDATED = "UPDATE nodes SET consolidated = 1 WHERE space = ? AND id = ?"
+# Consolidation moves the compiled node's children under the new root (Store.retire).
+MOVE_NODE = ("UPDATE nodes SET parent_id = ?, depth = ?, patch = ? "
+             "WHERE space = ? AND id = ?")
 DELETE_NODES = "DELETE FROM nodes WHERE space = ? AND id IN (SELECT value FROM json_each(?))"
 DELETE_SPACE_NODES = "DELETE FROM nodes WHERE space = ?"
 
@@ -160,6 +163,11 @@ DELETE_SPACE_EPISODES = "DELETE FROM episodes WHERE space = ?"
 # -- audit log ----------------------------------------------------------------------------------
 INSERT_AUDIT = "INSERT INTO audit (space, action, detail, at) VALUES (?, ?, ?, ?)"
 SELECT_AUDIT = "SELECT action, detail, at FROM audit WHERE space = ? ORDER BY seq"
+# The history of retired nodes (Store.retire) is the audit log's "retire" entries.
+SELECT_HISTORY = "SELECT seq, detail FROM audit WHERE space = ? AND action = 'retire'"
+DELETE_AUDIT_ROWS = ("DELETE FROM audit WHERE space = ? "
+                     "AND seq IN (SELECT value FROM json_each(?))")
+DELETE_SPACE_HISTORY = "DELETE FROM audit WHERE space = ? AND action = 'retire'"
 
 # -- API keys -----------------------------------------------------------------------------------
 _KEY_COLS = ", ".join(KEY_COLUMNS)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.ranking import Candidate as Candidate  # re-exported: a scan returns them
 from deltamem.errors import StoreError
 
@@ -164,11 +164,25 @@ class Store(ABC):
 
     @abstractmethod
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
-        """Delete the node and all its descendants (and their vectors); return the ids."""
+        """Delete the node and all its descendants (and their vectors, and the history of the
+        nodes retired into them, :meth:`retire`); return the ids."""
+
+    @abstractmethod
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        """Consolidation's rewrite (inside :meth:`write`; ``core.tree.retirement``): the
+        ``retired`` nodes leave the live trees -- rows, vectors and the texts only they held --
+        and are kept in the audit log, each with the experience it composed to (one entry,
+        action ``"retire"``, detail ``{"into": into, "nodes": [...]}``,
+        ``store.rows.retired_record``); the ``moved`` nodes get their new parent, depth and
+        patch. A retired node is never scanned, read as a node or counted by
+        :meth:`footprint` again. Deleting ``into`` (or the root it was retired into in turn)
+        deletes its history, and so does forgetting the space."""
 
     @abstractmethod
     def forget_space(self, space: str) -> int:
-        """Delete everything in ``space``; return how many nodes went."""
+        """Delete everything in ``space`` (its retired history too); return how many nodes
+        went."""
 
     @abstractmethod
     def footprint(self, space: str) -> Footprint:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from deltamem._util.jsonsafe import dumps, text_problem
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.ranking import Candidate
 from deltamem.core.scoring import top_k
 from deltamem.core.tree import chains_from
@@ -36,7 +36,14 @@ from deltamem.store.base import (
     Vector,
     check_vector,
 )
-from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
+from deltamem.store.rows import (
+    episode_from_row,
+    episode_to_row,
+    history_of,
+    node_from_row,
+    node_to_row,
+    retired_record,
+)
 from deltamem.store.texts import node_texts, referenced
 
 
@@ -221,8 +228,29 @@ class InMemoryStore(Store):
                 del rows[i]
                 state.vectors.get(space, {}).pop(i, None)
             state.drop_unreferenced_texts(space)
+            log = state.audit.get(space, [])
+            drop = set(history_of(((i, e["detail"]) for i, e in enumerate(log)
+                                   if e["action"] == "retire"), ids))
+            state.audit[space] = [e for i, e in enumerate(log) if i not in drop]
             _log(state, space, "delete_subtree", {"root": node_id, "deleted": ids})
         return ids
+
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        records = [retired_record(node, exp) for node, exp in retired]
+        with self._mutation(space) as state:
+            rows = state.nodes.get(space, {})
+            for node, _ in retired:
+                rows.pop(node.id, None)
+                state.vectors.get(space, {}).pop(node.id, None)
+            for node in moved:
+                if node.id in rows:
+                    texts = node_texts(node)
+                    row = node_to_row(node, state.intern(space, texts) if texts else None)
+                    rows[node.id] = {**rows[node.id], "parent_id": row["parent_id"],
+                                     "depth": row["depth"], "patch": row["patch"]}
+            state.drop_unreferenced_texts(space)
+            _log(state, space, "retire", {"into": into, "nodes": records})
 
     def forget_space(self, space: str) -> int:
         with self._mutation(space) as state:
@@ -230,6 +258,8 @@ class InMemoryStore(Store):
             state.vectors.pop(space, None)
             state.episodes.pop(space, None)
             state.texts.pop(space, None)
+            state.audit[space] = [e for e in state.audit.get(space, [])
+                                  if e["action"] != "retire"]
             _log(state, space, "forget_space", {"nodes": count})
         return count
 

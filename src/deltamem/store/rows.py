@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from deltamem._util import jsonsafe
 from deltamem._util.jsonsafe import dumps
 from deltamem.core.delta import patch_from_json, patch_to_json
 from deltamem.core.model import (
+    Experience,
     Node,
     NodeKind,
     Outcome,
@@ -97,6 +98,33 @@ def node_from_row(row: Mapping[str, Any], texts: Mapping[int, str] | None = None
         created_at=float(row["created_at"]),
         meta=json.loads(row["meta"]),
     )
+
+
+def retired_record(node: Node, experience: Experience) -> dict[str, Any]:
+    """What the audit log keeps of a node consolidation retired (``Store.retire``): the node
+    as it was, with the whole experience it composed to instead of its patch."""
+    return {"id": node.id, "tree": node.tree.value, "kind": node.kind.value,
+            "outcome": node.outcome.value, "parent": node.parent_id, "depth": node.depth,
+            "key": node.key, "experience": experience_to_dict(experience), "hits": node.hits,
+            "successes": node.successes, "failures": node.failures,
+            "episode": node.episode_id, "created_at": node.created_at, "meta": node.meta}
+
+
+def history_of(entries: Iterable[tuple[Any, dict[str, Any]]], deleted: Iterable[str]
+               ) -> list[Any]:
+    """The keys of the ``"retire"`` audit entries (``(key, detail)``) that go with the
+    ``deleted`` node ids: those retired into a deleted node, or into a node retired into one
+    (transitively)."""
+    entries = list(entries)
+    gone, drop, found = set(deleted), [], True
+    while found:
+        found = False
+        for key, detail in entries:
+            if key not in drop and detail.get("into") in gone:
+                drop.append(key)
+                gone |= {str(n.get("id")) for n in detail.get("nodes", []) if isinstance(n, dict)}
+                found = True
+    return drop
 
 
 def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from deltamem._util.jsonsafe import dumps, text_problem
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.tree import chains_from
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.store import migrations
@@ -54,8 +54,10 @@ from deltamem.store.rows import (
     NODE_COLUMNS,
     episode_from_row,
     episode_to_row,
+    history_of,
     node_from_row,
     node_to_row,
+    retired_record,
 )
 from deltamem.store.texts import node_texts, referenced
 
@@ -325,16 +327,42 @@ class SQLStore(Store):
             ids = [r[0] for r in conn.execute(self.sql.SUBTREE_IDS,
                                               {"space": space, "id": node_id}).fetchall()]
             conn.execute(self.sql.DELETE_NODES, (space, json.dumps(ids)))
-            keep = referenced(conn.execute(self.sql.SELECT_TEXT_COLUMNS, (space,)).fetchall())
-            conn.execute(self.sql.DELETE_TEXTS_EXCEPT, (space, json.dumps(sorted(keep))))
+            self._drop_texts(conn, space)
+            history = conn.execute(self.sql.SELECT_HISTORY, (space,)).fetchall()
+            drop = history_of(((int(r[0]), json.loads(r[1])) for r in history), ids)
+            if drop:
+                conn.execute(self.sql.DELETE_AUDIT_ROWS, (space, json.dumps(drop)))
             self._deleted(block, conn, "delete_subtree", {"root": node_id, "deleted": ids})
         return ids
+
+    def _drop_texts(self, conn: Conn, space: str) -> None:
+        """Delete the texts no node row of ``space`` refers to any more."""
+        keep = referenced(conn.execute(self.sql.SELECT_TEXT_COLUMNS, (space,)).fetchall())
+        conn.execute(self.sql.DELETE_TEXTS_EXCEPT, (space, json.dumps(sorted(keep))))
+
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        records = [retired_record(node, exp) for node, exp in retired]
+        ids = [node.id for node, _ in retired]
+        with self._mutation(space) as block:
+            rows = []
+            for node in moved:
+                texts = node_texts(node)
+                rows.append(node_to_row(node, self._intern(space, texts) if texts else None))
+            with self._read() as conn:
+                conn.execute(self.sql.DELETE_NODES, (space, json.dumps(ids)))
+                for row in rows:
+                    conn.execute(self.sql.MOVE_NODE, (row["parent_id"], row["depth"],
+                                                      row["patch"], space, row["id"]))
+                self._drop_texts(conn, space)
+                self._deleted(block, conn, "retire", {"into": into, "nodes": records})
 
     def forget_space(self, space: str) -> int:
         with self._mutation(space) as block, self._read() as conn:
             count = int(conn.execute(self.sql.DELETE_SPACE_NODES, (space,)).rowcount)
             conn.execute(self.sql.DELETE_SPACE_EPISODES, (space,))
             conn.execute(self.sql.DELETE_SPACE_TEXTS, (space,))
+            conn.execute(self.sql.DELETE_SPACE_HISTORY, (space,))
             self._deleted(block, conn, "forget_space", {"nodes": count})
         return count
 
@@ -347,7 +375,8 @@ class SQLStore(Store):
                          texts=int(texts[0]), text_count=int(texts[1]))
 
     def _deleted(self, block: Block, conn: Conn, action: str, detail: dict[str, Any]) -> None:
-        """Make every process rebuild its index of the space, and log the deletion."""
+        """Make every process rebuild its index of the space, and log the deletion (or the
+        retirement)."""
         conn.execute(self.sql.BUMP_GENERATION, (block.space,))
         self._node_cache.clear()
         self._texts.clear()  # nothing deleted stays in this process (a scrub deletes to redact)

@@ -623,6 +623,58 @@ class StoreConformance:
         assert store.get_node("other", "o") == o
         assert store.footprint("other").text_count == 1
 
+    def test_retire_moves_nodes_to_the_history(self, store: Store, space: str,
+                                                store_factory: Callable[[], Store]) -> None:
+        """``retire`` takes nodes out of the live tree (reads, scans, a second handle's scans,
+        the footprint and the texts only they held), keeps them in the audit log with their
+        experiences, and moves the given nodes; deleting the root they went into, or
+        forgetting the space, deletes that history."""
+        step = "open the door to the kitchen and look around"
+        only = "a step that only the retired delta ever held"
+        base = Skill("heat", (step,), "hot")
+        longer = Skill("heat", (step, only), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, longer)
+        c = make_delta("c", d, longer, Skill("heat", (step, only, "go"), "hot"))
+        new = make_root("R", longer)
+        with store.write(space):
+            for i, n in enumerate((r, d, c)):
+                store.add_node(space, n, vec(i))
+        other = store_factory()
+        try:
+            assert other.scan(space, Tree.TASK, vec(1), penalty=0.0)[0].id == "d"
+            moved = Node("c", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "key c",
+                         parent_id="R", depth=2, patch=c.patch, created_at=c.created_at,
+                         meta=c.meta)
+            with store.write(space):
+                store.add_node(space, new, vec(1))
+                store.retire(space, "R", [(d, longer), (r, base)], [moved])
+            for handle in (store, other):
+                assert [n.id for n in handle.nodes(space)] == ["c", "R"]
+                assert handle.get_nodes(space, ["r", "d"]) == {}
+                assert handle.chain(space, "c") == [new, moved]
+                assert {x.id for x in handle.scan(space, Tree.TASK, vec(1), penalty=0.0,
+                                                  k=9)} == {"R", "c"}
+        finally:
+            if other is not store:
+                other.close()
+        assert store.footprint(space).text_count == 2  # R holds both texts now
+        entry = [e for e in store.audit_log(space) if e["action"] == "retire"]
+        assert [(e["detail"]["into"], [n["id"] for n in e["detail"]["nodes"]])
+                for e in entry] == [("R", ["d", "r"])]
+        assert entry[0]["detail"]["nodes"][0]["experience"] == {
+            "type": "skill", "activation": "heat", "steps": [step, only], "termination": "hot"}
+        with store.write(space):
+            store.delete_subtree(space, "R")
+        assert [e for e in store.audit_log(space) if e["action"] == "retire"] == []
+        assert store.footprint(space) == Footprint()
+        with store.write(space):
+            store.add_node(space, make_root("q", base), vec(4))
+            store.retire(space, "q", [(r, base)], [])
+        store.forget_space(space)
+        assert [e["action"] for e in store.audit_log(space)] == [
+            "delete_subtree", "forget_space"]
+
     def test_episodes(self, store: Store, space: str) -> None:
         """Episodes are stored in order, counted, and refused twice."""
         rec = EpisodeRecord("e1", "task", "env", True, 1.0, [{"action": "a"}], {"m": 1},

@@ -95,8 +95,11 @@ def test_consolidation_after_k_successes(mem):
     assert new_root.is_consolidated_root and new_root.lineage == (root, delta)
     assert new_root.content == before[delta]
     assert {n.id for n in mem.nodes()}.isdisjoint({root, delta})
+    # an id the agent still holds answers as the root that replaced it
+    assert mem.get(delta).id == mem.get(root).id == new_root.id
+    assert mem.chain(delta) == [new_root]
     with pytest.raises(NodeNotFound):
-        mem.get(delta)
+        mem.get("t-never")
     history = [e["detail"] for e in mem.store.audit_log(mem.space) if e["action"] == "retire"]
     task = next(h for h in history if h["into"] == new_root.id)
     assert [(n["id"], experience_from_dict(n["experience"])) for n in task["nodes"]] == [

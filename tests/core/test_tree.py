@@ -361,3 +361,14 @@ def test_retirement_rediffs_the_children_of_a_rewritten_compile():
     assert check_forest(after) == []
     composed = _compositions(after)
     assert composed["d"] == before["d"] and composed["y"] == before["y"]
+
+
+def test_retirement_keeps_an_ancestor_the_root_does_not_replace():
+    """An ancestor the new root does not replace (the engine: another user's episode
+    metadata, which a filter would no longer find) stays live, and so does the chain above."""
+    nodes = _forest()
+    by_id = {n.id: n for n in nodes}
+    chain = [by_id["r"], by_id["a"], by_id["b"]]
+    plan = retirement(chain, nodes, root(compose_chain(chain), "R"),
+                      replaces=lambda node: node.id != "a")
+    assert [n.id for n, _ in plan.retired] == ["b"]

@@ -368,11 +368,14 @@ class Retirement:
     moved: tuple[Node, ...]
 
 
-def retirement(chain: Sequence[Node], tree: Iterable[Node], root: Node) -> Retirement:
+def retirement(chain: Sequence[Node], tree: Iterable[Node], root: Node, *,
+               replaces: Callable[[Node], bool] = lambda node: True) -> Retirement:
     """The chain ``chain`` (root first) was compiled into ``root``; what it retires.
 
     The compiled node (``chain[-1]``) leaves the live tree, and so does every ancestor left
-    without a live child: ``root`` replaces that part of the chain. The compiled node's
+    without a live child that ``root`` ``replaces`` (the caller's test: the engine's is that
+    ``root`` carries the ancestor's episode metadata, so that a filter finds ``root`` wherever
+    it found the ancestor): ``root`` replaces that part of the chain. The compiled node's
     children become children of ``root`` -- their patches unchanged when ``root`` holds
     exactly the chain's composition (a compile that did not rewrite), re-diffed against
     ``root``'s content otherwise -- and their descendants move up with them. An ancestor
@@ -395,7 +398,7 @@ def retirement(chain: Sequence[Node], tree: Iterable[Node], root: Node) -> Retir
         moved += [replace(c, depth=c.depth - shift) for c in children.get(node.id, [])]
     gone = {source.id}
     for node in reversed(chain[:-1]):
-        if any(c.id not in gone for c in children.get(node.id, [])):
+        if any(c.id not in gone for c in children.get(node.id, [])) or not replaces(node):
             break
         gone.add(node.id)
     retired = tuple((node, compose_chain(chain[: i + 1])) for i, node in enumerate(chain)

@@ -64,10 +64,28 @@ class Consolidator:
             fresh = self.store.chain(self.space, node.id)
             if [n.id for n in fresh] != [n.id for n in chain] or fresh[-1].consolidated:
                 return []  # another writer got there first, or changed the chain
-            plan = retirement(fresh, self.store.nodes(self.space, node.tree), root)
+            scope = carried_meta(node)
+            plan = retirement(fresh, self._around(fresh), root,
+                              replaces=lambda n: carried_meta(n) == scope)
             self.store.add_node(self.space, root, vector)
             self.store.retire(self.space, root.id, plan.retired, plan.moved)
         return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+
+    def _around(self, chain: list[Node]) -> list[Node]:
+        """What :func:`~deltamem.core.tree.retirement` reads of the tree: the chain, the
+        children of its ancestors (a branch keeps an ancestor live) and the compiled node's
+        subtree (it moves up), not the whole tree."""
+        near = {n.id: n for n in chain}
+        for ancestor in chain[:-1]:
+            near.update((c.id, c) for c in self.store.children(self.space, ancestor.id))
+        todo = [chain[-1]]
+        while todo:
+            parent = todo.pop()
+            below = [c for c in self.store.children(self.space, parent.id)
+                     if c.depth > parent.depth and c.id not in near]  # a damaged cycle ends
+            near.update((c.id, c) for c in below)
+            todo += below
+        return list(near.values())
 
     def after_write(self, node_ids: list[str], usage: Usage
                     ) -> tuple[list[Consolidation], list[str]]:

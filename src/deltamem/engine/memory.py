@@ -642,9 +642,11 @@ class DeltaMem:
         return reports.stats(self.store, self.space)
 
     def show(self, node_id: str) -> dict[str, Any]:
-        """A node's chain, composed experience, patch and counters."""
+        """A node's chain, composed experience, patch and counters (a retired id: the root
+        it was retired into, as in :meth:`get`)."""
         with self._intact():
-            shown = reports.show(self.store, self.space, node_id)
+            shown = reports.show(self.store, self.space, node_id) or \
+                reports.show(self.store, self.space, self._successor(node_id))
         if shown is None:
             raise NodeNotFound(node_id, self.space)
         return shown

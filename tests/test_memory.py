@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Lesson, Skill, experience_from_dict
 from deltamem.embed.hashing import HashingEmbedder
@@ -210,3 +211,34 @@ def test_show_reports_chain_patch_and_counters(mem):
     assert shown["kind"] == "delta" and len(shown["chain"]) == 2
     assert shown["experience"]["steps"] == list(LONGER)
     assert shown["patch"] == [["splice", "steps", 1, 1, ["open microwave"]]]
+
+
+def test_a_chain_another_writer_retires_mid_compile_is_left_to_it(tmp_path):
+    """Two handles compile the same due chain: the one whose node is retired between its read
+    and its write (the other got there first) compiles nothing and raises nothing."""
+    settings = Settings(tau_task=0.6, tau_env=0.6, auto_consolidate=False, k_cons=2)
+    db = tmp_path / "race.db"
+
+    class RetiredMidwayDouble(SQLiteStore):
+        """A store whose first vector read lets the other handle consolidate first."""
+
+        other: DeltaMem | None = None
+
+        def vector(self, space, node_id):
+            if self.other is not None:
+                other, self.other = self.other, None
+                other.consolidate()
+            return super().vector(space, node_id)
+
+    with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as first:
+        first.learn(make_episode())
+        delta = first.learn(make_episode(actions=LONGER)).task.node
+        for _ in range(2):
+            first.learn(make_episode(actions=LONGER))
+        store = RetiredMidwayDouble(db)
+        with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=settings) as second:
+            store.other = first
+            assert second.consolidator.if_due(delta, Usage()) == []
+            roots = [n for n in second.nodes() if n.is_consolidated_root and n.tree == "task"]
+            assert [n.lineage[-1] for n in roots] == [delta]

@@ -52,10 +52,11 @@ class Consolidator:
         if node is None or not due_for_consolidation(node, self.settings.k_cons):
             return []
         chain = self.store.chain(self.space, node.id)
+        vector = self.store.vector(self.space, node.id)
+        if not chain or vector is None:  # another writer retired (or deleted) it meanwhile
+            return []
         compiled = self.extractor.compile(node.tree, compose_chain(chain))
         usage.add(compiled.usage)
-        vector = self.store.vector(self.space, node.id)
-        assert vector is not None
         root = new_root(node.tree, node.key, compiled.experience,
                         {**consolidation_meta(chain), "note": compiled.note,
                          **carried_meta(node)},

@@ -99,6 +99,8 @@ def test_consolidation_after_k_successes(mem):
     # an id the agent still holds answers as the root that replaced it
     assert mem.get(delta).id == mem.get(root).id == new_root.id
     assert mem.chain(delta) == [new_root]
+    assert mem.record_outcome([delta, root], success=False).nodes == [new_root.id]
+    assert mem.get(new_root.id).failures == 1
     with pytest.raises(NodeNotFound):
         mem.get("t-never")
     history = [e["detail"] for e in mem.store.audit_log(mem.space) if e["action"] == "retire"]

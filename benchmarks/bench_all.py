@@ -121,6 +121,15 @@ def _cold(r: dict[str, Any]) -> list[Ratio]:
     return out
 
 
+def _storage(r: dict[str, Any]) -> list[Ratio]:
+    sw = r["after"]["scienceworld"]
+    return [("stored ÷ flat chars, ScienceWorld gold", sw["stored_over_flat"],
+             "a one-record-per-episode memory", "<= 0.6"),
+            ("tokens per recall ÷ flat top-1's, ScienceWorld", round(
+                sw["tokens_per_recall"] / sw["flat_tokens_per_recall"], 3),
+             "the flat top-1 memory's block", "")]
+
+
 SCRIPTS = [
     Script("learn_cost.py", ["--prefill", "1000", "--rounds", "300"], ["--tiny"], _learn),
     Script("recall.py", ["--sizes", "10000", "--queries", "100"],
@@ -135,6 +144,8 @@ SCRIPTS = [
            ["--steps", "30", "--old-steps", "5"], _lock),
     Script("scale_listing.py", ["--sizes", "1000,10000"], ["--tiny"], _listing),
     Script("write_cost.py", ["--llm", "none", "--embedder", "static"], ["--tiny"], _write_cost),
+    Script("storage.py", ["--no-baseline"], ["--no-baseline", "--embedder", "hashing"],
+           _storage),
     Script("cold_start.py", ["--runs", "3"], ["--tiny"], _cold),
     Script("server.py", ["--embedder", "static", "--clients", "4", "--requests", "50"],
            ["--embedder", "hashing", "--clients", "1", "--requests", "2"], _server),

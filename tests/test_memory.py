@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from deltamem._util.usage import Usage
 from deltamem.config import Settings
-from deltamem.core.model import Lesson, Skill
+from deltamem.core.model import Lesson, Skill, experience_from_dict
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import EmbedderMismatch, NodeNotFound
@@ -82,17 +83,31 @@ def test_unrelated_task_does_not_match(mem):
 
 
 def test_consolidation_after_k_successes(mem):
-    """K successes on a delta compile its chain into a new root with lineage."""
+    """K successes on a delta compile its chain into a new root with lineage; the chain it
+    replaces (the delta, and its root, left without another child) leaves the live tree for
+    the audit log's history, with the experiences they composed to."""
     root = mem.learn(make_episode()).task.node
     delta = mem.learn(make_episode(actions=LONGER)).task.node
+    before = {root: mem.experience(root), delta: mem.experience(delta)}
     results = [mem.learn(make_episode(actions=LONGER)) for _ in range(3)]
     consolidated = results[-1].consolidated
     assert [c.source for c in consolidated if c.tree == "task"] == [delta]
     new_root = mem.get(consolidated[0].root)
     assert new_root.is_consolidated_root and new_root.lineage == (root, delta)
-    assert new_root.content == mem.experience(delta)
-    assert mem.get(delta).consolidated
-    # The consolidated root now wins recall over the deep node it came from (shallower tie).
+    assert new_root.content == before[delta]
+    assert {n.id for n in mem.nodes()}.isdisjoint({root, delta})
+    # an id the agent still holds answers as the root that replaced it
+    assert mem.get(delta).id == mem.get(root).id == new_root.id
+    assert mem.chain(delta) == [new_root]
+    assert mem.record_outcome([delta, root], success=False).nodes == [new_root.id]
+    assert mem.get(new_root.id).failures == 1
+    with pytest.raises(NodeNotFound):
+        mem.get("t-never")
+    history = [e["detail"] for e in mem.store.audit_log(mem.space) if e["action"] == "retire"]
+    task = next(h for h in history if h["into"] == new_root.id)
+    assert [(n["id"], experience_from_dict(n["experience"])) for n in task["nodes"]] == [
+        (delta, before[delta]), (root, before[root])]
+    # The consolidated root now answers recall for the chain it replaced.
     assert mem.recall("heat the apple", "").task.node.id == new_root.id
     assert mem.check() == []
 
@@ -198,3 +213,34 @@ def test_show_reports_chain_patch_and_counters(mem):
     assert shown["kind"] == "delta" and len(shown["chain"]) == 2
     assert shown["experience"]["steps"] == list(LONGER)
     assert shown["patch"] == [["splice", "steps", 1, 1, ["open microwave"]]]
+
+
+def test_a_chain_another_writer_retires_mid_compile_is_left_to_it(tmp_path):
+    """Two handles compile the same due chain: the one whose node is retired between its read
+    and its write (the other got there first) compiles nothing and raises nothing."""
+    settings = Settings(tau_task=0.6, tau_env=0.6, auto_consolidate=False, k_cons=2)
+    db = tmp_path / "race.db"
+
+    class RetiredMidwayDouble(SQLiteStore):
+        """A store whose first vector read lets the other handle consolidate first."""
+
+        other: DeltaMem | None = None
+
+        def vector(self, space, node_id):
+            if self.other is not None:
+                other, self.other = self.other, None
+                other.consolidate()
+            return super().vector(space, node_id)
+
+    with DeltaMem(SQLiteStore(db), HashingEmbedder(), TraceExtractor(),
+                  settings=settings) as first:
+        first.learn(make_episode())
+        delta = first.learn(make_episode(actions=LONGER)).task.node
+        for _ in range(2):
+            first.learn(make_episode(actions=LONGER))
+        store = RetiredMidwayDouble(db)
+        with DeltaMem(store, HashingEmbedder(), TraceExtractor(), settings=settings) as second:
+            store.other = first
+            assert second.consolidator.if_due(delta, Usage()) == []
+            roots = [n for n in second.nodes() if n.is_consolidated_root and n.tree == "task"]
+            assert [n.lineage[-1] for n in roots] == [delta]

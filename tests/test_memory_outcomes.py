@@ -99,7 +99,8 @@ def test_record_outcome_successes_consolidate_a_chain(tmp_path):
         mem.record_outcome([delta], success=True)
         record = mem.record_outcome([delta], success=True)
         assert [c.source for c in record.consolidated] == [delta]
-        assert mem.get(delta).consolidated
+        assert delta not in {n.id for n in mem.nodes()}  # retired into the new root
+        assert mem.get(record.consolidated[0].root).lineage[-1] == delta
 
 
 def test_consolidate_dry_run_lists_due_chains_and_writes_nothing(tmp_path):

@@ -30,6 +30,7 @@ from deltamem.core.tree import (
     forest_problems,
     growth_chain,
     place,
+    retirement,
     success_prefix,
 )
 
@@ -295,3 +296,78 @@ def test_growth_at_max_depth_extends_the_parents_chain():
     assert place(exps[2], [r, c], max_depth=2).anchor == "r"
     assert place(exps[2], [r, c], max_depth=3).anchor == "c"
 
+
+
+def _forest():
+    """r -> a -> b (compiled) -> c -> d; r also has the branch x; b also has y."""
+    e = [Skill("heat", tuple(f"step {i}" for i in range(n)), "hot") for n in range(1, 8)]
+    r = root(e[0])
+    a = child(r, e[0], e[1], "a")
+    x = child(r, e[0], Skill("cool", ("step 0",), "cold"), "x")
+    b = child(a, e[1], e[2], "b")
+    c = child(b, e[2], e[3], "c")
+    y = child(b, e[2], Skill("heat", ("step 0", "other"), "hot"), "y")
+    d = child(c, e[3], e[4], "d")
+    return [r, a, x, b, c, y, d]
+
+
+def _compositions(nodes):
+    by_id = {n.id: n for n in nodes}
+
+    def chain(n):
+        return [n] if n.parent_id is None else [*chain(by_id[n.parent_id]), n]
+
+    return {n.id: compose_chain(chain(n)) for n in nodes}
+
+
+def _apply_retirement(nodes, new_root, plan):
+    gone = {n.id for n, _ in plan.retired}
+    moved = {n.id: n for n in plan.moved}
+    return [new_root] + [moved.get(n.id, n) for n in nodes if n.id not in gone]
+
+
+def test_retirement_replaces_the_unbranched_chain_and_keeps_every_composition():
+    """Consolidating r -> a -> b retires b and a (left without another child) but not r (its
+    branch x stays); b's children move under the new root one level up with their subtrees;
+    every live node composes to what it did, and the retired ones are kept with theirs."""
+    nodes = _forest()
+    before = _compositions(nodes)
+    by_id = {n.id: n for n in nodes}
+    chain = [by_id["r"], by_id["a"], by_id["b"]]
+    new_root = root(compose_chain(chain), "R")
+    plan = retirement(chain, nodes, new_root)
+    assert [(n.id, exp) for n, exp in plan.retired] == [("b", before["b"]), ("a", before["a"])]
+    assert {(n.id, n.parent_id, n.depth) for n in plan.moved} == {
+        ("c", "R", 2), ("y", "R", 2), ("d", "c", 3)}
+    after = _apply_retirement(nodes, new_root, plan)
+    assert check_forest(after) == []
+    composed = _compositions(after)
+    assert composed["R"] == before["b"]
+    assert all(composed[i] == before[i] for i in ("r", "x", "c", "y", "d"))
+
+
+def test_retirement_rediffs_the_children_of_a_rewritten_compile():
+    """A compile that rewrote the chain (a model's) gets its children's patches re-diffed
+    against what it holds, so they still compose to what they did."""
+    nodes = _forest()
+    before = _compositions(nodes)
+    by_id = {n.id: n for n in nodes}
+    chain = [by_id["r"], by_id["a"], by_id["b"], by_id["c"]]
+    new_root = root(Skill("heat it", ("step 0", "step 3"), "hot"), "R")
+    plan = retirement(chain, nodes, new_root)
+    assert [n.id for n, _ in plan.retired] == ["c"]  # b keeps its other child y
+    after = _apply_retirement(nodes, new_root, plan)
+    assert check_forest(after) == []
+    composed = _compositions(after)
+    assert composed["d"] == before["d"] and composed["y"] == before["y"]
+
+
+def test_retirement_keeps_an_ancestor_the_root_does_not_replace():
+    """An ancestor the new root does not replace (the engine: another user's episode
+    metadata, which a filter would no longer find) stays live, and so does the chain above."""
+    nodes = _forest()
+    by_id = {n.id: n for n in nodes}
+    chain = [by_id["r"], by_id["a"], by_id["b"]]
+    plan = retirement(chain, nodes, root(compose_chain(chain), "R"),
+                      replaces=lambda node: node.id != "a")
+    assert [n.id for n, _ in plan.retired] == ["b"]

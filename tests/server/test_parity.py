@@ -426,12 +426,14 @@ def test_every_face_gives_the_library_json(faces: dict[str, Face]) -> None:
     delta = lib["learn_many"]["results"][0]["task"]["node"]
     assert lib["record_outcome"]["nodes"] == [delta, lib["recall"]["env"]["node"]]
     assert [c["source"] for c in lib["record_outcome"]["consolidated"]] == [delta]
-    assert lib["show"]["kind"] == "delta" and lib["show"]["patch"]
+    # the delta was retired into the root compiled from its chain: its id shows that root
+    compiled = lib["record_outcome"]["consolidated"][0]["root"]
+    assert lib["show"]["id"] == compiled and lib["show"]["kind"] == "root"
     assert lib["list"]["truncated"] and len(lib["list"]["nodes"]) == 2
     assert lib["stats"]["episodes"] == 1 + len(BATCH)
     kinds = [r.get("record") for r in lib["export"]]
     assert kinds.count("episode") == 1 + len(BATCH)
-    assert lib["correct"]["of"] == delta and lib["correct"]["kind"] == "steps"
+    assert lib["correct"]["of"] == compiled and lib["correct"]["kind"] == "steps"
     # Every node, plus the correction root written after the stats.
     assert kinds.count("node") == lib["stats"]["task"]["nodes"] + lib["stats"]["env"]["nodes"] + 1
     # The filtered calls found only the nodes of the episode that carried the meta.

@@ -28,8 +28,9 @@ def grow(mem: DeltaMem) -> None:
     which costs more than a root (cost-aware placement).
     """
     mem.learn(make_episode())
-    for _ in range(4):
+    for _ in range(4):  # consolidated: the root -> delta chain retires into a new root
         mem.learn(make_episode(actions=LONGER))
+    mem.learn(make_episode(actions=(*LONGER, "eat apple")))  # a delta of that root
     mem.learn(make_episode(actions=("look around",), success=False))
     mem.learn(make_episode(task="cool the milk", actions=("go to fridge", "cool milk"),
                            env="a pantry with shelves"))

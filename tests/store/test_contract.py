@@ -22,7 +22,8 @@ from deltamem.testing.conformance import DIM, make_root, vec
 
 OPERATIONS = {
     "ensure_space", "spaces", "write", "add_node", "get_nodes", "metas", "chains", "children",
-    "nodes", "vectors", "bump", "mark_consolidated", "delete_subtree", "forget_space", "scan",
+    "nodes", "vectors", "bump", "mark_consolidated", "delete_subtree", "retire", "forget_space",
+    "footprint", "scan",
     "add_episode", "episodes", "count_episodes", "audit_log", "compact", "close",
 }
 CONVENIENCES = ("get_node", "chain", "vector")

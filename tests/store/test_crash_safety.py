@@ -62,13 +62,15 @@ def _assert_consistent(db) -> None:
         assert mem.check() == []
         episodes = {e.id: e for e in store.episodes(mem.space)}
         nodes = {n.id: n for n in mem.nodes()}
+        retired = {n["id"] for e in store.audit_log(mem.space) if e["action"] == "retire"
+                   for n in e["detail"]["nodes"]}
         for node in nodes.values():
             # Every learned node belongs to a committed episode (consolidated roots have none).
             assert node.episode_id is None or node.episode_id in episodes
         for episode in episodes.values():
             for tree in ("task", "env"):
                 write = episode.result[tree]
-                if write["action"] in ("root", "delta"):
-                    assert write["node"] in nodes, json.dumps(episode.result)
+                if write["action"] in ("root", "delta"):  # live, or retired by consolidation
+                    assert write["node"] in nodes.keys() | retired, json.dumps(episode.result)
     finally:
         mem.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import traceback
 from collections import Counter
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -82,15 +83,20 @@ def assert_accounted_for(url: str, results: list[dict[str, Any]], expected: int)
         assert mem.store.count_episodes(mem.space) == expected
         stored = {e.id: e.result for e in mem.store.episodes(mem.space)}
         assert set(stored) == {r["episode"] for r in results}
+        # the nodes episodes wrote: live, or retired by consolidation (kept in the audit log)
+        retired = [n for e in mem.store.audit_log(mem.space) if e["action"] == "retire"
+                   for n in e["detail"]["nodes"]]
         nodes = list(mem.nodes())
+        written = [*nodes, *(SimpleNamespace(id=n["id"], tree=n["tree"], episode_id=n["episode"])
+                             for n in retired)]
         for tree in ("task", "env"):
             actions = Counter(r[tree]["action"] for r in results)
-            learned = [n for n in nodes if n.tree == tree and n.episode_id is not None]
+            learned = [n for n in written if n.tree == tree and n.episode_id is not None]
             assert len(learned) + actions["dedup"] == expected
             assert {n.id for n in learned} == {
                 r[tree]["node"] for r in results if r[tree]["action"] != "dedup"}
             assert actions["dedup"] > 0 and actions["delta"] > 0
-            assert {r[tree]["node"] for r in results} <= {n.id for n in nodes}
+            assert {r[tree]["node"] for r in results} <= {n.id for n in written}
         # Racing writers never place against a stale tree: the hashing double gives one key one
         # vector, so each key has at most one learned root per outcome (a failure lesson is a
         # root of its own).

@@ -221,11 +221,16 @@ def _mem(store, space: str = "default") -> DeltaMem:
 
 
 def _id_map(lite: DeltaMem, pg: DeltaMem) -> dict[str, str]:
-    """Canonical names for the random ids of both memories, paired by insertion order."""
+    """Canonical names for the random ids of both memories, paired by insertion order (the
+    nodes consolidation retired, which lineages name, by their order in the history)."""
     names: dict[str, str] = {}
     for mem in (lite, pg):
         for i, node in enumerate(mem.nodes()):
             names[node.id] = f"node-{i}"
+        retired = [n["id"] for e in mem.store.audit_log(mem.space) if e["action"] == "retire"
+                   for n in e["detail"]["nodes"]]
+        for i, node_id in enumerate(retired):
+            names[node_id] = f"retired-{i}"
         for i, episode in enumerate(mem.store.episodes(mem.space)):
             names[episode.id] = f"episode-{i}"
     return names

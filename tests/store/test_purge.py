@@ -50,7 +50,7 @@ def test_postgres_purge_drops_the_old_values_from_table_files_and_wal(pg_server,
         with psycopg.connect(pg_url, autocommit=True) as conn:
             conn.execute("CHECKPOINT")
             files = [data / conn.execute("SELECT pg_relation_filepath(%s)", (t,)).fetchone()[0]
-                     for t in ("nodes", "episodes")]
+                     for t in ("nodes", "texts", "episodes")]
         wal = sorted((data / "pg_wal").glob("0*"))
         assert holding(files) and holding(wal)  # the secret, in the table files and the WAL
         with DeltaMem(PostgresStore(pg_url), HashingEmbedder(), TraceExtractor(),
@@ -60,11 +60,12 @@ def test_postgres_purge_drops_the_old_values_from_table_files_and_wal(pg_server,
                 conn.execute("CHECKPOINT")
             assert holding(files)  # scrub alone: the old row versions are still there
             steps = mem.purge()
-            assert "VACUUM FULL nodes" in steps and "CHECKPOINT" in steps
+            assert "VACUUM FULL nodes" in steps and "VACUUM FULL texts" in steps
+            assert "CHECKPOINT" in steps
             assert TOKEN not in repr(list(mem.nodes()))
         with psycopg.connect(pg_url, autocommit=True) as conn:
             now = [data / conn.execute("SELECT pg_relation_filepath(%s)", (t,)).fetchone()[0]
-                   for t in ("nodes", "episodes")]
+                   for t in ("nodes", "texts", "episodes")]
         assert holding(files) == [] and holding(now) == []
         assert holding(sorted((data / "pg_wal").glob("0*"))) == []
     finally:

@@ -1037,6 +1037,7 @@ export interface components {
             /** Stored Chars */
             stored_chars: number;
             task: components["schemas"]["TreeStatsOut"];
+            texts?: components["schemas"]["TextsStatsOut"] | null;
         };
         /**
          * StepIn
@@ -1085,6 +1086,16 @@ export interface components {
             /** @description The chain's successful prefix, composed. */
             skill: components["schemas"]["SkillOut"] | null;
         };
+        /**
+         * TextsStatsOut
+         * @description The steps and facts a space keeps once (``store.texts``).
+         */
+        TextsStatsOut: {
+            /** Chars */
+            chars: number;
+            /** Count */
+            count: number;
+        };
         /** TreeExplainOut */
         TreeExplainOut: {
             /** Candidates */
@@ -1121,6 +1132,11 @@ export interface components {
             nodes: number;
             /** Roots */
             roots: number;
+            /**
+             * Stored Chars
+             * @default 0
+             */
+            stored_chars?: number;
         };
         /** UsageOut */
         UsageOut: {

@@ -15,7 +15,7 @@ memoised on their values, a cache of a pure function.)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import Any, Protocol, TypeAlias
@@ -355,6 +355,55 @@ class Placer(Protocol):
 
     def __call__(self, new: Experience, chains: Sequence[Sequence[Node]], *,
                  max_depth: int = ...) -> tuple[Placement, int | None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Retirement:
+    """What consolidating a chain into a new root changes in the live tree
+    (:func:`retirement`): the nodes that leave it, each with the experience it composed to
+    (the source first, then up the chain), and the live nodes that move (new parent, depth or
+    patch)."""
+
+    retired: tuple[tuple[Node, Experience], ...]
+    moved: tuple[Node, ...]
+
+
+def retirement(chain: Sequence[Node], tree: Iterable[Node], root: Node, *,
+               replaces: Callable[[Node], bool] = lambda node: True) -> Retirement:
+    """The chain ``chain`` (root first) was compiled into ``root``; what it retires.
+
+    The compiled node (``chain[-1]``) leaves the live tree, and so does every ancestor left
+    without a live child that ``root`` ``replaces`` (the caller's test: the engine's is that
+    ``root`` carries the ancestor's episode metadata, so that a filter finds ``root`` wherever
+    it found the ancestor): ``root`` replaces that part of the chain. The compiled node's
+    children become children of ``root`` -- their patches unchanged when ``root`` holds
+    exactly the chain's composition (a compile that did not rewrite), re-diffed against
+    ``root``'s content otherwise -- and their descendants move up with them. An ancestor
+    that still has another child stays, with its branch. Every live node composes to exactly
+    what it composed to before. ``tree`` is every live node of the chain's tree.
+    """
+    source = chain[-1]
+    composed = compose_chain(chain)
+    assert root.content is not None
+    rewritten = not _same(composed, root.content)
+    children: dict[str | None, list[Node]] = {}
+    for node in tree:
+        children.setdefault(node.parent_id, []).append(node)
+    shift = source.depth - root.depth
+    moved: list[Node] = []
+    for child in children.get(source.id, []):
+        patch = diff(root.content, apply(composed, child.patch)) if rewritten else child.patch
+        moved.append(replace(child, parent_id=root.id, depth=child.depth - shift, patch=patch))
+    for node in moved:  # grows while walking: the moved subtrees, breadth first
+        moved += [replace(c, depth=c.depth - shift) for c in children.get(node.id, [])]
+    gone = {source.id}
+    for node in reversed(chain[:-1]):
+        if any(c.id not in gone for c in children.get(node.id, [])) or not replaces(node):
+            break
+        gone.add(node.id)
+    retired = tuple((node, compose_chain(chain[: i + 1])) for i, node in enumerate(chain)
+                    if node.id in gone)
+    return Retirement(retired[::-1], tuple(moved))
 
 
 def due_for_consolidation(node: Node, threshold: int) -> bool:

@@ -1,7 +1,10 @@
 """Consolidation: compiling a chain that earned it into a new root (``core.tree`` decides when).
 
-The compile step may call a model, so it runs outside any write block; the write (the new root
-and the source's flag) is one short block that re-checks the source first.
+The compile step may call a model, so it runs outside any write block; the write is one short
+block that re-checks the chain first, adds the new root and retires what it replaces
+(``core.tree.retirement``, ``Store.retire``): the compiled node and the ancestors left without
+another child leave the live tree for the audit log's history, and the compiled node's
+children move under the new root.
 """
 
 from __future__ import annotations
@@ -15,7 +18,12 @@ from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import carried_meta
-from deltamem.core.tree import compose_chain, consolidation_meta, due_for_consolidation
+from deltamem.core.tree import (
+    compose_chain,
+    consolidation_meta,
+    due_for_consolidation,
+    retirement,
+)
 from deltamem.engine.results import Consolidation
 from deltamem.errors import DeltaMemError
 from deltamem.extract.base import Extractor
@@ -44,21 +52,41 @@ class Consolidator:
         if node is None or not due_for_consolidation(node, self.settings.k_cons):
             return []
         chain = self.store.chain(self.space, node.id)
+        vector = self.store.vector(self.space, node.id)
+        if not chain or vector is None:  # another writer retired (or deleted) it meanwhile
+            return []
         compiled = self.extractor.compile(node.tree, compose_chain(chain))
         usage.add(compiled.usage)
-        vector = self.store.vector(self.space, node.id)
-        assert vector is not None
         root = new_root(node.tree, node.key, compiled.experience,
                         {**consolidation_meta(chain), "note": compiled.note,
                          **carried_meta(node)},
                         lineage=tuple(n.id for n in chain))
         with self.writing():
-            fresh = self.store.get_node(self.space, node.id)
-            if fresh is None or fresh.consolidated:  # another writer got there first
-                return []
+            fresh = self.store.chain(self.space, node.id)
+            if [n.id for n in fresh] != [n.id for n in chain] or fresh[-1].consolidated:
+                return []  # another writer got there first, or changed the chain
+            scope = carried_meta(node)
+            plan = retirement(fresh, self._around(fresh), root,
+                              replaces=lambda n: carried_meta(n) == scope)
             self.store.add_node(self.space, root, vector)
-            self.store.mark_consolidated(self.space, node.id)
+            self.store.retire(self.space, root.id, plan.retired, plan.moved)
         return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+
+    def _around(self, chain: list[Node]) -> list[Node]:
+        """What :func:`~deltamem.core.tree.retirement` reads of the tree: the chain, the
+        children of its ancestors (a branch keeps an ancestor live) and the compiled node's
+        subtree (it moves up), not the whole tree."""
+        near = {n.id: n for n in chain}
+        for ancestor in chain[:-1]:
+            near.update((c.id, c) for c in self.store.children(self.space, ancestor.id))
+        todo = [chain[-1]]
+        while todo:
+            parent = todo.pop()
+            below = [c for c in self.store.children(self.space, parent.id)
+                     if c.depth > parent.depth and c.id not in near]  # a damaged cycle ends
+            near.update((c.id, c) for c in below)
+            todo += below
+        return list(near.values())
 
     def after_write(self, node_ids: list[str], usage: Usage
                     ) -> tuple[list[Consolidation], list[str]]:

@@ -433,6 +433,8 @@ class DeltaMem:
         counts the outcome on the recalled nodes, so do not call both for one episode.
         A success can make a chain due for consolidation, which then runs as after ``learn``.
 
+        An id consolidation retired counts on the root it was retired into.
+
         Raises:
             NodeNotFound: an id is not in this space (nothing is counted).
         """
@@ -441,8 +443,7 @@ class DeltaMem:
         else:
             ids = list(dict.fromkeys(nodes))
         with self._writing():
-            for node_id in ids:
-                self.get(node_id)
+            ids = list(dict.fromkeys(self.get(node_id).id for node_id in ids))
             for node_id in ids:
                 self.store.bump(self.space, node_id, hits=1, successes=int(success),
                                 failures=int(not success))
@@ -521,16 +522,34 @@ class DeltaMem:
 
     # -- inspection -----------------------------------------------------------------------
     def get(self, node_id: str) -> Node:
+        """A node; an id consolidation retired answers as the root it was retired into (the
+        node that now stands for it, ``Store.retire``)."""
         node = self.store.get_node(self.space, node_id)
+        if node is None:
+            node = self.store.get_node(self.space, self._successor(node_id))
         if node is None:
             raise NodeNotFound(node_id, self.space)
         return node
 
     def chain(self, node_id: str) -> list[Node]:
-        chain = self.store.chain(self.space, node_id)
+        """A node's chain, root first; a retired id answers as in :meth:`get`."""
+        chain = self.store.chain(self.space, node_id) or \
+            self.store.chain(self.space, self._successor(node_id))
         if not chain:
             raise NodeNotFound(node_id, self.space)
         return chain
+
+    def _successor(self, node_id: str) -> str:
+        """The root ``node_id`` was retired into, followed while that one was retired too (the
+        id itself when it never was): read from the audit log's history, on a miss only."""
+        into = {n.get("id"): e["detail"].get("into")
+                for e in self.store.audit_log(self.space) if e["action"] == "retire"
+                for n in e["detail"].get("nodes", []) if isinstance(n, dict)}
+        seen = {node_id}
+        while isinstance(into.get(node_id), str) and into[node_id] not in seen:
+            node_id = into[node_id]
+            seen.add(node_id)
+        return node_id
 
     def experience(self, node_id: str) -> Experience:
         """The full composed experience of a node."""
@@ -620,9 +639,11 @@ class DeltaMem:
         return reports.stats(self.store, self.space)
 
     def show(self, node_id: str) -> dict[str, Any]:
-        """A node's chain, composed experience, patch and counters."""
+        """A node's chain, composed experience, patch and counters (a retired id: the root
+        it was retired into, as in :meth:`get`)."""
         with self._intact():
-            shown = reports.show(self.store, self.space, node_id)
+            shown = reports.show(self.store, self.space, node_id) or \
+                reports.show(self.store, self.space, self._successor(node_id))
         if shown is None:
             raise NodeNotFound(node_id, self.space)
         return shown

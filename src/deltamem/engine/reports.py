@@ -22,16 +22,17 @@ def node_chars(node: Node) -> int:
 def stats(store: Store, space: str) -> dict[str, Any]:
     """Tree shapes, episode count, and stored vs flat size.
 
-    ``stored_chars`` is what the trees hold (roots' contents plus deltas' patches);
-    ``flat_chars`` is what a one-record-per-episode memory would hold for the same episodes
-    (each episode's own extracted experiences, without knowledge merged in from the matched
-    chain). Consolidated roots count as stored.
+    ``stored_chars`` is what the store keeps live for recall (``Store.footprint``): the stored
+    JSON of roots' contents and deltas' patches, where steps and facts kept once per space
+    appear as their numbers, plus those texts once (``texts``); ``flat_chars`` is what a
+    one-record-per-episode memory would hold for the same episodes (each episode's own
+    extracted experiences, without knowledge merged in from the matched chain). Consolidated
+    roots count as stored.
     """
     per_tree: dict[str, api.TreeStatsOut] = {}
-    stored = 0
+    footprint = store.footprint(space)
     for tree in Tree:
         nodes = list(store.nodes(space, tree))
-        stored += sum(node_chars(n) for n in nodes)
         depths = [n.depth for n in nodes]
         per_tree[tree.value] = api.TreeStatsOut.build(
             nodes=len(nodes),
@@ -41,11 +42,14 @@ def stats(store: Store, space: str) -> dict[str, Any]:
             consolidated_roots=sum(n.is_consolidated_root for n in nodes),
             max_depth=max(depths, default=0),
             by_depth={str(d): depths.count(d) for d in sorted(set(depths))},
+            stored_chars=footprint.task if tree is Tree.TASK else footprint.env,
         )
     flat = sum(e.flat_chars for e in store.episodes(space))
+    stored = footprint.total
     return api.StatsOut.build(
         **per_tree,
         episodes=store.count_episodes(space),
+        texts=api.TextsStatsOut.build(count=footprint.text_count, chars=footprint.texts),
         stored_chars=stored,
         flat_chars=flat,
         compression=round(stored / flat, 4) if flat else None,

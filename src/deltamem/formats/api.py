@@ -497,12 +497,21 @@ class TreeStatsOut(Model):
     consolidated_roots: int
     max_depth: int
     by_depth: dict[str, int]
+    stored_chars: int = 0  # the tree's node rows (texts kept once per space not included)
+
+
+class TextsStatsOut(Model):
+    """The steps and facts a space keeps once (``store.texts``)."""
+
+    count: int
+    chars: int
 
 
 class StatsOut(Model):
     task: TreeStatsOut
     env: TreeStatsOut
     episodes: int
+    texts: TextsStatsOut | None = None
     stored_chars: int
     flat_chars: int
     compression: float | None

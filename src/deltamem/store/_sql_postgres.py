@@ -70,6 +70,15 @@ MIGRATIONS: list[list[str]] = [
             created_at DOUBLE PRECISION NOT NULL, last_used_at DOUBLE PRECISION,
             revoked_at DOUBLE PRECISION)""",
     ],
+    [
+        # Steps and facts stored once per space (store/texts.py): node rows refer to them by id.
+        # Unique by digest: a btree entry holds at most about 2.7 kB, a text may be longer.
+        """CREATE TABLE texts (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            space TEXT NOT NULL REFERENCES spaces(space),
+            text TEXT NOT NULL)""",
+        "CREATE UNIQUE INDEX texts_by_text ON texts (space, md5(text))",
+    ],
 ]
 
 HAS_VERSION_TABLE = ("SELECT 1 FROM pg_tables WHERE schemaname = current_schema() "
@@ -132,9 +141,31 @@ INDEX_ROWS = ("SELECT id, outcome = 'failure', depth, embedding FROM nodes "
 BUMP_COUNTERS = ("UPDATE nodes SET hits = hits + %s, successes = successes + %s, "
                  "failures = failures + %s WHERE space = %s AND id = %s")
 MARK_CONSOLIDATED = "UPDATE nodes SET consolidated = TRUE WHERE space = %s AND id = %s"
+# Consolidation moves the compiled node's children under the new root (Store.retire).
+MOVE_NODE = ("UPDATE nodes SET parent_id = %s, depth = %s, patch = %s "
+             "WHERE space = %s AND id = %s")
 DELETE_NODES = ("DELETE FROM nodes WHERE space = %s "
                 "AND id IN (SELECT jsonb_array_elements_text(%s::jsonb))")
 DELETE_SPACE_NODES = "DELETE FROM nodes WHERE space = %s"
+
+# -- texts (store/texts.py) ---------------------------------------------------------------------
+# Add the texts of a JSON array that the space lacks, then read the ids of all of them (by
+# digest; the caller keeps the rows whose text is one it asked for).
+INSERT_TEXTS = ("INSERT INTO texts (space, text) "
+                "SELECT %s, jsonb_array_elements_text(%s::jsonb) "
+                "ON CONFLICT (space, md5(text)) DO NOTHING")
+SELECT_TEXT_IDS = ("SELECT id, text FROM texts WHERE space = %s AND md5(text) IN "
+                   "(SELECT md5(jsonb_array_elements_text(%s::jsonb)))")
+SELECT_TEXTS = ("SELECT id, text FROM texts WHERE space = %s "
+                "AND id IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)")
+SELECT_TEXT_COLUMNS = "SELECT content, patch FROM nodes WHERE space = %s"
+DELETE_TEXTS_EXCEPT = ("DELETE FROM texts WHERE space = %s "
+                       "AND id NOT IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)")
+DELETE_SPACE_TEXTS = "DELETE FROM texts WHERE space = %s"
+# What a space keeps for recall, in characters (Store.footprint).
+NODES_FOOTPRINT = ("SELECT tree, coalesce(sum(length(content)), 0) + "
+                   "coalesce(sum(length(patch)), 0) FROM nodes WHERE space = %s GROUP BY tree")
+TEXTS_FOOTPRINT = "SELECT coalesce(sum(length(text)), 0), count(*) FROM texts WHERE space = %s"
 
 # -- episodes -----------------------------------------------------------------------------------
 INSERT_EPISODE = (f"INSERT INTO episodes (space, {', '.join(EPISODE_COLUMNS)}) "
@@ -147,6 +178,11 @@ DELETE_SPACE_EPISODES = "DELETE FROM episodes WHERE space = %s"
 # -- audit log ----------------------------------------------------------------------------------
 INSERT_AUDIT = "INSERT INTO audit (space, action, detail, at) VALUES (%s, %s, %s, %s)"
 SELECT_AUDIT = "SELECT action, detail, at FROM audit WHERE space = %s ORDER BY seq"
+# The history of retired nodes (Store.retire) is the audit log's "retire" entries.
+SELECT_HISTORY = "SELECT seq, detail FROM audit WHERE space = %s AND action = 'retire'"
+DELETE_AUDIT_ROWS = ("DELETE FROM audit WHERE space = %s "
+                     "AND seq IN (SELECT jsonb_array_elements_text(%s::jsonb)::bigint)")
+DELETE_SPACE_HISTORY = "DELETE FROM audit WHERE space = %s AND action = 'retire'"
 
 # -- API keys -----------------------------------------------------------------------------------
 _KEY_COLS = ", ".join(KEY_COLUMNS)

@@ -64,6 +64,14 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE api_keys ADD COLUMN rate_limit INTEGER",
         "ALTER TABLE api_keys ADD COLUMN last_used_at REAL",
     ],
+    [
+        # Steps and facts stored once per space (store/texts.py): node rows refer to them by id.
+        """CREATE TABLE texts (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            space TEXT NOT NULL REFERENCES spaces(space),
+            text TEXT NOT NULL,
+            UNIQUE (space, text))""",
+    ],
 ]
 
 HAS_VERSION_TABLE = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'deltamem_schema'"
@@ -122,8 +130,28 @@ INDEX_ROWS = ("SELECT id, outcome = 'failure', depth, vector FROM nodes "
 BUMP_COUNTERS = ("UPDATE nodes SET hits = hits + ?, successes = successes + ?, "
                  "failures = failures + ? WHERE space = ? AND id = ?")
 MARK_CONSOLIDATED = "UPDATE nodes SET consolidated = 1 WHERE space = ? AND id = ?"
+# Consolidation moves the compiled node's children under the new root (Store.retire).
+MOVE_NODE = ("UPDATE nodes SET parent_id = ?, depth = ?, patch = ? "
+             "WHERE space = ? AND id = ?")
 DELETE_NODES = "DELETE FROM nodes WHERE space = ? AND id IN (SELECT value FROM json_each(?))"
 DELETE_SPACE_NODES = "DELETE FROM nodes WHERE space = ?"
+
+# -- texts (store/texts.py) ---------------------------------------------------------------------
+# Add the texts of a JSON array that the space lacks, then read the ids of all of them.
+INSERT_TEXTS = ("INSERT INTO texts (space, text) SELECT ?, value FROM json_each(?) WHERE true "
+                "ON CONFLICT (space, text) DO NOTHING")
+SELECT_TEXT_IDS = ("SELECT id, text FROM texts "
+                   "WHERE space = ? AND text IN (SELECT value FROM json_each(?))")
+SELECT_TEXTS = ("SELECT id, text FROM texts "
+                "WHERE space = ? AND id IN (SELECT value FROM json_each(?))")
+SELECT_TEXT_COLUMNS = "SELECT content, patch FROM nodes WHERE space = ?"
+DELETE_TEXTS_EXCEPT = ("DELETE FROM texts "
+                       "WHERE space = ? AND id NOT IN (SELECT value FROM json_each(?))")
+DELETE_SPACE_TEXTS = "DELETE FROM texts WHERE space = ?"
+# What a space keeps for recall, in characters (Store.footprint).
+NODES_FOOTPRINT = ("SELECT tree, coalesce(sum(length(content)), 0) + "
+                   "coalesce(sum(length(patch)), 0) FROM nodes WHERE space = ? GROUP BY tree")
+TEXTS_FOOTPRINT = "SELECT coalesce(sum(length(text)), 0), count(*) FROM texts WHERE space = ?"
 
 # -- episodes -----------------------------------------------------------------------------------
 INSERT_EPISODE = (f"INSERT INTO episodes (space, {', '.join(EPISODE_COLUMNS)}) "
@@ -135,6 +163,11 @@ DELETE_SPACE_EPISODES = "DELETE FROM episodes WHERE space = ?"
 # -- audit log ----------------------------------------------------------------------------------
 INSERT_AUDIT = "INSERT INTO audit (space, action, detail, at) VALUES (?, ?, ?, ?)"
 SELECT_AUDIT = "SELECT action, detail, at FROM audit WHERE space = ? ORDER BY seq"
+# The history of retired nodes (Store.retire) is the audit log's "retire" entries.
+SELECT_HISTORY = "SELECT seq, detail FROM audit WHERE space = ? AND action = 'retire'"
+DELETE_AUDIT_ROWS = ("DELETE FROM audit WHERE space = ? "
+                     "AND seq IN (SELECT value FROM json_each(?))")
+DELETE_SPACE_HISTORY = "DELETE FROM audit WHERE space = ? AND action = 'retire'"
 
 # -- API keys -----------------------------------------------------------------------------------
 _KEY_COLS = ", ".join(KEY_COLUMNS)

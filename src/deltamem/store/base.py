@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.ranking import Candidate as Candidate  # re-exported: a scan returns them
 from deltamem.errors import StoreError
 
@@ -59,6 +59,23 @@ class SpaceInfo:
     space: str
     embedder: str
     dim: int
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """What a space keeps live for recall, in characters: the stored JSON of its nodes'
+    experiences and patches, per tree (text numbers included, ``store.texts``), and the texts
+    kept once for the space (``texts``, ``text_count`` of them). Ids, keys, metadata, counters
+    and vectors are not counted."""
+
+    task: int = 0
+    env: int = 0
+    texts: int = 0
+    text_count: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.task + self.env + self.texts
 
 
 # How far from 1 a stored vector's norm may be (``store.integrity.NORM_TOLERANCE`` is this).
@@ -147,11 +164,29 @@ class Store(ABC):
 
     @abstractmethod
     def delete_subtree(self, space: str, node_id: str) -> list[str]:
-        """Delete the node and all its descendants (and their vectors); return the ids."""
+        """Delete the node and all its descendants (and their vectors, and the history of the
+        nodes retired into them, :meth:`retire`); return the ids."""
+
+    @abstractmethod
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        """Consolidation's rewrite (inside :meth:`write`; ``core.tree.retirement``): the
+        ``retired`` nodes leave the live trees -- rows, vectors and the texts only they held --
+        and are kept in the audit log, each with the experience it composed to (one entry,
+        action ``"retire"``, detail ``{"into": into, "nodes": [...]}``,
+        ``store.rows.retired_record``); the ``moved`` nodes get their new parent, depth and
+        patch. A retired node is never scanned, read as a node or counted by
+        :meth:`footprint` again. Deleting ``into`` (or the root it was retired into in turn)
+        deletes its history, and so does forgetting the space."""
 
     @abstractmethod
     def forget_space(self, space: str) -> int:
-        """Delete everything in ``space``; return how many nodes went."""
+        """Delete everything in ``space`` (its retired history too); return how many nodes
+        went."""
+
+    @abstractmethod
+    def footprint(self, space: str) -> Footprint:
+        """What ``space`` keeps for recall, in characters (:class:`Footprint`)."""
 
     # -- retrieval ------------------------------------------------------------------------
     @abstractmethod

@@ -23,13 +23,28 @@ from typing import Any
 import numpy as np
 
 from deltamem._util.jsonsafe import dumps, text_problem
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.ranking import Candidate
 from deltamem.core.scoring import top_k
 from deltamem.core.tree import chains_from
 from deltamem.errors import EmbedderMismatch, StoreError
-from deltamem.store.base import EpisodeRecord, SpaceInfo, Store, Vector, check_vector
-from deltamem.store.rows import episode_from_row, episode_to_row, node_from_row, node_to_row
+from deltamem.store.base import (
+    EpisodeRecord,
+    Footprint,
+    SpaceInfo,
+    Store,
+    Vector,
+    check_vector,
+)
+from deltamem.store.rows import (
+    episode_from_row,
+    episode_to_row,
+    history_of,
+    node_from_row,
+    node_to_row,
+    retired_record,
+)
+from deltamem.store.texts import node_texts, referenced
 
 
 @dataclass(slots=True)
@@ -41,12 +56,31 @@ class _State:
     vectors: dict[str, dict[str, Vector]] = field(default_factory=dict)
     episodes: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     audit: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    texts: dict[str, dict[int, str]] = field(default_factory=dict)  # store.texts, by number
+    last_text: int = 0  # numbers are never reused
 
     def copy(self) -> _State:
         return _State(dict(self.spaces), {s: dict(v) for s, v in self.nodes.items()},
                       {s: dict(v) for s, v in self.vectors.items()},
                       {s: dict(v) for s, v in self.episodes.items()},
-                      {s: list(v) for s, v in self.audit.items()})
+                      {s: list(v) for s, v in self.audit.items()},
+                      {s: dict(v) for s, v in self.texts.items()}, self.last_text)
+
+    def intern(self, space: str, texts: list[str]) -> dict[str, int]:
+        """The numbers of ``texts`` in ``space``, adding those it lacks."""
+        held = self.texts.setdefault(space, {})
+        known = {t: i for i, t in held.items()}
+        for text in texts:
+            if text not in known:
+                self.last_text += 1
+                held[self.last_text], known[text] = text, self.last_text
+        return {t: known[t] for t in texts}
+
+    def drop_unreferenced_texts(self, space: str) -> None:
+        rows = self.nodes.get(space, {}).values()
+        keep = referenced((r["content"], r["patch"]) for r in rows)
+        held = self.texts.get(space, {})
+        self.texts[space] = {i: t for i, t in held.items() if i in keep}
 
 
 @dataclass(slots=True)
@@ -121,7 +155,8 @@ class InMemoryStore(Store):
 
     # -- nodes ------------------------------------------------------------------------------
     def add_node(self, space: str, node: Node, vector: Vector) -> None:
-        row = node_to_row(node)
+        row = node_to_row(node)  # refuses what no backend can hold, before anything is kept
+        texts = node_texts(node)
         with self._mutation(space) as state:
             info = state.spaces.get(space)
             if info is None:
@@ -130,30 +165,33 @@ class InMemoryStore(Store):
             rows = state.nodes.setdefault(space, {})
             if node.id in rows:
                 raise StoreError(f"node {node.id!r} already in {space!r}")
-            rows[node.id] = row
+            rows[node.id] = node_to_row(node, state.intern(space, texts)) if texts else row
             state.vectors.setdefault(space, {})[node.id] = np.array(vector, dtype=np.float32)
 
     def _rows(self, space: str) -> dict[str, dict[str, Any]]:
         return self._view().nodes.get(space, {})
 
+    def _node(self, space: str, row: dict[str, Any]) -> Node:
+        return node_from_row(row, self._view().texts.get(space, {}))
+
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         rows = self._rows(space)
-        return {i: node_from_row(rows[i]) for i in dict.fromkeys(node_ids) if i in rows}
+        return {i: self._node(space, rows[i]) for i in dict.fromkeys(node_ids) if i in rows}
 
     def metas(self, space: str, node_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         rows = self._rows(space)
         return {i: json.loads(rows[i]["meta"]) for i in dict.fromkeys(node_ids) if i in rows}
 
     def chains(self, space: str, node_ids: Sequence[str]) -> dict[str, list[Node]]:
-        return chains_from((node_from_row(r) for r in self._rows(space).values()),
+        return chains_from((self._node(space, r) for r in self._rows(space).values()),
                            list(dict.fromkeys(node_ids)))
 
     def children(self, space: str, node_id: str) -> list[Node]:
-        return [node_from_row(r) for r in self._rows(space).values()
+        return [self._node(space, r) for r in self._rows(space).values()
                 if r["parent_id"] == node_id]
 
     def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
-        return iter([node_from_row(r) for r in self._rows(space).values()
+        return iter([self._node(space, r) for r in self._rows(space).values()
                      if tree is None or r["tree"] == tree.value])
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
@@ -189,16 +227,49 @@ class InMemoryStore(Store):
             for i in ids:
                 del rows[i]
                 state.vectors.get(space, {}).pop(i, None)
+            state.drop_unreferenced_texts(space)
+            log = state.audit.get(space, [])
+            drop = set(history_of(((i, e["detail"]) for i, e in enumerate(log)
+                                   if e["action"] == "retire"), ids))
+            state.audit[space] = [e for i, e in enumerate(log) if i not in drop]
             _log(state, space, "delete_subtree", {"root": node_id, "deleted": ids})
         return ids
+
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        records = [retired_record(node, exp) for node, exp in retired]
+        with self._mutation(space) as state:
+            rows = state.nodes.get(space, {})
+            for node, _ in retired:
+                rows.pop(node.id, None)
+                state.vectors.get(space, {}).pop(node.id, None)
+            for node in moved:
+                if node.id in rows:
+                    texts = node_texts(node)
+                    row = node_to_row(node, state.intern(space, texts) if texts else None)
+                    rows[node.id] = {**rows[node.id], "parent_id": row["parent_id"],
+                                     "depth": row["depth"], "patch": row["patch"]}
+            state.drop_unreferenced_texts(space)
+            _log(state, space, "retire", {"into": into, "nodes": records})
 
     def forget_space(self, space: str) -> int:
         with self._mutation(space) as state:
             count = len(state.nodes.pop(space, {}))
             state.vectors.pop(space, None)
             state.episodes.pop(space, None)
+            state.texts.pop(space, None)
+            state.audit[space] = [e for e in state.audit.get(space, [])
+                                  if e["action"] != "retire"]
             _log(state, space, "forget_space", {"nodes": count})
         return count
+
+    def footprint(self, space: str) -> Footprint:
+        sizes = {tree: 0 for tree in Tree}
+        for row in self._rows(space).values():
+            sizes[Tree(row["tree"])] += len(row["content"] or "") + len(row["patch"] or "")
+        texts = self._view().texts.get(space, {})
+        return Footprint(task=sizes[Tree.TASK], env=sizes[Tree.ENV],
+                         texts=sum(map(len, texts.values())), text_count=len(texts))
 
     # -- retrieval --------------------------------------------------------------------------
     def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,

@@ -216,7 +216,7 @@ class PostgresStore(SQLStore):
             with self._pool.connection() as conn:
                 conn.execute("SET statement_timeout = 0")  # a rewrite of a large table
                 try:
-                    for table in ("nodes", "episodes", "audit"):
+                    for table in ("nodes", "texts", "episodes", "audit"):
                         conn.execute(f"VACUUM FULL {table}")
                         done.append(f"VACUUM FULL {table}")
                     for step in ("CHECKPOINT", "SELECT pg_switch_wal()", "CHECKPOINT"):

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from deltamem._util import jsonsafe
 from deltamem._util.jsonsafe import dumps
 from deltamem.core.delta import patch_from_json, patch_to_json
 from deltamem.core.model import (
+    Experience,
     Node,
     NodeKind,
     Outcome,
@@ -19,6 +20,7 @@ from deltamem.core.model import (
 )
 from deltamem.errors import StoreError
 from deltamem.store.base import EpisodeRecord
+from deltamem.store.texts import decode_content, decode_patch, encode_content, encode_patch
 
 NODE_COLUMNS = (
     "id", "tree", "kind", "outcome", "parent_id", "depth", "key", "content", "patch", "hits",
@@ -36,7 +38,14 @@ KEY_COLUMNS = (
 )
 
 
-def node_to_row(node: Node) -> dict[str, Any]:
+def node_to_row(node: Node, texts: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """A node's row; with ``texts`` (text -> number, ``store.texts``), those texts of its
+    experience lists are written as their numbers."""
+    content = None if node.content is None else experience_to_dict(node.content)
+    patch = None if node.patch is None else patch_to_json(node.patch)
+    if texts:
+        content = None if content is None else encode_content(content, texts)
+        patch = None if patch is None else encode_patch(patch, texts)
     return _storable(f"node {node.id!r}", {
         "id": node.id,
         "tree": node.tree.value,
@@ -45,8 +54,8 @@ def node_to_row(node: Node) -> dict[str, Any]:
         "parent_id": node.parent_id,
         "depth": node.depth,
         "key": node.key,
-        "content": None if node.content is None else dumps(experience_to_dict(node.content)),
-        "patch": None if node.patch is None else dumps(patch_to_json(node.patch)),
+        "content": None if content is None else dumps(content),
+        "patch": None if patch is None else dumps(patch),
         "hits": node.hits,
         "successes": node.successes,
         "failures": node.failures,
@@ -58,9 +67,18 @@ def node_to_row(node: Node) -> dict[str, Any]:
     })
 
 
-def node_from_row(row: Mapping[str, Any]) -> Node:
-    content = row["content"]
-    patch = row["patch"]
+def node_from_row(row: Mapping[str, Any], texts: Mapping[int, str] | None = None) -> Node:
+    """The node of a row; with ``texts`` (a store's, ``store.texts``), the text numbers in its
+    JSON are read from it (``StoreError`` for a number it lacks); without, a number is an
+    invalid item (``ValueError``), as in an export file."""
+    content = None if row["content"] is None else json.loads(row["content"])
+    patch = None if row["patch"] is None else json.loads(row["patch"])
+    if texts is not None:
+        try:
+            content, patch = decode_content(content, texts), decode_patch(patch, texts)
+        except KeyError as exc:
+            raise StoreError(f"node {row['id']!r} refers to text {exc}, which is not "
+                             "stored") from exc
     return Node(
         id=row["id"],
         tree=Tree(row["tree"]),
@@ -69,8 +87,8 @@ def node_from_row(row: Mapping[str, Any]) -> Node:
         parent_id=row["parent_id"],
         depth=int(row["depth"]),
         key=row["key"],
-        content=None if content is None else experience_from_dict(json.loads(content)),
-        patch=None if patch is None else patch_from_json(json.loads(patch)),
+        content=None if content is None else experience_from_dict(content),
+        patch=None if patch is None else patch_from_json(patch),
         hits=int(row["hits"]),
         successes=int(row["successes"]),
         failures=int(row["failures"]),
@@ -80,6 +98,33 @@ def node_from_row(row: Mapping[str, Any]) -> Node:
         created_at=float(row["created_at"]),
         meta=json.loads(row["meta"]),
     )
+
+
+def retired_record(node: Node, experience: Experience) -> dict[str, Any]:
+    """What the audit log keeps of a node consolidation retired (``Store.retire``): the node
+    as it was, with the whole experience it composed to instead of its patch."""
+    return {"id": node.id, "tree": node.tree.value, "kind": node.kind.value,
+            "outcome": node.outcome.value, "parent": node.parent_id, "depth": node.depth,
+            "key": node.key, "experience": experience_to_dict(experience), "hits": node.hits,
+            "successes": node.successes, "failures": node.failures,
+            "episode": node.episode_id, "created_at": node.created_at, "meta": node.meta}
+
+
+def history_of(entries: Iterable[tuple[Any, dict[str, Any]]], deleted: Iterable[str]
+               ) -> list[Any]:
+    """The keys of the ``"retire"`` audit entries (``(key, detail)``) that go with the
+    ``deleted`` node ids: those retired into a deleted node, or into a node retired into one
+    (transitively)."""
+    entries = list(entries)
+    gone, drop, found = set(deleted), [], True
+    while found:
+        found = False
+        for key, detail in entries:
+            if key not in drop and detail.get("into") in gone:
+                drop.append(key)
+                gone |= {str(n.get("id")) for n in detail.get("nodes", []) if isinstance(n, dict)}
+                found = True
+    return drop
 
 
 def episode_to_row(record: EpisodeRecord) -> dict[str, Any]:

@@ -33,13 +33,14 @@ from typing import Any, ClassVar
 import numpy as np
 
 from deltamem._util.jsonsafe import dumps, text_problem
-from deltamem.core.model import Node, Tree
+from deltamem.core.model import Experience, Node, Tree
 from deltamem.core.tree import chains_from
 from deltamem.errors import EmbedderMismatch, StoreError
 from deltamem.store import migrations
 from deltamem.store.base import (
     Candidate,
     EpisodeRecord,
+    Footprint,
     SpaceInfo,
     Store,
     Vector,
@@ -53,9 +54,12 @@ from deltamem.store.rows import (
     NODE_COLUMNS,
     episode_from_row,
     episode_to_row,
+    history_of,
     node_from_row,
     node_to_row,
+    retired_record,
 )
+from deltamem.store.texts import node_texts, referenced
 
 Conn = Any  # a DB-API connection: sqlite3.Connection or psycopg.Connection
 
@@ -84,6 +88,8 @@ class SQLStore(Store):
         self._index_lock = threading.Lock()
         self._indexes = IndexCache()
         self._node_cache = NodeCache()  # decoded nodes by the rows they came from (_nodes)
+        # Texts by space and id (store/texts.py): a text's id never changes its meaning.
+        self._texts: dict[str, dict[int, str]] = {}
 
     # -- what each backend implements -------------------------------------------------------
     @abstractmethod
@@ -185,7 +191,8 @@ class SQLStore(Store):
 
     # -- nodes ------------------------------------------------------------------------------
     def add_node(self, space: str, node: Node, vector: Vector) -> None:
-        row = node_to_row(node)
+        row = node_to_row(node)  # refuses what no backend can hold, before anything is kept
+        texts = node_texts(node)
         with self._mutation(space) as block:
             if not block.added:
                 with self._read() as conn:
@@ -194,7 +201,29 @@ class SQLStore(Store):
                     raise StoreError(f"unknown space {space!r}: call ensure_space first")
                 block.base, block.dim, block.added = int(first[0]), int(first[1]), True
             check_vector(space, node.id, vector, block.dim)
+            if texts:
+                row = node_to_row(node, self._intern(space, texts))
             self._insert_node(block, tuple(row[c] for c in NODE_COLUMNS), vector)
+
+    def _intern(self, space: str, texts: list[str]) -> dict[str, int]:
+        """The ids of ``texts`` in ``space`` (inside its block), adding those it lacks."""
+        array = json.dumps(texts)
+        with self._read() as conn:
+            conn.execute(self.sql.INSERT_TEXTS, (space, array))
+            rows = conn.execute(self.sql.SELECT_TEXT_IDS, (space, array)).fetchall()
+        wanted = set(texts)
+        return {r[1]: int(r[0]) for r in rows if r[1] in wanted}
+
+    def _text_map(self, space: str, rows: Sequence[Sequence[Any]]) -> dict[int, str]:
+        """The texts the node ``rows`` of ``space`` refer to, read once per process."""
+        known = self._texts.setdefault(space, {})
+        missing = referenced((r[_CONTENT], r[_PATCH]) for r in rows).difference(known)
+        if missing:
+            with self._read() as conn:
+                found = conn.execute(self.sql.SELECT_TEXTS,
+                                     (space, json.dumps(sorted(missing)))).fetchall()
+            known.update((int(i), t) for i, t in found)
+        return known
 
     def get_nodes(self, space: str, node_ids: Sequence[str]) -> dict[str, Node]:
         ids = [i for i in dict.fromkeys(node_ids) if _possible(i)]
@@ -223,29 +252,31 @@ class SQLStore(Store):
     def children(self, space: str, node_id: str) -> list[Node]:
         if not _possible(node_id):
             return []
-        return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id))
+        return self._nodes(self.sql.SELECT_CHILDREN, (space, node_id), space, cached=False)
 
     def nodes(self, space: str, tree: Tree | None = None) -> Iterator[Node]:
         if tree is None:
-            return iter(self._nodes(self.sql.SELECT_NODES, (space,)))
-        return iter(self._nodes(self.sql.SELECT_TREE_NODES, (space, tree.value)))
+            return iter(self._nodes(self.sql.SELECT_NODES, (space,), space, cached=False))
+        return iter(self._nodes(self.sql.SELECT_TREE_NODES, (space, tree.value), space,
+                                cached=False))
 
-    def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any],
-               cached: str | None = None) -> list[Node]:
-        """The nodes of a query's rows; with ``cached`` (their space), decoded through the node
+    def _nodes(self, sql: str, params: Sequence[Any] | dict[str, Any], space: str, *,
+               cached: bool = True) -> list[Node]:
+        """The nodes of a query's rows in ``space``; with ``cached``, decoded through the node
         cache: a row equal, but for its counters, to the one a cached node was decoded from
         reuses that node (with the row's counters), so nothing can be stale whoever changed
         the database; only rows seen the first time or changed are decoded."""
         with self._read() as conn:
             rows = conn.execute(sql, params).fetchall()
-        if cached is None or not self._node_cache.size:
-            return _decode(rows)
+        if not cached or not self._node_cache.size:
+            return self._decode(space, rows)
         cache, epoch = self._node_cache, self._node_cache.epoch
-        out: list[Node] = []
+        out: list[Node | None] = []
         fresh: list[tuple[Any, Node]] = []
+        undecoded: list[tuple[int, Any, Sequence[Any]]] = []
         for row in rows:
             fixed = tuple(row[i] for i in _FIXED)
-            item = cache.get(cached, row[_ID])
+            item = cache.get(space, row[_ID])
             if item is not None and item[0] == fixed:
                 node = item[1]
                 counters = (int(row[_HITS]), int(row[_SUCCESSES]), int(row[_FAILURES]),
@@ -254,13 +285,22 @@ class SQLStore(Store):
                     node = replace(node, hits=counters[0], successes=counters[1],
                                    failures=counters[2], consolidated=counters[3])
                     fresh.append((fixed, node))
+                out.append(node)
             else:
-                node = node_from_row(dict(zip(NODE_COLUMNS, row, strict=True)))
+                undecoded.append((len(out), fixed, row))
+                out.append(None)
+        if undecoded:
+            decoded = self._decode(space, [row for *_, row in undecoded])
+            for (at, fixed, _), node in zip(undecoded, decoded, strict=True):
+                out[at] = node
                 fresh.append((fixed, node))
-            out.append(node)
         if fresh:
-            cache.put(cached, fresh, epoch)
-        return out
+            cache.put(space, fresh, epoch)
+        return [node for node in out if node is not None]
+
+    def _decode(self, space: str, rows: Sequence[Sequence[Any]]) -> list[Node]:
+        texts = self._text_map(space, rows)
+        return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True)), texts) for r in rows]
 
     def vectors(self, space: str, node_ids: list[str]) -> dict[str, Vector]:
         node_ids = [i for i in node_ids if _possible(i)]
@@ -287,20 +327,59 @@ class SQLStore(Store):
             ids = [r[0] for r in conn.execute(self.sql.SUBTREE_IDS,
                                               {"space": space, "id": node_id}).fetchall()]
             conn.execute(self.sql.DELETE_NODES, (space, json.dumps(ids)))
+            self._drop_texts(conn, space)
+            history = conn.execute(self.sql.SELECT_HISTORY, (space,)).fetchall()
+            drop = history_of(((int(r[0]), json.loads(r[1])) for r in history), ids)
+            if drop:
+                conn.execute(self.sql.DELETE_AUDIT_ROWS, (space, json.dumps(drop)))
             self._deleted(block, conn, "delete_subtree", {"root": node_id, "deleted": ids})
         return ids
+
+    def _drop_texts(self, conn: Conn, space: str) -> None:
+        """Delete the texts no node row of ``space`` refers to any more."""
+        keep = referenced(conn.execute(self.sql.SELECT_TEXT_COLUMNS, (space,)).fetchall())
+        conn.execute(self.sql.DELETE_TEXTS_EXCEPT, (space, json.dumps(sorted(keep))))
+
+    def retire(self, space: str, into: str, retired: Sequence[tuple[Node, Experience]],
+               moved: Sequence[Node]) -> None:
+        records = [retired_record(node, exp) for node, exp in retired]
+        ids = [node.id for node, _ in retired]
+        with self._mutation(space) as block:
+            rows = []
+            for node in moved:
+                texts = node_texts(node)
+                rows.append(node_to_row(node, self._intern(space, texts) if texts else None))
+            with self._read() as conn:
+                conn.execute(self.sql.DELETE_NODES, (space, json.dumps(ids)))
+                for row in rows:
+                    conn.execute(self.sql.MOVE_NODE, (row["parent_id"], row["depth"],
+                                                      row["patch"], space, row["id"]))
+                self._drop_texts(conn, space)
+                self._deleted(block, conn, "retire", {"into": into, "nodes": records})
 
     def forget_space(self, space: str) -> int:
         with self._mutation(space) as block, self._read() as conn:
             count = int(conn.execute(self.sql.DELETE_SPACE_NODES, (space,)).rowcount)
             conn.execute(self.sql.DELETE_SPACE_EPISODES, (space,))
+            conn.execute(self.sql.DELETE_SPACE_TEXTS, (space,))
+            conn.execute(self.sql.DELETE_SPACE_HISTORY, (space,))
             self._deleted(block, conn, "forget_space", {"nodes": count})
         return count
 
+    def footprint(self, space: str) -> Footprint:
+        with self._read() as conn:
+            trees = {r[0]: int(r[1]) for r in
+                     conn.execute(self.sql.NODES_FOOTPRINT, (space,)).fetchall()}
+            texts = conn.execute(self.sql.TEXTS_FOOTPRINT, (space,)).fetchone()
+        return Footprint(task=trees.get(Tree.TASK.value, 0), env=trees.get(Tree.ENV.value, 0),
+                         texts=int(texts[0]), text_count=int(texts[1]))
+
     def _deleted(self, block: Block, conn: Conn, action: str, detail: dict[str, Any]) -> None:
-        """Make every process rebuild its index of the space, and log the deletion."""
+        """Make every process rebuild its index of the space, and log the deletion (or the
+        retirement)."""
         conn.execute(self.sql.BUMP_GENERATION, (block.space,))
         self._node_cache.clear()
+        self._texts.clear()  # nothing deleted stays in this process (a scrub deletes to redact)
         block.deleted = True
         conn.execute(self.sql.INSERT_AUDIT, (block.space, action, dumps(detail), time.time()))
 
@@ -415,11 +494,8 @@ class SQLStore(Store):
 _COUNTERS = ("hits", "successes", "failures", "consolidated")  # what a stored node may change
 _ID, _HITS, _SUCCESSES, _FAILURES, _CONSOLIDATED = (NODE_COLUMNS.index(c)
                                                    for c in ("id", *_COUNTERS))
+_CONTENT, _PATCH = NODE_COLUMNS.index("content"), NODE_COLUMNS.index("patch")
 _FIXED = tuple(i for i, c in enumerate(NODE_COLUMNS) if c not in _COUNTERS)
-
-
-def _decode(rows: Iterable[Sequence[Any]]) -> list[Node]:
-    return [node_from_row(dict(zip(NODE_COLUMNS, r, strict=True))) for r in rows]
 
 
 def _possible(node_id: str) -> bool:

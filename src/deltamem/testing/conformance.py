@@ -35,8 +35,9 @@ from deltamem.core.delta import diff
 from deltamem.core.model import Knowledge, Lesson, Node, NodeKind, Outcome, Skill, Tree
 from deltamem.core.scoring import top_k
 from deltamem.errors import EmbedderMismatch, StoreError
-from deltamem.store.base import EpisodeRecord, Store
+from deltamem.store.base import EpisodeRecord, Footprint, Store
 from deltamem.store.memory import InMemoryStore
+from deltamem.store.rows import node_to_row
 from deltamem.store.transfer import export_records, import_records
 
 DIM = 8
@@ -560,6 +561,119 @@ class StoreConformance:
         assert [n.id for n in store.nodes(space)] == ["r", "o"]
         assert {c.id for c in store.scan(space, Tree.TASK, vec(2), penalty=0.0, k=9)} == {"r",
                                                                                          "o"}
+
+    def test_steps_and_facts_are_stored_once(self, store: Store, space: str,
+                                              store_factory: Callable[[], Store]) -> None:
+        """A step or fact longer than ``store.texts.INTERN_FROM`` is kept once per space
+        whatever rows hold it (roots, patches, both trees); every node reads back exactly, in
+        a second handle too; ``footprint`` counts the texts once and the rows' references."""
+        step = "open the door to the kitchen and look around"
+        fact = "kitchen: a fridge (closed), a counter, a sink"
+        a = Skill("heat", (step, "take"), "hot")
+        b = Skill("cool", ("go", step, "take"), "cold")
+        r1, r2 = make_root("r1", a), make_root("r2", b)
+        d = make_delta("d", r1, a, Skill("heat", (step, "take", fact), "hot"))
+        k = make_root("k", Knowledge("kitchen", (fact, "a sink")), tree=Tree.ENV)
+        nodes = (r1, r2, d, k)
+        with store.write(space):
+            for i, n in enumerate(nodes):
+                store.add_node(space, n, vec(i))
+        assert list(store.nodes(space)) == list(nodes)
+        other = store_factory()
+        try:
+            assert other.get_nodes(space, ["d", "k"]) == {"d": d, "k": k}
+            assert other.chain(space, "d") == [r1, d]
+        finally:
+            if other is not store:
+                other.close()
+        footprint = store.footprint(space)
+        assert (footprint.text_count, footprint.texts) == (2, len(step) + len(fact))
+        inline = sum(len(r["content"] or "") + len(r["patch"] or "")
+                     for r in map(node_to_row, nodes))
+        # the rows hold none of the four copies (r1, r2: the step; d, k: the fact), each
+        # replaced by a number of at most 19 digits
+        assert footprint.task + footprint.env <= inline - 2 * (len(step) + len(fact)) + 4 * 19
+
+    def test_deleting_nodes_deletes_the_texts_only_they_held(self, store: Store,
+                                                             space: str) -> None:
+        """A text goes with the last node that holds it, and with its space; another space
+        keeps its own copy."""
+        step = "open the door to the kitchen and look around"
+        fact = "kitchen: a fridge (closed), a counter, a sink"
+        a = Skill("heat", (step,), "hot")
+        r = make_root("r", a)
+        d = make_delta("d", r, a, Skill("heat", (step, fact), "hot"))
+        k = make_root("k", Knowledge("kitchen", (fact,)), tree=Tree.ENV)
+        store.ensure_space("other", "test-embedder", DIM)
+        o = make_root("o", Skill("x", (fact,)))
+        with store.write("other"):
+            store.add_node("other", o, vec(9))
+        with store.write(space):
+            for i, n in enumerate((r, d, k)):
+                store.add_node(space, n, vec(i))
+        with store.write(space):
+            store.delete_subtree(space, "d")
+        assert store.footprint(space).text_count == 2  # k still holds the fact
+        with store.write(space):
+            store.delete_subtree(space, "k")
+        assert (store.footprint(space).text_count, store.footprint(space).texts) == (1, len(step))
+        assert list(store.nodes(space)) == [r]
+        store.forget_space(space)
+        assert store.footprint(space) == Footprint()
+        assert store.get_node("other", "o") == o
+        assert store.footprint("other").text_count == 1
+
+    def test_retire_moves_nodes_to_the_history(self, store: Store, space: str,
+                                                store_factory: Callable[[], Store]) -> None:
+        """``retire`` takes nodes out of the live tree (reads, scans, a second handle's scans,
+        the footprint and the texts only they held), keeps them in the audit log with their
+        experiences, and moves the given nodes; deleting the root they went into, or
+        forgetting the space, deletes that history."""
+        step = "open the door to the kitchen and look around"
+        only = "a step that only the retired delta ever held"
+        base = Skill("heat", (step,), "hot")
+        longer = Skill("heat", (step, only), "hot")
+        r = make_root("r", base)
+        d = make_delta("d", r, base, longer)
+        c = make_delta("c", d, longer, Skill("heat", (step, only, "go"), "hot"))
+        new = make_root("R", longer)
+        with store.write(space):
+            for i, n in enumerate((r, d, c)):
+                store.add_node(space, n, vec(i))
+        other = store_factory()
+        try:
+            assert other.scan(space, Tree.TASK, vec(1), penalty=0.0)[0].id == "d"
+            moved = Node("c", Tree.TASK, NodeKind.DELTA, Outcome.SUCCESS, "key c",
+                         parent_id="R", depth=2, patch=c.patch, created_at=c.created_at,
+                         meta=c.meta)
+            with store.write(space):
+                store.add_node(space, new, vec(1))
+                store.retire(space, "R", [(d, longer), (r, base)], [moved])
+            for handle in (store, other):
+                assert [n.id for n in handle.nodes(space)] == ["c", "R"]
+                assert handle.get_nodes(space, ["r", "d"]) == {}
+                assert handle.chain(space, "c") == [new, moved]
+                assert {x.id for x in handle.scan(space, Tree.TASK, vec(1), penalty=0.0,
+                                                  k=9)} == {"R", "c"}
+        finally:
+            if other is not store:
+                other.close()
+        assert store.footprint(space).text_count == 2  # R holds both texts now
+        entry = [e for e in store.audit_log(space) if e["action"] == "retire"]
+        assert [(e["detail"]["into"], [n["id"] for n in e["detail"]["nodes"]])
+                for e in entry] == [("R", ["d", "r"])]
+        assert entry[0]["detail"]["nodes"][0]["experience"] == {
+            "type": "skill", "activation": "heat", "steps": [step, only], "termination": "hot"}
+        with store.write(space):
+            store.delete_subtree(space, "R")
+        assert [e for e in store.audit_log(space) if e["action"] == "retire"] == []
+        assert store.footprint(space) == Footprint()
+        with store.write(space):
+            store.add_node(space, make_root("q", base), vec(4))
+            store.retire(space, "q", [(r, base)], [])
+        store.forget_space(space)
+        assert [e["action"] for e in store.audit_log(space)] == [
+            "delete_subtree", "forget_space"]
 
     def test_episodes(self, store: Store, space: str) -> None:
         """Episodes are stored in order, counted, and refused twice."""

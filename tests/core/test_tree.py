@@ -340,7 +340,7 @@ def test_retirement_replaces_the_unbranched_chain_and_keeps_every_composition():
     assert {(n.id, n.parent_id, n.depth) for n in plan.moved} == {
         ("c", "R", 2), ("y", "R", 2), ("d", "c", 3)}
     after = _apply_retirement(nodes, new_root, plan)
-    assert check_forest(after) == []
+    assert forest_problems(after) == []
     composed = _compositions(after)
     assert composed["R"] == before["b"]
     assert all(composed[i] == before[i] for i in ("r", "x", "c", "y", "d"))
@@ -357,7 +357,7 @@ def test_retirement_rediffs_the_children_of_a_rewritten_compile():
     plan = retirement(chain, nodes, new_root)
     assert [n.id for n, _ in plan.retired] == ["c"]  # b keeps its other child y
     after = _apply_retirement(nodes, new_root, plan)
-    assert check_forest(after) == []
+    assert forest_problems(after) == []
     composed = _compositions(after)
     assert composed["d"] == before["d"] and composed["y"] == before["y"]
 

@@ -39,14 +39,12 @@ from deltamem_launch.handshake import initialize_answer, listing_answer
 
 TYPE_CHECKING = False  # ``typing`` is not imported at run time (start-up time is latency)
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from typing import Any
 
 FRONT_ENV = "DELTAMEM_MCP_FRONT"
 MAX_FAST_LINE = 1 << 16  # an initialize request longer than this is left to the SDK
 # The listings' answers, as the SDK server gives them (scripts/mcp_listings.py writes it).
 LISTINGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "listings.json")
-POLL_S = 0.01  # how often the front looks whether the imports are done while it waits
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -54,20 +52,24 @@ def main(argv: list[str] | None = None) -> None:
     ``deltamem mcp`` over stdio."""
     args = sys.argv[1:] if argv is None else argv
     if front_wanted(args):
-        loader = threading.Thread(target=_preload, name="deltamem-preload", daemon=True)
+        done_r, done_w = os.pipe()  # written when the imports are done (wakes the front)
+        loader = threading.Thread(target=_preload, args=(done_w,), name="deltamem-preload",
+                                  daemon=True)
         loader.start()
         try:
             line, answered = answer_initialize(0, 1)
             lines, early = [line], {}
             if answered is not None:
                 early[answered] = initialize_answer(_request(line))
-                more, listed = answer_listings(0, 1, loader.is_alive, listings())
+                more, listed = answer_listings(0, 1, done_r, listings())
                 lines += more
                 early.update(listed)
         except KeyboardInterrupt:  # as the CLI reports it (app.EXIT_INTERRUPTED)
             sys.stderr.write("error: interrupted\n")
             sys.exit(130)
         loader.join()
+        os.close(done_r)
+        os.close(done_w)
         from deltamem.faces.server.mcp_serve import hand_over
 
         hand_over(lines, early)
@@ -103,24 +105,25 @@ def answer_initialize(read_fd: int, write_fd: int) -> tuple[bytes, str | int | N
     return line, rid
 
 
-def answer_listings(read_fd: int, write_fd: int, busy: Callable[[], bool],
+def answer_listings(read_fd: int, write_fd: int, done_fd: int,
                     table: dict[str, Any]) -> tuple[list[bytes], dict[str | int, Any]]:
-    """While ``busy()`` (the SDK server is still being imported), read the request lines that
-    come on ``read_fd`` and answer, on ``write_fd``, those ``table`` holds the answer of
-    (:func:`deltamem_launch.handshake.listing_answer`); notifications are read and left to
-    the SDK. Stop at the first other line, at the end of input, or when ``busy()`` turns
-    false. Return the lines read (whole lines only) and the answers given by request id."""
+    """Until ``done_fd`` is readable (the SDK server's imports are done), read the request
+    lines that come on ``read_fd`` and answer, on ``write_fd``, those ``table`` holds the answer
+    of (:func:`deltamem_launch.handshake.listing_answer`); notifications are read and left to
+    the SDK. Stop at the first other line or at the end of input too. The wait takes no CPU
+    (one ``select`` on both). Return the lines read (whole lines only) and the answers given
+    by request id."""
     import select
 
     lines: list[bytes] = []
     answered: dict[str | int, Any] = {}
-    while busy():
+    while True:
         try:
-            ready, _, _ = select.select([read_fd], [], [], POLL_S)
+            ready, _, _ = select.select([read_fd, done_fd], [], [])
         except (OSError, ValueError):  # a stdin select cannot watch (Windows pipes)
             break
-        if not ready:
-            continue
+        if done_fd in ready:
+            break
         line = read_line(read_fd)
         if not line:
             break
@@ -187,11 +190,13 @@ def listings() -> dict[str, Any]:
     return results if isinstance(results, dict) else {}
 
 
-def _preload() -> None:
-    """Import what ``deltamem mcp`` needs while the front waits for the client; a failure is
-    left for the CLI to report when it imports the same modules."""
+def _preload(done_fd: int) -> None:
+    """Import what ``deltamem mcp`` needs while the front waits for the client, then write to
+    ``done_fd``; a failure is left for the CLI to report when it imports the same modules."""
     try:
         import deltamem.faces.cli.app  # noqa: F401
         import deltamem.faces.server.mcp_serve  # noqa: F401
     except Exception:  # noqa: BLE001, S110 - the CLI reports it
         pass
+    finally:
+        os.write(done_fd, b".")

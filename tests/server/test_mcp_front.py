@@ -189,17 +189,21 @@ def front_listings(lines: list[dict[str, Any] | bytes], busy: bool = True,
     ``busy``), the lines it hands over and the answers it gave by id."""
     read, feed = os.pipe()
     answers, write = os.pipe()
+    done, loaded = os.pipe()
     try:
         os.write(feed, b"".join(line if isinstance(line, bytes)
                                 else json.dumps(line).encode() + b"\n" for line in lines))
         os.close(feed)
-        handed, answered = answer_listings(read, write, lambda: busy,
+        if not busy:
+            os.write(loaded, b".")
+        handed, answered = answer_listings(read, write, done,
                                            listings() if table is None else table)
         os.close(write)
         with os.fdopen(answers, "rb") as out:
             return [json.loads(x) for x in out.read().splitlines()], handed, answered
     finally:
-        os.close(read)
+        for fd in (read, done, loaded):
+            os.close(fd)
 
 
 def test_the_front_answers_the_listings_while_the_sdk_loads() -> None:

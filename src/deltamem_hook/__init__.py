@@ -284,30 +284,49 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
 def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dict[str, Any] | None:
     """One request to the running daemon; None when none answers."""
     try:
-        if private_problem(os.path.dirname(t.socket_path)) is not None:
-            return None  # never talk through a folder someone else controls
-        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
-        try:
-            conn.settimeout(timeout)
-            conn.connect(t.socket_path)
-            if not same_user(conn):
-                return None  # another user's process bound the name: tell it nothing
-            conn.sendall(dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        finally:
-            conn.close()
+        return exchange(t, request, timeout)
     except OSError:
         return None
+
+
+def exchange(t: Target, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """:func:`ask`, raising the OSError of a connection that failed: ``FileNotFoundError`` or
+    ``ConnectionRefusedError`` where no daemon listens (none runs, or one was killed and left
+    its socket file behind)."""
+    if private_problem(os.path.dirname(t.socket_path)) is not None:
+        return None  # never talk through a folder someone else controls
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        conn.settimeout(timeout)
+        conn.connect(t.socket_path)
+        if not same_user(conn):
+            return None  # another user's process bound the name: tell it nothing
+        conn.sendall(dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        conn.close()
     try:
         answer = loads(data)
     except ValueError:
         return None
     return answer if isinstance(answer, dict) else None
+
+
+def first_ask(t: Target, request: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """A recall hook's request to the daemon (within ``RECALL_WAIT``): the answer (None: none),
+    and whether no daemon listens -- no socket file, or one whose daemon was killed and left it
+    behind (``ConnectionRefusedError``); a busy or hung daemon (a timeout) is one that listens."""
+    try:
+        return exchange(t, request, RECALL_WAIT), False
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None, True
+    except OSError:
+        return None, False
 
 
 def nothing_stored(t: Target) -> bool:
@@ -390,8 +409,8 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     except OSError as exc:
         raise LookupError(f"no private folder for the daemon's socket: {exc}") from None
     deadline = time.monotonic() + RECALL_WAIT
-    answer = ask(t, request, timeout=RECALL_WAIT)
-    if answer is None and not os.path.exists(t.socket_path):
+    answer, none_listens = first_ask(t, request)
+    if none_listens:
         child = start_daemon(t)  # detached: it loads and warms while the session goes on
         if event == "session-start" or nothing_stored(t):
             return {}  # the session starts now; its prompts find the daemon listening

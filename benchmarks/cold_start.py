@@ -14,7 +14,9 @@ times, the variants interleaved, with their references measured in the same run:
   ``initialize``; the figure is the time from the start to the answer. Twice: as shipped (the
   fast front answers while the SDK and the engine import) and with ``DELTAMEM_MCP_FRONT=0``
   (the SDK server answers, after those imports: the state before the front); then the time
-  to the answer to the ``tools/list`` sent next (the SDK server's in both). References: the
+  to the answer to the ``tools/list`` sent next (with the front: the front's, from the SDK
+  server's own table, ``listings.json``), and to the answer to a first tool call (``stats``:
+  the SDK server's in both, once the imports are done). References: the
   interpreter alone (``python -c pass``), and the imports the SDK server needs before it can
   answer (``import deltamem``; the MCP SDK's ``mcp.server``), each in a fresh process.
 
@@ -89,9 +91,9 @@ def command() -> list[str]:
             f"{func}; sys.exit({func}())"]
 
 
-def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float]:
-    """ms from starting ``deltamem mcp`` to its answer to ``initialize``, and to its answer to
-    the ``tools/list`` sent right after (the SDK server's, in both variants)."""
+def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float, float]:
+    """ms from starting ``deltamem mcp`` to its answer to ``initialize``, to its answer to the
+    ``tools/list`` sent right after, and to its answer to the tool call sent then."""
     started = time.perf_counter()
     proc = subprocess.Popen([*command(), "mcp", "--db", str(db), "--embedder", embedder],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -100,14 +102,14 @@ def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float]:
     times = []
     try:
         assert proc.stdin is not None and proc.stdout is not None
-        for rid, lines in ((1, [INITIALIZE]), (2, [INITIALIZED, TOOLS_LIST])):
+        for rid, lines in ((1, [INITIALIZE]), (2, [INITIALIZED, TOOLS_LIST]), (3, [CALL])):
             proc.stdin.write("".join(json.dumps(line) + "\n" for line in lines))
             proc.stdin.flush()
             answer = json.loads(proc.stdout.readline())
             times.append((time.perf_counter() - started) * 1000)
             if answer.get("id") != rid or "result" not in answer:
                 raise SystemExit(f"deltamem mcp answered {answer!r}")
-        return times[0], times[1]
+        return times[0], times[1], times[2]
     finally:
         proc.kill()
         proc.wait(10)
@@ -115,10 +117,14 @@ def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float]:
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+CALL = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "stats", "arguments": {}}}
 MCP_ROWS = {False: "deltamem mcp, SDK answers: initialize",
             True: "deltamem mcp (front): initialize answered"}
 TOOLS_ROWS = {False: "deltamem mcp, SDK answers: tools/list",
               True: "deltamem mcp (front): tools/list"}
+CALL_ROWS = {False: "deltamem mcp, SDK answers: first tool call",
+             True: "deltamem mcp (front): first tool call"}
 
 
 def mcp_round(db: Path, embedder: str, add: Callable[[str, float], None]) -> None:
@@ -127,9 +133,10 @@ def mcp_round(db: Path, embedder: str, add: Callable[[str, float], None]) -> Non
     add("import deltamem", python_alone("import deltamem"))
     add("import mcp.server", python_alone("import mcp.server"))
     for front in (False, True):
-        init, tools = mcp_initialize(db, embedder, front)
+        init, tools, call = mcp_initialize(db, embedder, front)
         add(MCP_ROWS[front], init)
         add(TOOLS_ROWS[front], tools)
+        add(CALL_ROWS[front], call)
 
 
 def python_alone(code: str) -> float:
@@ -186,9 +193,9 @@ def main() -> None:
     print(f"cold starts, fresh processes, {args.runs} runs interleaved "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.2f})")
-    print(f"{'what':<40} {'p50 ms':>9} {'max ms':>9}")
+    print(f"{'what':<44} {'p50 ms':>9} {'max ms':>9}")
     for name, row in rows.items():
-        print(f"{name:<40} {row['p50']:>9.1f} {row['max']:>9.1f}")
+        print(f"{name:<44} {row['p50']:>9.1f} {row['max']:>9.1f}")
     report: dict[str, Any] = {"benchmark": "cold_start", "runs": args.runs, "rows": rows,
                               "load": os.getloadavg()[0]}
     if "minilm: first" in rows and "minilm, empty cache: first" in rows:
@@ -199,6 +206,8 @@ def main() -> None:
                                                 / rows["python -c pass"]["p50"])
         report["mcp_initialize_front_over_sdk"] = (rows[MCP_ROWS[True]]["p50"]
                                                    / rows[MCP_ROWS[False]]["p50"])
+        report["mcp_tools_list_front_over_sdk"] = (rows[TOOLS_ROWS[True]]["p50"]
+                                                   / rows[TOOLS_ROWS[False]]["p50"])
     print(json.dumps(report))
 
 

@@ -9,7 +9,12 @@ Claude Code does, against a memory seeded with the recorded transcripts of
 * ``user-prompt warm``: the daemon answers (its start-up call is reported apart);
 * ``user-prompt warm, deltamem hook``: the same through the full CLI (``deltamem hook``), which
   still pays the CLI's import, for installs whose ``deltamem-hook`` script is missing;
-* ``stop cold`` / ``stop spooled``: the end-of-turn hook, learning in process vs spooling.
+* ``stop cold`` / ``stop spooled``: the end-of-turn hook, learning in process vs spooling;
+* ``first prompt of a session, no daemon running``: what a session started after the daemon
+  idled out waits for at its first prompt: ``SessionStart`` (which starts the daemon and
+  answers at once; its own row) then ``UserPromptSubmit`` right away, as in print mode (the
+  daemon stopped before each pair). A session within ``DELTAMEM_HOOK_IDLE`` of the last finds
+  the daemon warm: its first prompt is a ``user-prompt warm`` call.
 
 ``deltamem-hook`` is the console script of the wheel; when this environment lacks it (an
 editable install made before it existed), an equivalent launcher is put on PATH (the two lines
@@ -130,6 +135,13 @@ def main() -> None:
             for _ in range(args.cold_calls)]
         rows["stop spooled (background learner)"] = [
             timed(cmd["Stop"], payload("Stop", home), base)[0] for _ in range(args.calls)]
+        starts, firsts = [], []
+        for p in prompts[: args.cold_calls]:
+            _stop_daemons(runtime)
+            starts.append(timed(cmd["SessionStart"], payload("SessionStart", home), base)[0])
+            firsts.append(timed(cmd["UserPromptSubmit"], p, base)[0])
+        rows["session-start, no daemon running (starts it)"] = starts
+        rows["first prompt of a session, no daemon running"] = firsts
         results["rows"] = {name: summary(samples) for name, samples in rows.items()}
     finally:
         _stop_daemons(runtime)
@@ -179,7 +191,15 @@ def _stop_daemons(runtime: Path) -> None:
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                               check=False)
         if done.returncode == 0 and done.stdout.strip().isdigit():
-            os.kill(int(done.stdout.strip()), signal.SIGTERM)
+            pid = int(done.stdout.strip())
+            os.kill(pid, signal.SIGTERM)
+            for _ in range(200):  # gone, and its socket with it
+                try:
+                    os.kill(pid, 0)
+                except ProcessLookupError:
+                    if not sock.exists():
+                        break
+                time.sleep(0.05)
 
 
 if __name__ == "__main__":

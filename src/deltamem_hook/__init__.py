@@ -27,17 +27,21 @@ database (``<db folder>/.deltamem-hooks/``).
 
 from __future__ import annotations
 
-import json
+import _socket  # the C module: ``socket`` imports enum and selectors, a third of a hook's start
 import os
-import socket
 import stat
 import sys
 import time
 
+from deltamem_hook.wire import dumps, loads
+
 # ``typing`` is not imported at run time: a hook's start-up time is its latency, and these names
-# serve only the annotations (mypy reads a module's own ``TYPE_CHECKING`` as typing's).
+# serve only the annotations (mypy reads a module's own ``TYPE_CHECKING`` as typing's). Nor are
+# ``json``, ``hashlib`` and ``tempfile`` (see :mod:`deltamem_hook.wire`, :func:`digest`,
+# :func:`write_new`).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     import subprocess
     from pathlib import Path
     from typing import Any, TypeVar
@@ -66,11 +70,8 @@ class Target:
 
     @property
     def key(self) -> str:
-        import hashlib
-
         extractor = os.environ.get("DELTAMEM_EXTRACTOR", "")
-        text = "\0".join((self.db, self.space, self.embedder, extractor))
-        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return digest("\0".join((self.db, self.space, self.embedder, extractor)), 8)
 
     @property
     def home_dir(self) -> str:
@@ -198,19 +199,19 @@ def open_lock(path: str) -> int:
     return fd
 
 
-def peer_uid(conn: socket.socket) -> int | None:
+def peer_uid(conn: socket.socket | _socket.socket) -> int | None:
     """The uid of the process at the other end of a Unix socket; None where the OS does not
     report it (``SO_PEERCRED`` is Linux's; elsewhere the private folder is the guard)."""
-    option = getattr(socket, "SO_PEERCRED", None)
+    option = getattr(_socket, "SO_PEERCRED", None)
     if option is None:  # pragma: no cover - not Linux
         return None
     import struct
 
-    raw = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    raw = conn.getsockopt(_socket.SOL_SOCKET, option, struct.calcsize("3i"))
     return int(struct.unpack("3i", raw)[1])
 
 
-def same_user(conn: socket.socket) -> bool:
+def same_user(conn: socket.socket | _socket.socket) -> bool:
     """Whether the other end of ``conn`` runs as this user (True where the OS cannot say)."""
     uid = peer_uid(conn)
     return uid is None or uid == os.getuid()
@@ -223,17 +224,46 @@ def daemon_enabled() -> bool:
 def reply_digest(text: str) -> str:
     """A digest of a turn's final reply (whitespace-insensitive): the spool records it, never the
     text, so the learner can tell when the client has flushed that reply to the transcript."""
-    import hashlib
+    return digest(" ".join(text.split()), 12)
 
-    return hashlib.blake2b(" ".join(text.split()).encode(), digest_size=12).hexdigest()
+
+def digest(text: str, size: int) -> str:
+    """The BLAKE2b hex digest of ``text`` (``size`` bytes): ``_blake2`` directly, as
+    ``hashlib`` would give it (importing ``hashlib`` loads OpenSSL first)."""
+    try:
+        from _blake2 import blake2b
+    except ImportError:  # pragma: no cover - a build without it
+        from hashlib import blake2b
+    return blake2b(text.encode(), digest_size=size).hexdigest()
+
+
+def write_new(folder: str, name: str, text: str, *, sync: bool = False) -> str:
+    """Write ``text`` to ``folder/name`` atomically (a reader never sees half a file): a private
+    (0600) temporary file first, never opened through a link, then renamed. Returns the path."""
+    tmp = os.path.join(folder, f".tmp-{os.getpid()}-{time.time_ns()}.json")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            if sync:
+                handle.flush()
+                os.fsync(handle.fileno())
+        path = os.path.join(folder, name)
+        os.replace(tmp, path)
+    except BaseException:
+        try:  # noqa: SIM105 - contextlib is an import a hook does without
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
 
 
 def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
                event: str = "stop") -> str:
     """Queue a finished turn for the learner: the transcript's path and size, the hook's
     metadata. Written atomically (a reader never sees half a file)."""
-    import tempfile
-
     path = str(payload.get("transcript_path") or "")
     try:
         size = os.path.getsize(path) if path else 0
@@ -245,14 +275,8 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
              "queued_at": time.time(),
              "reply_digest": reply_digest(reply) if isinstance(reply, str) and reply else None}
     folder = private_dir(t.spool_dir)
-    name = f"{time.time_ns():020d}-{os.getpid()}.json"
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(entry, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    path = os.path.join(folder, name)
-    os.replace(tmp, path)
+    path = write_new(folder, f"{time.time_ns():020d}-{os.getpid()}.json", dumps(entry),
+                     sync=True)
     close_turn(t, payload)
     return path
 
@@ -260,27 +284,49 @@ def spool_stop(t: Target, payload: dict[str, Any], scope: str | None = None,
 def ask(t: Target, request: dict[str, Any], timeout: float = ANSWER_WAIT) -> dict[str, Any] | None:
     """One request to the running daemon; None when none answers."""
     try:
-        if private_problem(os.path.dirname(t.socket_path)) is not None:
-            return None  # never talk through a folder someone else controls
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
-            conn.settimeout(timeout)
-            conn.connect(t.socket_path)
-            if not same_user(conn):
-                return None  # another user's process bound the name: tell it nothing
-            conn.sendall(json.dumps(request).encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = conn.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
+        return exchange(t, request, timeout)
     except OSError:
         return None
+
+
+def exchange(t: Target, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+    """:func:`ask`, raising the OSError of a connection that failed: ``FileNotFoundError`` or
+    ``ConnectionRefusedError`` where no daemon listens (none runs, or one was killed and left
+    its socket file behind)."""
+    if private_problem(os.path.dirname(t.socket_path)) is not None:
+        return None  # never talk through a folder someone else controls
+    conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
-        answer = json.loads(data)
+        conn.settimeout(timeout)
+        conn.connect(t.socket_path)
+        if not same_user(conn):
+            return None  # another user's process bound the name: tell it nothing
+        conn.sendall(dumps(request).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    finally:
+        conn.close()
+    try:
+        answer = loads(data)
     except ValueError:
         return None
     return answer if isinstance(answer, dict) else None
+
+
+def first_ask(t: Target, request: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
+    """A recall hook's request to the daemon (within ``RECALL_WAIT``): the answer (None: none),
+    and whether no daemon listens -- no socket file, or one whose daemon was killed and left it
+    behind (``ConnectionRefusedError``); a busy or hung daemon (a timeout) is one that listens."""
+    try:
+        return exchange(t, request, RECALL_WAIT), False
+    except (FileNotFoundError, ConnectionRefusedError):
+        return None, True
+    except OSError:
+        return None, False
 
 
 def nothing_stored(t: Target) -> bool:
@@ -363,8 +409,8 @@ def run(event: str, payload: dict[str, Any], *, db: str, space: str = "default",
     except OSError as exc:
         raise LookupError(f"no private folder for the daemon's socket: {exc}") from None
     deadline = time.monotonic() + RECALL_WAIT
-    answer = ask(t, request, timeout=RECALL_WAIT)
-    if answer is None and not os.path.exists(t.socket_path):
+    answer, none_listens = first_ask(t, request)
+    if none_listens:
         child = start_daemon(t)  # detached: it loads and warms while the session goes on
         if event == "session-start" or nothing_stored(t):
             return {}  # the session starts now; its prompts find the daemon listening
@@ -387,8 +433,6 @@ def open_turn(t: Target, payload: dict[str, Any], scope: str | None = None) -> N
     until its ``stop`` or ``session-end`` comes. A marker whose transcript has not changed for
     ``DELTAMEM_TURN_STALE`` seconds is a turn the client never ended (killed, or its end hook
     cut short): the learner learns it as it stands."""
-    import tempfile
-
     session, path = _session(payload), str(payload.get("transcript_path") or "")
     if not session or not path:
         return
@@ -396,19 +440,16 @@ def open_turn(t: Target, payload: dict[str, Any], scope: str | None = None) -> N
     entry = {"transcript_path": path, "cwd": str(payload.get("cwd") or ""),
              "session_id": str(payload.get("session_id")), "scope": scope,
              "opened_at": time.time()}
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(entry, handle)
-    os.replace(tmp, os.path.join(folder, f"{session}.json"))
+    write_new(folder, f"{session}.json", dumps(entry))
 
 
 def close_turn(t: Target, payload: dict[str, Any]) -> None:
-    import contextlib
-
     session = _session(payload)
     if session:
-        with contextlib.suppress(OSError):
+        try:  # noqa: SIM105 - contextlib is an import a hook does without
             os.unlink(os.path.join(t.spool_dir, "open", f"{session}.json"))
+        except OSError:
+            pass
 
 
 def switched_off(t: Target, payload: dict[str, Any], event: str) -> bool:
@@ -455,7 +496,7 @@ def failures(t: Target, session: str) -> dict[str, bool]:
         with open(path, encoding="utf-8") as handle:
             for line in handle:
                 try:
-                    entry = json.loads(line)
+                    entry = loads(line)
                     out[str(entry["tool_use_id"])] = bool(entry.get("is_interrupt"))
                 except (ValueError, KeyError, TypeError):
                     continue
@@ -473,7 +514,7 @@ def note_failure(t: Target, payload: dict[str, Any]) -> None:
     if not session or not isinstance(call, str) or not call:
         return
     folder = private_dir(os.path.join(t.spool_dir, "failures"))
-    line = json.dumps({"tool_use_id": call, "is_interrupt": bool(payload.get("is_interrupt"))})
+    line = dumps({"tool_use_id": call, "is_interrupt": bool(payload.get("is_interrupt"))})
     with open(os.path.join(folder, f"{session}.jsonl"), "a", encoding="utf-8") as handle:
         handle.write(line + "\n")
 
@@ -538,7 +579,7 @@ def main(argv: list[str] | None = None) -> None:
     unless the daemon is off or cannot start. Never exits 2 (that would block the agent)."""
     event, options = _options(sys.argv[1:] if argv is None else argv)
     try:
-        payload = json.loads(sys.stdin.read() or "{}")
+        payload = loads(sys.stdin.read() or "{}")
         if not isinstance(payload, dict):
             raise ValueError("the hook input must be a JSON object")
         if not daemon_enabled():
@@ -549,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # noqa: BLE001 - a hook must not break the agent's session
         _fail(event, exc)
     if out:
-        sys.stdout.write(json.dumps(out, ensure_ascii=False) + "\n")
+        sys.stdout.write(dumps(out, ensure_ascii=False) + "\n")
 
 
 def _cold(event: str, payload: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
@@ -562,14 +603,14 @@ def _cold(event: str, payload: dict[str, Any], options: dict[str, Any]) -> dict[
     for flag, name in FLAGS.items():
         if options.get(name) is not None:
             command += [flag, str(options[name])]
-    done = subprocess.run(command, input=json.dumps(payload), capture_output=True, text=True,
+    done = subprocess.run(command, input=dumps(payload), capture_output=True, text=True,
                           check=False)
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()
         sys.stderr.write(f"error: deltamem hook {event}: "
                          f"{lines[-1] if lines else f'exit {done.returncode}'}\n")
         raise SystemExit(1)
-    answer = json.loads(done.stdout) if done.stdout.strip() else {}
+    answer = loads(done.stdout) if done.stdout.strip() else {}
     return answer if isinstance(answer, dict) else {}
 
 

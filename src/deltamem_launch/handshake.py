@@ -1,10 +1,12 @@
-"""What ``deltamem mcp`` answers to the MCP ``initialize`` request (standard library only).
+"""What ``deltamem mcp`` answers to the MCP ``initialize`` request and to the listings whose
+answers never change (standard library only).
 
 The one source of the server's name and instructions: the SDK server
 (:func:`deltamem.faces.server.mcp.build_server`) is built from them, and the fast front of the
 ``deltamem`` command (:mod:`deltamem_launch`) answers ``initialize`` from them before the SDK is
-imported. ``tests/server/test_mcp_front.py`` checks that both answers are equal for every
-protocol version.
+imported, and the listings from the SDK server's own answers (``listings.json``).
+``tests/server/test_mcp_front.py`` checks that both answers are equal for every protocol
+version.
 """
 
 from __future__ import annotations
@@ -41,11 +43,9 @@ def initialize_answer(request: Any) -> dict[str, Any] | None:
     if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" \
             or request.get("method") != "initialize":
         return None
-    rid = request.get("id")
-    if isinstance(rid, bool) or not isinstance(rid, (int, str)):
-        return None
+    rid = request_id(request)
     params = request.get("params")
-    if not isinstance(params, dict):
+    if rid is None or not isinstance(params, dict):
         return None
     version, caps, client = (params.get("protocolVersion"), params.get("capabilities"),
                              params.get("clientInfo"))
@@ -59,3 +59,27 @@ def initialize_answer(request: Any) -> dict[str, Any] | None:
         "capabilities": CAPABILITIES, "instructions": INSTRUCTIONS,
         "protocolVersion": negotiated,
         "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION}}}
+
+
+# The requests the front answers from the table of the SDK server's answers (none depends on
+# the memory, the options or the negotiated version).
+LISTINGS = ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "ping")
+
+
+def listing_answer(request: Any, table: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON-RPC answer to ``request`` when it is a request of :data:`LISTINGS` without a
+    cursor or any other parameter (``_meta`` aside) whose result ``table`` holds, else None."""
+    if not isinstance(request, dict) or request.get("jsonrpc") != "2.0":
+        return None
+    method, rid, params = request.get("method"), request_id(request), request.get("params", {})
+    if method not in LISTINGS or rid is None or method not in table \
+            or not isinstance(params, dict) or set(params) - {"_meta"} \
+            or not isinstance(params.get("_meta", {}), dict):
+        return None
+    return {"jsonrpc": "2.0", "id": rid, "result": table[method]}
+
+
+def request_id(request: dict[str, Any]) -> str | int | None:
+    """A request's id when the SDK reads it as one (a string or an integer), else None."""
+    rid = request.get("id")
+    return None if isinstance(rid, bool) or not isinstance(rid, (int, str)) else rid

@@ -156,28 +156,32 @@ def test_a_bad_hook_input_is_one_line_and_never_blocks_the_agent(tmp_path: Path)
 @pytest.mark.parametrize("client", ["claude", "codex"])
 def test_plugin_mcp_config_starts_the_server(tmp_path: Path, client: str) -> None:
     """Each client's MCP config, with its variables filled in as that client does (Claude Code:
-    ``${user_config.db_path}`` from the option's default, not expanded by a shell; Codex:
-    ``${HOME}``), serves tools on the hooks' database."""
+    ``${user_config.db_path}`` from the option's default, not expanded by a shell; Codex
+    0.171.0: nothing -- it passes ``${HOME}`` as it stands, seen through a recording wrapper in
+    a real session), started in a project folder, serves tools on the hooks' database and
+    writes nothing into the project (with ``${HOME}`` it made ``./${HOME}/.deltamem``)."""
     manifest = json.loads((PLUGIN / f".{client}-plugin" / "plugin.json").read_text())
     assert manifest["name"] == "deltamem"
     config = PLUGIN / str(manifest.get("mcpServers", "./.mcp.json"))
     server = json.loads(config.read_text())["mcpServers"]["deltamem"]
     options = {k: str(v["default"]) for k, v in manifest.get("userConfig", {}).items()}
-    args = [a.replace("${HOME}", str(tmp_path)).replace("${user_config.db_path}",
-                                                         options.get("db_path", ""))
-            for a in server["args"]]
-    assert str(tmp_path / ".deltamem" / "memory.db") in [
-        a.replace("~", str(tmp_path), 1) if a.startswith("~/") else a for a in args]
-    (tmp_path / ".deltamem").mkdir()
+    args = [a.replace("${user_config.db_path}", options.get("db_path", "")) for a in
+            server["args"]] if client == "claude" else list(server["args"])
+    project = tmp_path / "project"
+    project.mkdir()
 
-    async def run() -> list[str]:
+    async def run() -> tuple[list[str], Any]:
         params = StdioServerParameters(command=server["command"], args=args,
-                                       env=environment(tmp_path))
+                                       env=environment(tmp_path), cwd=project)
         async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
-            return sorted(t.name for t in (await s.list_tools()).tools)
+            tools = sorted(t.name for t in (await s.list_tools()).tools)
+            return tools, await s.call_tool("stats", {})
 
-    assert "recall" in anyio.run(run)
+    tools, stats = anyio.run(run)
+    assert "recall" in tools and not stats.is_error
+    assert (tmp_path / ".deltamem" / "memory.db").is_file()
+    assert list(project.iterdir()) == []
 
 
 def test_only_claude_code_runs_the_hooks_that_answer_nothing_async() -> None:

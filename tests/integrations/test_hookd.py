@@ -359,6 +359,30 @@ def test_session_start_never_waits_for_the_daemon_it_starts(home, monkeypatch):
     assert len(started) == 3
 
 
+def test_a_socket_left_by_a_killed_daemon_does_not_stop_the_next_start(home, monkeypatch):
+    """A daemon killed without cleaning up (SIGKILL, the OOM killer) leaves its socket file;
+    nothing listens on it. A recall hook starts a new daemon as where no file is (before, the
+    file alone read as a running daemon: no notes until a turn's end started one)."""
+    import socket
+
+    import deltamem_hook
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    started: list[str] = []
+    monkeypatch.setattr(deltamem_hook, "start_daemon", lambda t: started.append(t.db))
+    sock = target(str(db), "default", "hashing").socket_path
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    left.bind(sock)  # bound, never listening, closed: the file stays, connections are refused
+    left.close()
+    assert os.path.exists(sock)
+    assert deltamem_hook.run("session-start", _payload("SessionStart"), db=str(db),
+                             embedder="hashing") == {}
+    assert started == [str(db.resolve())]
+    os.unlink(sock)
+
+
 def test_the_daemon_answers_a_first_session_before_it_has_loaded(home, monkeypatch):
     """A daemon listens before its memory and embedder are loaded (in the background); a
     recall meanwhile, with no database yet, is answered at once, loading nothing."""

@@ -260,6 +260,23 @@ exit $status
 """
 
 
+LAUNCHER = """#!/bin/sh
+# This checkout's deltamem command for a client that starts the plugin's MCP server with an
+# environment of its own (Codex passes no PYTHONPATH): the venv's command, this checkout's code.
+PYTHONPATH={src} exec {real} "$@"
+"""
+
+
+def install_launcher(home: Path) -> None:
+    """Put :data:`LAUNCHER` ahead of the venv's ``deltamem`` on the run's ``PATH``."""
+    real = shutil.which("deltamem", path=str(Path(sys.executable).parent))
+    if real is None:
+        raise ClientsMissing("deltamem is not installed in the venv (pip install -e .)")
+    launcher = home / "bin" / "deltamem"
+    launcher.write_text(LAUNCHER.format(src=REPO / "src", real=real))
+    launcher.chmod(0o755)
+
+
 def install_recorder(home: Path, log: Path) -> None:
     real = shutil.which("deltamem-hook", path=str(Path(sys.executable).parent))
     if real is None:
@@ -418,6 +435,7 @@ def run_sessions(client: str, sessions: Sequence[Session], *, plugin: bool = Tru
     home, repo = root / "home", make_repo(root / "calc")
     home.mkdir()
     _base_env(home)
+    install_launcher(home)
     hook_log = root / "hooks" if record_hooks else None
     if hook_log is not None:
         install_recorder(home, hook_log)

@@ -1,6 +1,6 @@
-"""The fast front of ``deltamem mcp`` (:mod:`deltamem_launch`): it answers ``initialize`` before
-the SDK is imported, with the SDK server's own answer, and hands the stream over to the SDK
-server, which never answers that ``initialize`` a second time.
+"""The fast front of ``deltamem mcp`` (:mod:`deltamem_launch`): it answers ``initialize`` and the
+listings (``tools/list`` ...) before the SDK is imported, with the SDK server's own answers, and
+hands the stream over to the SDK server, which never answers those requests a second time.
 
 The SDK server's answer is taken from a real ``deltamem mcp`` process with the front switched
 off (``DELTAMEM_MCP_FRONT=0``); the sessions run real processes over pipes, and one is driven by
@@ -23,12 +23,14 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from test_mcp import TOOLS, check, scenario
 
-from deltamem_launch import FRONT_ENV, answer_initialize, front_wanted
+from deltamem.faces.server.mcp_serve import _Dropping
+from deltamem_launch import FRONT_ENV, answer_initialize, answer_listings, front_wanted, listings
 from deltamem_launch.handshake import HANDSHAKE_VERSIONS
 
 pytestmark = pytest.mark.server
 
 SERVE = ["-m", "deltamem_launch", "mcp", "--db", ":memory:", "--embedder", "hashing"]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def initialize(rid: int | str, version: str) -> dict[str, Any]:
@@ -154,16 +156,122 @@ def session(front: bool, lines: list[dict[str, Any] | bytes], until: int) -> lis
 
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+PROMPTS = {"jsonrpc": "2.0", "id": "p", "method": "prompts/list", "params": {"_meta": {}}}
+STATS = {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+         "params": {"name": "stats", "arguments": {}}}
 
 
 def test_the_sdk_server_takes_over_without_a_second_answer() -> None:
-    """With the front, the session reads as without it: one answer to initialize (the
-    front's), then the SDK server's answers, the negotiated version kept."""
-    lines: list[dict[str, Any] | bytes] = [initialize(1, "2025-03-26"), INITIALIZED, LIST]
-    fast, slow = session(True, lines, 2), session(False, lines, 2)
-    assert [m.get("id") for m in fast] == [1, 2]
+    """With the front, the session reads as without it: one answer to initialize and to each
+    listing (the front's), then the SDK server's answers, the negotiated version kept."""
+    lines: list[dict[str, Any] | bytes] = [initialize(1, "2025-03-26"), INITIALIZED, LIST,
+                                           PROMPTS, STATS]
+    fast, slow = session(True, lines, 3), session(False, lines, 3)
+    assert [m.get("id") for m in fast] == [1, 2, "p", 3]
     assert fast == slow
     assert {t["name"] for t in fast[1]["result"]["tools"]} == TOOLS
+    assert "error" not in fast[3] and not fast[3]["result"].get("isError")
+
+
+def test_the_listings_table_is_the_sdk_servers() -> None:
+    """The front's table (``listings.json``) holds the SDK server's answers for every protocol
+    version: ``scripts/mcp_listings.py --check`` asks a real server."""
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "mcp_listings.py"),
+                           "--check"], capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert {t["name"] for t in listings()["tools/list"]["tools"]} == TOOLS
+
+
+def front_listings(lines: list[dict[str, Any] | bytes], busy: bool = True,
+                   table: dict[str, Any] | None = None,
+                   ) -> tuple[list[dict[str, Any]], list[bytes], dict[str | int, Any]]:
+    """What the front writes for the lines after ``initialize`` (the SDK still loading while
+    ``busy``), the lines it hands over and the answers it gave by id."""
+    read, feed = os.pipe()
+    answers, write = os.pipe()
+    done, loaded = os.pipe()
+    try:
+        os.write(feed, b"".join(line if isinstance(line, bytes)
+                                else json.dumps(line).encode() + b"\n" for line in lines))
+        os.close(feed)
+        if not busy:
+            os.write(loaded, b".")
+        handed, answered = answer_listings(read, write, done,
+                                           listings() if table is None else table)
+        os.close(write)
+        with os.fdopen(answers, "rb") as out:
+            return [json.loads(x) for x in out.read().splitlines()], handed, answered
+    finally:
+        for fd in (read, done, loaded):
+            os.close(fd)
+
+
+def test_the_front_answers_the_listings_while_the_sdk_loads() -> None:
+    """A notification is read and left to the SDK; each listing is answered from the table; the
+    first request the front cannot answer ends its reading, nothing past that line taken."""
+    lines: list[dict[str, Any] | bytes] = [INITIALIZED, LIST, PROMPTS, STATS, LIST]
+    written, handed, answered = front_listings(lines)
+    assert [a["id"] for a in written] == [2, "p"] and list(answered) == [2, "p"]
+    assert written[0]["result"] == listings()["tools/list"] == answered[2]["result"]
+    assert written[1]["result"] == {"prompts": []}
+    assert [json.loads(line) for line in handed] == [INITIALIZED, LIST, PROMPTS, STATS]
+
+
+@pytest.mark.parametrize("line", [
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"cursor": "x"}},  # a page
+    {"jsonrpc": "2.0", "id": True, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": None},
+    {"jsonrpc": "2.0", "id": 2, "method": "ping", "params": {"_meta": 1}},
+    {"jsonrpc": "2.0", "id": 2, "method": "no/such"},
+    b'{"jsonrpc": "2.0", "id": "\\udc80", "method": "tools/list"}\n',  # a lone surrogate
+    b"not json\n",
+])
+def test_the_front_leaves_every_other_request_to_the_sdk(line: dict[str, Any] | bytes) -> None:
+    written, handed, answered = front_listings([line, LIST])
+    assert (written, answered, len(handed)) == ([], {}, 1)  # nothing read past the line
+    assert front_listings([LIST], table={}) == ([], [json.dumps(LIST).encode() + b"\n"], {})
+
+
+def test_the_front_stops_reading_once_the_sdk_is_loaded() -> None:
+    assert front_listings([LIST], busy=False) == ([], [], {})
+    assert front_listings([LIST, LIST]) == ([{**listings_answer(2)}], [
+        json.dumps(LIST).encode() + b"\n"] * 2, {2: listings_answer(2)})  # an id used twice
+
+
+def listings_answer(rid: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": listings()["tools/list"]}
+
+
+def test_an_sdk_answer_that_differs_from_the_fronts_is_reported(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A stale table shows: the SDK server's answer to a request answered early is dropped
+    (the client has one), and a difference is written to stderr."""
+    from mcp import types
+    from mcp.shared.message import SessionMessage
+
+    class Sink:
+        def __init__(self) -> None:
+            self.sent: list[Any] = []
+
+        async def send(self, item: Any) -> None:
+            self.sent.append(item)
+
+    sink = Sink()
+    drop = _Dropping(sink, {2: listings_answer(2), 4: {"jsonrpc": "2.0", "id": 4,
+                                                       "result": {"tools": []}}})
+
+    def answer(rid: int, result: dict[str, Any]) -> Any:
+        return SessionMessage(types.JSONRPCResponse(jsonrpc="2.0", id=rid, result=result))
+
+    async def run() -> None:
+        await drop.send(answer(2, listings()["tools/list"]))
+        await drop.send(answer(4, listings()["tools/list"]))
+        await drop.send(answer(2, {}))  # a later answer with that id is the SDK's own
+
+    anyio.run(run)
+    assert [item.message.id for item in sink.sent] == [2]
+    err = capsys.readouterr().err
+    assert "request 4 given early differs" in err and "request 2" not in err
 
 
 def test_a_first_line_the_front_leaves_is_answered_by_the_sdk_server() -> None:

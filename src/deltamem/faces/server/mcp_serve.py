@@ -4,7 +4,8 @@ the REST server's API keys.
 * stdio: the SDK's loop, except that a request line the SDK's stricter parser refuses (a lone
   surrogate) is answered with a JSON-RPC error rather than dropped, so no client waits forever,
   and that it takes over from the fast front of the ``deltamem`` command (:mod:`deltamem_launch`),
-  which may have read the first line and answered ``initialize`` already (:func:`hand_over`);
+  which may have read the first lines and answered ``initialize`` and the listings already
+  (:func:`hand_over`);
 * HTTP: :class:`KeyAuth` checks every request's key (it must cover the space, and the per-key
   rate limit holds) and leaves the verified key in the request state, where the one tool
   dispatcher (:class:`~deltamem.faces.server.mcp.ScopedServer`) checks each tool's scope.
@@ -34,19 +35,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class _Opening:
-    line: bytes  # the first line of stdin, read by the front (b"": none)
-    answered: str | int | None  # the id of the initialize request it answered
+    lines: list[bytes]  # the first lines of stdin, read by the front
+    answered: dict[str | int, Any]  # the answers it gave, by request id
 
 
 _openings: list[_Opening] = []
 
 
-def hand_over(line: bytes, answered: str | int | None) -> None:
+def hand_over(lines: list[bytes], answered: dict[str | int, Any]) -> None:
     """What the fast front (:mod:`deltamem_launch`) did before the SDK was loaded: it read
-    ``line``, the first line of stdin, and answered the ``initialize`` request ``answered``
-    (None: it answered nothing). The next stdio server reads ``line`` first and drops its own
-    answer to that request."""
-    _openings[:] = [_Opening(line, answered)]
+    ``lines``, the first lines of stdin, and gave the ``answered`` answers (by request id). The
+    next stdio server reads ``lines`` first and drops its own answers to those requests."""
+    _openings[:] = [_Opening([line for line in lines if line], dict(answered))]
 
 
 async def _serve_stdio(server: MCPServer) -> None:
@@ -59,10 +59,10 @@ async def _serve_stdio(server: MCPServer) -> None:
     if lowlevel is None:  # pragma: no cover - another SDK layout: its own loop
         await server.run_stdio_async()
         return
-    opening = _openings.pop() if _openings else _Opening(b"", None)
+    opening = _openings.pop() if _openings else _Opening([], {})
     async with stdio_server() as (read_stream, write_stream):
         write = _Dropping(write_stream, opening.answered)
-        await lowlevel.run(_Answering(read_stream, write, opening.line), write,
+        await lowlevel.run(_Answering(read_stream, write, opening.lines), write,
                            lowlevel.create_initialization_options())
 
 
@@ -79,11 +79,12 @@ def _parsed(line: bytes) -> Any:
 
 
 class _Dropping:
-    """The SDK's stdio write stream, less the SDK's answer to the ``initialize`` request the
-    front answered already (the first response with that id)."""
+    """The SDK's stdio write stream, less the SDK's answers to the requests the front answered
+    already (the first response with each such id). An answer of the SDK's that differs from
+    the front's is reported on stderr (the client kept the front's)."""
 
-    def __init__(self, inner: Any, answered: str | int | None):
-        self._inner, self._answered = inner, answered
+    def __init__(self, inner: Any, answered: dict[str | int, Any]):
+        self._inner, self._answered = inner, dict(answered)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -92,15 +93,18 @@ class _Dropping:
         from mcp import types
 
         message = getattr(item, "message", None)
-        if self._answered is not None and isinstance(
-                message, types.JSONRPCResponse | types.JSONRPCError) \
-                and message.id == self._answered:
-            self._answered = None
-            if isinstance(message, types.JSONRPCError):  # the front's shape check passed it
-                print(f"deltamem mcp: the server refused the initialize request answered "
-                      f"early: {message.error.message}", file=sys.stderr)
+        rid = getattr(message, "id", None)
+        if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError) \
+                or isinstance(rid, bool) or rid not in self._answered:
+            await self._inner.send(item)
             return
-        await self._inner.send(item)
+        early = self._answered.pop(rid)
+        if isinstance(message, types.JSONRPCError):  # the front's shape check passed it
+            print(f"deltamem mcp: the server refused the request {rid!r} answered early: "
+                  f"{message.error.message}", file=sys.stderr)
+        elif json.loads(message.model_dump_json(by_alias=True, exclude_unset=True)) != early:
+            print(f"deltamem mcp: the answer to the request {rid!r} given early differs from "
+                  "the server's (run scripts/mcp_listings.py)", file=sys.stderr)
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -117,11 +121,11 @@ class _Answering:
     """The SDK's stdio read stream, answering what the SDK would drop: a line that is JSON (as
     Python reads it) holding a request id, which the SDK's stricter parser refuses -- a string
     with a lone surrogate -- and so never answers, leaving the client waiting forever. The
-    front's ``opening`` line (if any) is read first."""
+    front's ``opening`` lines (if any) are read first."""
 
-    def __init__(self, inner: Any, write: Any, opening: bytes = b""):
+    def __init__(self, inner: Any, write: Any, opening: list[bytes] | None = None):
         self._inner, self._write = inner, write
-        self._first = [_parsed(opening)] if opening else []
+        self._first = [_parsed(line) for line in reversed(opening or [])]  # popped in order
 
     def __getattr__(self, name: str) -> Any:  # e.g. the sender's context
         return getattr(self._inner, name)

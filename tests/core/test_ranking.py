@@ -157,3 +157,12 @@ def test_kind_first_leaves_an_unmatched_query_and_weight_zero_alone() -> None:
     assert kind_first(found, kinds, threshold=0.54, weight=0.0) == found
     assert kind_first(found[:1], kinds, threshold=0.54) == found[:1]  # one: no choice
     assert kind_first(found, {}, threshold=0.54) == found  # no template: the score decides
+
+
+def test_kind_first_never_shows_a_candidate_matched_neither_by_score_nor_by_template() -> None:
+    found = [cand("a", 0.80), cand("b", 0.30), cand("c", 0.20)]
+    kinds = {"a": 0.30, "b": 0.53, "c": 0.55}  # b's 0.3 + 2.12 is the best sum, yet ...
+    assert [c.id for c in kind_first(found, kinds, threshold=0.54, weight=4.0)] == \
+        ["c", "a", "b"]  # ... only c clears the threshold by its template
+    kinds["c"] = 0.50
+    assert kind_first(found, kinds, threshold=0.54, weight=4.0) == found

@@ -53,3 +53,16 @@ def test_roles_map_a_recalled_keys_slots_onto_the_new_tasks_words() -> None:
     # A word that is no slot is never rewritten, even where the keys differ there.
     assert roles(key, {"mug", "shelf"}, "Your task is to: cool some mug and put it in shelf.") \
         == {}
+
+
+def test_roles_follow_the_templates_order_where_the_phrasings_differ() -> None:
+    key = "Your task is to: heat some mug and put it in shelf."
+    new = "Your task is to: put a hot egg in countertop."
+    # The alignment maps only the destination ("heat some mug and" against "put a hot egg" is
+    # no run of equal length); the order maps both.
+    assert roles(key, {"mug", "shelf"}, new) == {"shelf": "countertop"}
+    assert roles(key, {"mug", "shelf"}, new, {"egg", "countertop"}) == \
+        {"mug": "egg", "shelf": "countertop"}
+    # Unequal counts: the alignment decides.
+    assert roles(key, {"mug", "shelf"}, "Your task is to: heat some egg and put it in shelf.",
+                 {"egg"}) == {"mug": "egg"}

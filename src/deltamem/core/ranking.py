@@ -173,9 +173,9 @@ def best_ties(found: Sequence[Candidate]) -> list[Candidate]:
 
 
 # How much the template similarity (0..1) weighs beside the full score in :func:`kind_first`;
-# 4.0 was chosen on the dev games and dev templated tasks of the memory-quality probe
+# 8.0 was chosen on the dev games and dev templated tasks of the memory-quality probe
 # (docs/results.md, "Memory-quality probe", turn 6); 0 turns the rule off.
-KIND_WEIGHT = 4.0
+KIND_WEIGHT = 8.0
 
 
 def kind_first(found: Sequence[Candidate], kinds: Mapping[str, float], threshold: float,
@@ -188,12 +188,15 @@ def kind_first(found: Sequence[Candidate], kinds: Mapping[str, float], threshold
     candidate without one counts 0). Templated tasks share their objects and receptacles, and
     the full cosine weighs those above the word that sets the kind of task apart; the template
     keeps only what the task does. The threshold still decides whether anything matched (the
-    best score, as without this rule); which candidate is shown is then chosen among all of
-    ``found``, also one whose own score is below it: a task phrased in words no stored key uses
-    is of the kind its template says, whatever object the nearer keys share with it."""
+    best score, as without this rule); which candidate is shown is then chosen among those
+    that clear it by their score *or by their template similarity*: a task phrased in words no
+    stored key uses is of the kind its template says, whatever object the nearer keys share
+    with it, but a candidate matched by neither is never shown."""
     if weight <= 0 or len(found) < 2 or not accepts(found[0].score, threshold):
         return list(found)
-    best = max(found, key=lambda c: c.score + weight * kinds.get(c.id, 0.0))
+    eligible = [c for c in found
+                if accepts(c.score, threshold) or accepts(kinds.get(c.id, 0.0), threshold)]
+    best = max(eligible, key=lambda c: c.score + weight * kinds.get(c.id, 0.0))
     return [best, *(c for c in found if c is not best)]
 
 
@@ -329,9 +332,12 @@ def _episode_meta(meta: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def carried_meta(node: Node) -> dict[str, Any]:
     """What a root written from ``node`` (a consolidation, a correction) keeps of its meta so
-    that filters find it where they found ``node``: its episode meta, if any."""
+    that filters find it where they found ``node``: its episode meta, if any; and its key's
+    slots (``core.slots``), if any, so that recall reads its template as ``node``'s."""
     meta = user_meta(node)
-    return {"episode_meta": dict(meta)} if meta else {}
+    found = node.meta.get("slots")
+    return {**({"episode_meta": dict(meta)} if meta else {}),
+            **({"slots": list(found)} if isinstance(found, list) and found else {})}
 
 
 def _equal(stored: Any, wanted: FilterValue) -> bool:

@@ -18,9 +18,10 @@ command arguments are slots the same way ("Bash: pytest tests/test_api.py" makes
 A query has no episode: its slots are its words that the stored keys holding them hold as
 slots more often than not (:func:`query_slots`).
 
-:func:`roles` maps a recalled key's slots onto a new task's words (a word alignment of the two
-keys: "heat some mug and put it in countertop" with slots ``mug``, ``countertop`` against
-"heat some egg and put it in shelf" maps mug -> egg, countertop -> shelf), and :func:`adapt`
+:func:`roles` maps a recalled key's slots onto a new task's by their order in the template,
+or by a word alignment of the two keys ("heat some mug and put it in countertop" with slots
+``mug``, ``countertop`` against "put a hot egg in shelf" maps mug -> egg, countertop -> shelf),
+and :func:`adapt`
 rewrites a recalled step by them: a procedure learned on one object and receptacle is handed
 over for another by role, not by a shared instance number.
 """
@@ -89,13 +90,29 @@ def _runs(old: Sequence[str], new: Sequence[str]) -> Iterable[tuple[str, str]]:
             yield from zip(old[i1:i2], new[j1:j2], strict=True)
 
 
-def roles(key: str, slots: Collection[str], task: str) -> dict[str, str]:
-    """Which of ``task``'s words fills each of ``key``'s slots: the words that take a slot's
-    place in a word alignment of the two (a replaced run of equal length); a slot aligned with
-    no word, or with itself, maps to nothing."""
+def ordered(text: str, slots: Collection[str]) -> list[str]:
+    """The ``slots`` that ``text`` names, in the order it first names them."""
+    return list(dict.fromkeys(w for w in tokens(text) if w in slots))
+
+
+def roles(key: str, slots: Collection[str], task: str,
+          task_slots: Collection[str] = ()) -> dict[str, str]:
+    """Which of ``task``'s words fills each of ``key``'s slots.
+
+    By role in the template: when ``task_slots`` (the task's own slots, :func:`query_slots`)
+    are as many as the key's, the key's slots map in the order each names them ("heat some mug
+    and put it in shelf" -> "put a hot egg in countertop": mug -> egg, shelf -> countertop; the
+    object comes before the destination in either phrasing). Otherwise by a word alignment of
+    the two texts: the word that takes a slot's place in a replaced run of equal length. A
+    slot that maps to nothing, or to itself, is left out."""
+    mine, theirs = ordered(key, slots), ordered(task, task_slots)
+    if mine and len(mine) == len(theirs):
+        pairs: Iterable[tuple[str, str]] = zip(mine, theirs, strict=True)
+    else:
+        pairs = ((old, new) for old, new in _runs(tokens(key), tokens(task)) if old in slots)
     out: dict[str, str] = {}
-    for old, new in _runs(tokens(key), tokens(task)):
-        if old in slots and old != new:
+    for old, new in pairs:
+        if old != new:
             out.setdefault(old, new)
     return out
 

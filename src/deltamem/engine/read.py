@@ -56,7 +56,7 @@ class Reader:
 
     def __init__(self, store: Store, space: str, settings: Settings,
                  signature: Callable[[str], str],
-                 embed: Callable[[str], Vector] | None = None):
+                 embed: Callable[[list[str]], list[Vector]] | None = None):
         self.store = store
         self.space = space
         self.settings = settings
@@ -64,7 +64,8 @@ class Reader:
         # process, not once per candidate per read (a learn reads both trees twice).
         self.signature = lru_cache(maxsize=SIGNATURES)(signature)
         self.kind_weight = ranking.KIND_WEIGHT
-        # Embeds a query's template (``kind_first``); without it, recall is by the score alone.
+        # Embeds templates (``kind_first``, through the facade's cache); without it, recall is
+        # by the score alone.
         self.embed = embed
 
     def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",
@@ -89,7 +90,8 @@ class Reader:
         else:
             ranked, read.nodes, read.scanned = self.task_ranked(query, max(k, 1))
             read.ranked = ranked
-            ranked, read.nodes = self.kind_first(key, query, ranked, read.nodes, threshold)
+            ranked, read.nodes, result.slots = self.kind_first(key, query, ranked, read.nodes,
+                                                               threshold)
             ties = ranking.best_ties(ranked)
             read.nodes = self.nodes_of(ties, read.nodes)
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
@@ -135,26 +137,30 @@ class Reader:
 
     def kind_first(self, key: str, query: Vector, ranked: list[Candidate],
                    nodes: dict[str, Node], threshold: float, *, widen: bool = True
-                   ) -> tuple[list[Candidate], dict[str, Node]]:
+                   ) -> tuple[list[Candidate], dict[str, Node], frozenset[str]]:
         """``core.ranking.kind_first`` over the first :data:`POOL` ranked task candidates (the
         scan, discredited skills re-scored; a filtered read: of the matching ones), by the
         template similarity of each: the cosine of the query's template (``core.slots``: the
-        key without the words the pool's keys hold as slots) with the candidate's stored vector.
+        key without the words the pool's keys hold as slots) with the candidate's template (its
+        key without its stored slots; a key without slots is its own template, whose vector is
+        the stored one).
 
-        ``widen``: the template's own scan of the best :data:`POOL` adds its candidates (scored
-        by the query like the others), so that a key of the query's kind that shares no slot
-        with it is among them. Store calls: one ``get_nodes`` for the pool (and one for the
-        template's new candidates), one scan, one ``vectors``; one embedding."""
+        ``widen``: the query template's own scan of the best :data:`POOL` adds its candidates
+        (scored by the query like the others), so that a key of the query's kind that shares no
+        slot with it is among them. Store calls: one ``get_nodes`` for the pool (and one for the
+        template's new candidates), one scan, one ``vectors``; one embedding call (templates are
+        cached by text). Also returns the query's slots."""
         pool = ranked[:POOL]
         if self.kind_weight <= 0 or self.embed is None or not pool or not accepts(
                 max(c.score for c in pool), threshold):
-            return ranked, nodes
+            return ranked, nodes, frozenset()
         nodes = self.nodes_of(pool, nodes)
         known = [(node.key, _slots(node)) for c in pool if (node := nodes.get(c.id)) is not None]
-        shape = slots.template(key, slots.query_slots(key, known))
+        mine = slots.query_slots(key, known)
+        shape = slots.template(key, mine)
         if shape == key or not slots.tokens(shape):
-            return ranked, nodes  # no slot known: the template is the key
-        shaped = self.embed(shape)
+            return ranked, nodes, mine  # no slot known: the template is the key
+        [shaped] = self.embed([shape])
         have = {c.id for c in pool}
         extra = [c for c in self.scan(Tree.TASK, shaped, POOL) if c.id not in have] \
             if widen else []
@@ -170,11 +176,19 @@ class Reader:
             added.append(Candidate(candidate.id, sim, failure, candidate.depth,
                                    score(sim, failure, self.settings.penalty),
                                    discredited=failure and not candidate.failure))
-        kinds = {i: cosine(shaped, v) for i, v in vectors.items()}
+        # A key's slots are those any node of that key was stored with (a consolidated root
+        # or a node stored before slots were kept shares its key, so it ties as it did).
+        keyed = {node.key: stored for node in nodes.values() if (stored := _slots(node))}
+        shapes = {i: slots.template(node.key, keyed[node.key]) for i in vectors
+                  if (node := nodes.get(i)) is not None and node.key in keyed}
+        texts = sorted(set(shapes.values()))
+        embedded = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+        kinds = {i: cosine(shaped, embedded[shapes[i]] if i in shapes else v)
+                 for i, v in vectors.items()}
         merged = sorted([*ranked, *added], key=lambda c: -c.score)  # stable: ties keep order
         order = ranking.kind_first(merged[: len(pool) + len(added)], kinds, threshold,
                                    self.kind_weight)
-        return [*order, *merged[len(pool) + len(added):]], nodes
+        return [*order, *merged[len(pool) + len(added):]], nodes, mine
 
     def filtered(self, tree: Tree, key: str, query: Vector, need: int,
                  filters: dict[str, FilterValue], scene: str
@@ -212,8 +226,9 @@ class Reader:
                 ranked = ranking.task_ranked(kept, nodes, need, self.settings.penalty,
                                              exhausted=exhausted)
                 if ranked.candidates is not None:
-                    order, nodes = self.kind_first(key, query, ranked.candidates, nodes,
-                                                   self.settings.threshold(tree), widen=False)
+                    order, nodes, _ = self.kind_first(key, query, ranked.candidates, nodes,
+                                                      self.settings.threshold(tree),
+                                                      widen=False)
                     return ranking.started_here(order, nodes, self.signature(scene)), nodes
             k *= 4
 

@@ -296,8 +296,10 @@ class CodingMemory:
         recalled = self.mem.recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
         for candidate in recalled.task.candidates:
+            # Not sorted by score: recall puts the candidate of the request's kind of task
+            # first (``core.ranking.kind_first``), and the others follow by score.
             if candidate.score < tau * PROJECT_SHARE:
-                break
+                continue
             node = self.mem.get(candidate.id)
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}

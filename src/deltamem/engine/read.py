@@ -63,6 +63,8 @@ class Reader:
         # A scene's signature is a function of its text: each node key's is computed once per
         # process, not once per candidate per read (a learn reads both trees twice).
         self.signature = lru_cache(maxsize=SIGNATURES)(signature)
+        # A stored key's template, likewise once per process (``kind_first``).
+        self.template = lru_cache(maxsize=SIGNATURES)(slots.template)
         self.kind_weight = ranking.KIND_WEIGHT
         # Embeds templates (``kind_first``, through the facade's cache); without it, recall is
         # by the score alone.
@@ -178,8 +180,11 @@ class Reader:
                                    discredited=failure and not candidate.failure))
         # A key's slots are those any node of that key was stored with (a consolidated root
         # or a node stored before slots were kept shares its key, so it ties as it did).
-        keyed = {node.key: stored for node in nodes.values() if (stored := _slots(node))}
-        shapes = {i: slots.template(node.key, keyed[node.key]) for i in vectors
+        keyed: dict[str, str] = {}
+        for node in nodes.values():
+            if node.key not in keyed and (stored := _slots(node)):
+                keyed[node.key] = self.template(node.key, stored)
+        shapes = {i: keyed[node.key] for i in vectors
                   if (node := nodes.get(i)) is not None and node.key in keyed}
         texts = sorted(set(shapes.values()))
         embedded = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}

@@ -147,6 +147,11 @@ class Reader:
         key without its stored slots; a key without slots is its own template, whose vector is
         the stored one).
 
+        The rule runs only where the best score rests on a shared slot (the best candidate's
+        key holds one of the query's slots): then its cosine may come from the object and
+        receptacle it shares with the query, not from what the task does. A free-text request
+        whose nearest key shares none of its slots keeps the order of the scores.
+
         ``widen``: the query template's own scan of the best :data:`POOL` adds its candidates
         (scored by the query like the others), so that a key of the query's kind that shares no
         slot with it is among them. Store calls: one ``get_nodes`` for the pool (and one for the
@@ -162,6 +167,9 @@ class Reader:
         shape = slots.template(key, mine)
         if shape == key or not slots.tokens(shape):
             return ranked, nodes, mine  # no slot known: the template is the key
+        top = nodes.get(pool[0].id)
+        if top is None or not mine.intersection(_slots(top)):
+            return ranked, nodes, mine  # the best score does not rest on a shared slot
         [shaped] = self.embed([shape])
         have = {c.id for c in pool}
         extra = [c for c in self.scan(Tree.TASK, shaped, POOL) if c.id not in have] \

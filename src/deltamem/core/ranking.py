@@ -173,8 +173,8 @@ def best_ties(found: Sequence[Candidate]) -> list[Candidate]:
 
 
 # How much the template similarity (0..1) weighs beside the full score in :func:`kind_first`;
-# 8.0 was chosen on the dev games and dev templated tasks of the memory-quality probe
-# (docs/results.md, "Memory-quality probe", turn 6); 0 turns the rule off.
+# 8.0 was chosen (2-12 tried) on the dev games and dev templated tasks of the memory-quality
+# probe (docs/results.md, "Memory-quality probe", turn 6); 0 turns the rule off.
 KIND_WEIGHT = 8.0
 
 
@@ -184,14 +184,15 @@ def kind_first(found: Sequence[Candidate], kinds: Mapping[str, float], threshold
     first, the others in order, when the best score clears ``threshold``; else unchanged.
 
     ``kinds`` holds each candidate's *template similarity*: the cosine of the query's template
-    (``core.slots.template``, the query without its slot words) with the candidate's key (a
-    candidate without one counts 0). Templated tasks share their objects and receptacles, and
-    the full cosine weighs those above the word that sets the kind of task apart; the template
-    keeps only what the task does. The threshold still decides whether anything matched (the
-    best score, as without this rule); which candidate is shown is then chosen among those
-    that clear it by their score *or by their template similarity*: a task phrased in words no
-    stored key uses is of the kind its template says, whatever object the nearer keys share
-    with it, but a candidate matched by neither is never shown."""
+    (``core.slots.template``, the query without its slot words) with the candidate's (its key
+    without its stored slots; a candidate without one counts 0). Templated tasks share their
+    objects and receptacles, and the full cosine weighs those above the word that sets the
+    kind of task apart; the template keeps only what the task does. The threshold still
+    decides whether anything matched (the best score, as without this rule); which candidate
+    is shown is then chosen among those that clear it by their score *or by their template
+    similarity*: a task phrased in words no stored key uses is of the kind its template says,
+    whatever object the nearer keys share with it, but a candidate matched by neither is never
+    shown."""
     if weight <= 0 or len(found) < 2 or not accepts(found[0].score, threshold):
         return list(found)
     eligible = [c for c in found

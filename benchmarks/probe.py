@@ -8,7 +8,8 @@ also writes the JSON with every per-game row. The no-memory row (the scripted ex
 the baseline, measured in the same run on the same games.
 
     python benchmarks/probe.py --env alfworld --games 1000 --train 120 [--memories none,deltamem]
-    (--memories may add deltamem-cosine: DeltaMem with recall by the cosine alone)
+    (--memories may add deltamem-cosine: DeltaMem with recall by the cosine alone, and
+    deltamem-align: its skill adapted by the probe's word alignment, not the memory's roles)
     python benchmarks/probe.py --env scienceworld --games 60 --train 60
 """
 

@@ -199,3 +199,50 @@ def test_a_write_between_the_plan_and_the_block_is_placed_against(tmp_path):
         mem.writer.plan = late  # type: ignore[method-assign]
         result = mem.learn(make_episode(actions=LONGER))
     assert result.task.action.value == "dedup" and result.task.node == written[0]
+
+
+def _kind_episode(verb: str, obj: str, dest: str, appliance: str):  # type: ignore[no-untyped-def]
+    return make_episode(
+        task=f"{verb} some {obj} and put it in {dest}",
+        actions=("go to cabinet 1", f"take {obj} 1 from cabinet 1", f"go to {appliance} 1",
+                 f"{verb} {obj} 1 with {appliance} 1", f"go to {dest} 1",
+                 f"move {obj} 1 to {dest} 1"), kind=verb)
+
+
+def test_recall_returns_the_kind_of_task_its_template_names(tmp_path):
+    """Templated tasks share their slots: "cool some mug and put it in countertop" is nearer
+    "heat some mug and put it in countertop" by the full cosine (seven shared words), but its
+    template ("cool some and put it in": the words the stored episodes acted on dropped) is
+    that of the cool skills, and the threshold was cleared: the cool skill is recalled."""
+    with DeltaMem(SQLiteStore(tmp_path / "k.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(_kind_episode("heat", "mug", "countertop", "microwave"))
+        mem.learn(_kind_episode("cool", "apple", "shelf", "fridge"))
+        mem.learn(_kind_episode("cool", "bread", "drawer", "fridge"))
+        recall = mem.recall("cool some mug and put it in countertop", "", top_k=3)
+        assert recall.task.matched
+        assert recall.task.candidates[0].similarity < max(
+            c.similarity for c in recall.task.candidates)  # not the nearest by the cosine
+        node = recall.task.node
+        assert node is not None and node.meta["episode_meta"]["kind"] == "cool"
+        assert {"apple", "shelf"} <= set(node.meta["slots"]) and "cool" not in node.meta["slots"]
+        mem.reader.kind_weight = 0.0  # by the cosine alone: the heat skill
+        node = mem.recall("cool some mug and put it in countertop", "").task.node
+        assert node is not None and node.meta["episode_meta"]["kind"] == "heat"
+
+
+def test_a_recalled_skill_is_adapted_to_the_new_task_by_role(tmp_path):
+    """The matched key's slots map onto the words of the query that take their places: the
+    steps name the new object and destination, the rest (numbers, the appliance) stays."""
+    with DeltaMem(SQLiteStore(tmp_path / "a.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(_kind_episode("heat", "mug", "shelf", "microwave"))
+        recall = mem.recall("heat some egg and put it in shelf", "").task
+        assert recall.skill is not None and recall.adapted is not None
+        assert "take mug 1 from cabinet 1" in recall.skill.steps
+        assert "take egg 1 from cabinet 1" in recall.adapted.steps
+        assert "heat egg 1 with microwave 1" in recall.adapted.steps
+        assert "move egg 1 to shelf 1" in recall.adapted.steps
+        assert not any("mug" in step for step in recall.adapted.steps)
+        same = mem.recall("heat some mug and put it in shelf", "").task
+        assert same.adapted == same.skill  # nothing to carry over

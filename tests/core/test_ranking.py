@@ -5,14 +5,11 @@ from __future__ import annotations
 from deltamem.core.model import Episode, Node, NodeKind, Outcome, Skill, Step, Tree
 from deltamem.core.ranking import (
     Candidate,
-    agreement,
     best_ties,
     first_round,
-    key_words,
     kind_first,
     link,
     rescored,
-    salience,
     same_scene,
     started_here,
     task_ranked,
@@ -139,50 +136,33 @@ def test_trace_signature_sees_what_each_tree_sees():
     assert trace_signature(one, Tree.TASK) != trace_signature(one, Tree.ENV)
 
 
-# -- kind_first: salient words beside the cosine ------------------------------------------------
+# -- kind_first: the template's similarity beside the score -------------------------------------
 
-KEYS = {"heat-mug": "heat some mug and put it in countertop",
-        "cool-plate": "cool some plate and put it in shelf",
-        "cool-egg": "cool some egg and put it in cabinet",
-        "heat-egg": "heat some egg and put it in drawer"}
-
-
-def test_salience_is_low_for_frame_and_filler_words_and_high_for_the_kind_word() -> None:
-    weights = salience([key_words(k) for k in KEYS.values()])
-    assert weights["put"] == 0.0  # in every key: the frame
-    assert weights["heat"] == weights["cool"] == 1.0  # in half the keys
-    assert weights["mug"] < weights["heat"]  # in one key: a slot's filler
-
-
-def test_agreement_weighs_shared_words_by_salience() -> None:
-    weights = {"heat": 1.0, "mug": 0.5}
-    assert agreement(key_words("heat a mug"), key_words("heat a mug"), weights) == 1.0
-    assert agreement(key_words("heat a mug"), key_words("cool a mug"), weights) == 0.5 / 1.5
-    assert agreement(key_words("x"), key_words("y"), weights) == 0.0
-
-
-def test_kind_first_prefers_the_key_of_the_same_kind_over_a_higher_cosine() -> None:
+def test_kind_first_prefers_the_key_nearest_the_template_over_a_higher_score() -> None:
     # The case: "cool some plate ..." recalled "heat some mug ..." at a higher cosine
-    # (the shared object). Among six keys, "cool" and "heat" each hold half (salient), an
-    # object one: the cool skill comes first. Scores are unchanged.
-    keys = {"heat-mug": "heat some mug and put it in shelf",
-            "cool-plate": "cool some plate and put it in cabinet",
-            "heat-egg": "heat some egg and put it in drawer",
-            "cool-apple": "cool some apple and put it in drawer",
-            "heat-bread": "heat some bread and put it in cabinet",
-            "cool-pan": "cool some pan and put it in shelf"}
-    nodes = {i: node(i, key=k) for i, k in keys.items()}
-    found = [cand("heat-mug", 0.77), cand("cool-plate", 0.72), cand("heat-egg", 0.60),
-             cand("cool-apple", 0.58), cand("heat-bread", 0.57), cand("cool-pan", 0.56)]
-    out = kind_first(found, nodes, "cool some mug and put it in countertop", threshold=0.54)
-    assert out[0].id == "cool-plate" and out[0].score == 0.72
-    assert [c.id for c in out[1:]] == [c.id for c in found if c.id != "cool-plate"]
+    # (the shared object). The template similarity of the cool skill wins, also below the
+    # threshold: the threshold decided that something matched (the best score clears it).
+    found = [cand("heat-mug", 0.77), cand("cool-plate", 0.60), cand("cool-egg", 0.50)]
+    kinds = {"heat-mug": 0.55, "cool-plate": 0.70, "cool-egg": 0.75}
+    out = kind_first(found, kinds, threshold=0.54, weight=4.0)
+    assert [c.id for c in out] == ["cool-egg", "heat-mug", "cool-plate"]
+    assert out[0].score == 0.50  # scores are unchanged
 
 
-def test_kind_first_leaves_candidates_below_the_threshold_and_weight_zero_alone() -> None:
-    nodes = {i: node(i, key=k) for i, k in KEYS.items()}
-    found = [cand("heat-mug", 0.80), cand("cool-plate", 0.40)]
-    query = "cool some mug and put it in countertop"
-    assert kind_first(found, nodes, query, threshold=0.5) == found  # one accepted: no choice
+def test_kind_first_leaves_an_unmatched_query_and_weight_zero_alone() -> None:
+    found = [cand("heat-mug", 0.50), cand("cool-plate", 0.40)]
+    kinds = {"heat-mug": 0.1, "cool-plate": 0.9}
+    assert kind_first(found, kinds, threshold=0.54) == found  # nothing clears: nothing matched
     found = [cand("heat-mug", 0.80), cand("cool-plate", 0.70)]
-    assert kind_first(found, nodes, query, threshold=0.5, weight=0.0) == found
+    assert kind_first(found, kinds, threshold=0.54, weight=0.0) == found
+    assert kind_first(found[:1], kinds, threshold=0.54) == found[:1]  # one: no choice
+    assert kind_first(found, {}, threshold=0.54) == found  # no template: the score decides
+
+
+def test_kind_first_never_shows_a_candidate_matched_neither_by_score_nor_by_template() -> None:
+    found = [cand("a", 0.80), cand("b", 0.30), cand("c", 0.20)]
+    kinds = {"a": 0.30, "b": 0.53, "c": 0.55}  # b's 0.3 + 2.12 is the best sum, yet ...
+    assert [c.id for c in kind_first(found, kinds, threshold=0.54, weight=4.0)] == \
+        ["c", "a", "b"]  # ... only c clears the threshold by its template
+    kinds["c"] = 0.50
+    assert kind_first(found, kinds, threshold=0.54, weight=4.0) == found

@@ -23,7 +23,11 @@ word to word), so "heat some mug and put it in countertop" against "heat some eg
 in shelf" maps mug -> egg and countertop -> shelf. The procedure's steps are read as
 manipulations on types (:func:`manipulations`: instance numbers dropped, "take mug 1 from
 cabinet 2" is ``take mug``), mapped through the role map. Where the recalled object was
-found is a search hint, not a step.
+found is a search hint, not a step. DeltaMem hands over its skill already adapted by the
+memory's own slot roles (``TreeRecall.adapted``, ``core.slots.roles``: the words its episode
+acted on, mapped onto the game's by their order in the template, so "put a hot egg in
+countertop" adapts a skill learned on "heat some mug and put it in shelf"); the
+``deltamem-align`` row uses the probe's alignment instead.
 
 The executor (ALFWorld, :func:`play_alfworld`). For each manipulation it navigates as needed:
 ``take X`` searches the receptacles (search hints first, opening what is closed) until a
@@ -69,8 +73,10 @@ from deltamem_bench.memories import DeltaMemMemory
 
 PROBE_KINDS = ("none", "deltamem", "synapse", "awm")
 # ``deltamem-cosine``: DeltaMem recalling by the cosine alone (``core.ranking.kind_first`` off),
-# the "before" of the salient-word rule, measured in the same run.
-PROBE_ABLATIONS = ("deltamem-cosine",)
+# the "before" of the template rule, measured in the same run. ``deltamem-align``: DeltaMem's
+# recall, its skill adapted by the probe's word alignment (:func:`role_map`) instead of the
+# memory's own adaptation by slot roles (``TreeRecall.adapted``).
+PROBE_ABLATIONS = ("deltamem-cosine", "deltamem-align")
 _WORD = re.compile(r"[a-z]+|\d+")
 _GLUE = frozenset({"a", "an", "the", "in", "on", "into", "onto", "to", "from", "of", "with",
                    "at", "for", "and", "or", "is", "it", "its", "them", "some", "your", "task",
@@ -170,6 +176,7 @@ class ProbeMemory:
     synapse: SynapseMemory | None = None
     families: list[str] = field(default_factory=list)  # per stored entry (synapse)
     workflows: dict[str, Episode] = field(default_factory=dict)  # awm: family -> trace form
+    adapted: bool = True  # deltamem: hand over the skill as the memory adapted it by role
 
     def learn(self, episode: Episode) -> None:
         family = str(episode.meta.get("task_name", ""))
@@ -183,7 +190,7 @@ class ProbeMemory:
 
     def recall(self, task: str, scene: str, family: str) -> Recalled:
         if self.deltamem is not None:
-            return _deltamem_recall(self.deltamem, task, scene)
+            return _deltamem_recall(self.deltamem, task, scene, adapted=self.adapted)
         if self.synapse is not None:
             _, info = self.synapse.context(task, scene)
             if not info.get("matched"):
@@ -206,7 +213,11 @@ class ProbeMemory:
             self.deltamem.close()
 
 
-def _deltamem_recall(memory: DeltaMemMemory, task: str, scene: str) -> Recalled:
+def _deltamem_recall(memory: DeltaMemMemory, task: str, scene: str, *,
+                     adapted: bool = True) -> Recalled:
+    """DeltaMem's recall for the probe. ``adapted``: a skill comes as the memory adapted it to
+    ``task`` by slot roles (``TreeRecall.adapted``), handed over as learned on ``task`` itself,
+    so the probe's alignment (:func:`role_map`) maps nothing more; else as learned."""
     recall = memory.mem.recall(task, scene)
     out = Recalled(env_matched=recall.env.matched)
     knowledge = recall.env.experience
@@ -218,6 +229,9 @@ def _deltamem_recall(memory: DeltaMemMemory, task: str, scene: str) -> Recalled:
         meta = node.meta.get("episode_meta")
         out.kind = str(meta.get("task_name", "")) if isinstance(meta, dict) else ""
         out.task, out.steps = skill.activation, skill.steps
+        mine = recall.task.adapted
+        if adapted and mine is not None and mine != skill:
+            out.task, out.steps = task, mine.steps
     elif isinstance(skill, Lesson) and node is not None:
         meta = node.meta.get("episode_meta")
         out.kind = str(meta.get("task_name", "")) if isinstance(meta, dict) else ""
@@ -230,12 +244,12 @@ def make_probe_memory(name: str, directory: Path, embedder: Embedder,
     """The probe's memory ``name`` (:data:`PROBE_KINDS`), empty, persisting under
     ``directory`` (``settings``: DeltaMem's)."""
     directory.mkdir(parents=True, exist_ok=True)
-    if name in ("deltamem", "deltamem-cosine"):
+    if name in ("deltamem", *PROBE_ABLATIONS):
         memory = DeltaMemMemory(directory / "memory.db", embedder, extractor="trace",
                                 settings=settings)
         if name == "deltamem-cosine":
             memory.mem.reader.kind_weight = 0.0
-        return ProbeMemory(name, deltamem=memory)
+        return ProbeMemory(name, deltamem=memory, adapted=name != "deltamem-align")
     if name == "synapse":
         return ProbeMemory(name, synapse=SynapseMemory(embedder))
     if name in ("awm", "none"):

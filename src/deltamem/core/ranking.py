@@ -10,12 +10,12 @@ applies the memory's own rules, each a function here over values the facade fetc
   once a scanned score falls below theirs; until then the caller widens the scan.
 * :func:`started_here` -- among the exact ties of the best task candidate, skills learned in a
   scene of the agent's layout first.
-* :func:`kind_first` -- among the task candidates that clear the threshold, the one whose key
-  shares the most *salient* words with the query first: templated tasks share most words ("heat
-  some mug and put it in countertop", "cool some mug and put it in countertop") and a sentence
-  embedding weighs the shared object above the one word that changes the procedure. A word's
-  salience is learned from the candidates' own keys (:func:`salience`), never from a list of
-  verbs.
+* :func:`kind_first` -- when the best task candidate clears the threshold, the one whose key
+  is nearest the query's *template* (the query without its slot words, ``core.slots``) first:
+  templated tasks share most words ("heat some mug and put it in countertop", "cool some mug
+  and put it in countertop") and a sentence embedding weighs the shared object above the one
+  word that changes the procedure. What is a slot is read from the stored episodes' actions,
+  never from a list of words.
 * :func:`same_scene` -- environment candidates learned in a scene of the query's layout only,
   newest first among exact ties.
 * :func:`link` -- a chain node's similarity and score, explained.
@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -174,59 +172,32 @@ def best_ties(found: Sequence[Candidate]) -> list[Candidate]:
     return out
 
 
-# How much the salient-word agreement (0..1) weighs beside the cosine in :func:`kind_first`;
-# 2.0 was chosen on the dev games and dev templated tasks of the memory-quality probe
-# (docs/results.md, "Memory-quality probe"); 0 turns the rule off.
-KIND_WEIGHT = 2.0
-_KEY_WORD = re.compile(r"[^\W\d_]+")
+# How much the template similarity (0..1) weighs beside the full score in :func:`kind_first`;
+# 8.0 was chosen (2-12 tried) on the dev games and dev templated tasks of the memory-quality
+# probe (docs/results.md, "Memory-quality probe", turn 6); 0 turns the rule off.
+KIND_WEIGHT = 8.0
 
 
-def key_words(text: str) -> frozenset[str]:
-    """The words of a key (letters only, case-folded; numbers name instances, not kinds)."""
-    return frozenset(_KEY_WORD.findall(text.lower()))
+def kind_first(found: Sequence[Candidate], kinds: Mapping[str, float], threshold: float,
+               weight: float = KIND_WEIGHT) -> list[Candidate]:
+    """``found`` (best score first) with the candidate of the best ``score + weight * kind``
+    first, the others in order, when the best score clears ``threshold``; else unchanged.
 
-
-def salience(keys: Sequence[frozenset[str]]) -> dict[str, float]:
-    """Each word's salience among ``keys``: the binary entropy (bits) of the share of keys that
-    hold it. A word in every key (the template's frame) or in one key (a slot's filler, an
-    object) tells the keys apart little; a word in a fair share of them (the verb or the
-    modifier that sets a kind of task apart) tells them apart most."""
-    n = len(keys)
-    counts: dict[str, int] = {}
-    for words in keys:
-        for word in words:
-            counts[word] = counts.get(word, 0) + 1
-    out = {}
-    for word, count in counts.items():
-        p = count / n
-        out[word] = 0.0 if p >= 1.0 else -(p * math.log2(p) + (1 - p) * math.log2(1 - p))
-    return out
-
-
-def agreement(query: frozenset[str], key: frozenset[str], weights: Mapping[str, float]) -> float:
-    """Salience-weighted Jaccard of two word sets (0..1); a word no key holds weighs 0."""
-    union = sum(weights.get(w, 0.0) for w in query | key)
-    return sum(weights.get(w, 0.0) for w in query & key) / union if union else 0.0
-
-
-def kind_first(found: Sequence[Candidate], nodes: Mapping[str, Node], query: str,
-               threshold: float, weight: float = KIND_WEIGHT) -> list[Candidate]:
-    """``found`` (best score first) with the candidate that clears ``threshold`` and has the
-    best ``score + weight * agreement`` first, the others in order; scores are unchanged, so
-    the threshold still decides whether anything matched.
-
-    ``agreement`` (:func:`agreement`) compares the words of ``query`` with the candidate's key,
-    each weighted by its :func:`salience` among the keys of the candidates that clear the
-    threshold: what tells these keys apart is learned from them. ``nodes`` must hold those
-    candidates (a missing one keeps its place, with no agreement)."""
-    accepted = [c for c in found if accepts(c.score, threshold)]
-    if weight <= 0 or len(accepted) < 2:
+    ``kinds`` holds each candidate's *template similarity*: the cosine of the query's template
+    (``core.slots.template``, the query without its slot words) with the candidate's (its key
+    without its stored slots; a candidate without one counts 0). Templated tasks share their
+    objects and receptacles, and the full cosine weighs those above the word that sets the
+    kind of task apart; the template keeps only what the task does. The threshold still
+    decides whether anything matched (the best score, as without this rule); which candidate
+    is shown is then chosen among those that clear it by their score *or by their template
+    similarity*: a task phrased in words no stored key uses is of the kind its template says,
+    whatever object the nearer keys share with it, but a candidate matched by neither is never
+    shown."""
+    if weight <= 0 or len(found) < 2 or not accepts(found[0].score, threshold):
         return list(found)
-    keys = {c.id: key_words(nodes[c.id].key) for c in accepted if c.id in nodes}
-    weights = salience(list(keys.values()))
-    words = key_words(query)
-    best = max(accepted, key=lambda c: c.score + weight * agreement(
-        words, keys.get(c.id, frozenset()), weights))
+    eligible = [c for c in found
+                if accepts(c.score, threshold) or accepts(kinds.get(c.id, 0.0), threshold)]
+    best = max(eligible, key=lambda c: c.score + weight * kinds.get(c.id, 0.0))
     return [best, *(c for c in found if c is not best)]
 
 
@@ -362,9 +333,12 @@ def _episode_meta(meta: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def carried_meta(node: Node) -> dict[str, Any]:
     """What a root written from ``node`` (a consolidation, a correction) keeps of its meta so
-    that filters find it where they found ``node``: its episode meta, if any."""
+    that filters find it where they found ``node``: its episode meta, if any; and its key's
+    slots (``core.slots``), if any, so that recall reads its template as ``node``'s."""
     meta = user_meta(node)
-    return {"episode_meta": dict(meta)} if meta else {}
+    found = node.meta.get("slots")
+    return {**({"episode_meta": dict(meta)} if meta else {}),
+            **({"slots": list(found)} if isinstance(found, list) and found else {})}
 
 
 def _equal(stored: Any, wanted: FilterValue) -> bool:

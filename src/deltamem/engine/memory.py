@@ -113,7 +113,8 @@ class DeltaMem:
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
         # The scene's signature of a text: the one place the scene is handed to ranking.
-        self.reader = Reader(store, space, self.settings, self.scene.signature)
+        self.reader = Reader(store, space, self.settings, self.scene.signature,
+                             embed=lambda texts: self._embed(texts, Usage()))
         self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim,
                              scene=self.scene)
         self.consolidator = Consolidator(store, space, self.settings, extractor, self._writing)

@@ -21,11 +21,11 @@ from functools import lru_cache, partial
 from typing import Any, TypeVar
 
 from deltamem.config import Settings
-from deltamem.core import ranking
+from deltamem.core import ranking, slots
 from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate, FilterValue
-from deltamem.core.scoring import accepts
-from deltamem.core.tree import compose_chain
+from deltamem.core.scoring import accepts, score
+from deltamem.core.tree import compose_chain, discredited
 from deltamem.engine.results import ChainLink, TreeRecall, cosine
 from deltamem.store.base import Store, Vector
 
@@ -55,14 +55,20 @@ class Reader:
     """
 
     def __init__(self, store: Store, space: str, settings: Settings,
-                 signature: Callable[[str], str]):
+                 signature: Callable[[str], str],
+                 embed: Callable[[list[str]], list[Vector]] | None = None):
         self.store = store
         self.space = space
         self.settings = settings
         # A scene's signature is a function of its text: each node key's is computed once per
         # process, not once per candidate per read (a learn reads both trees twice).
         self.signature = lru_cache(maxsize=SIGNATURES)(signature)
+        # A stored key's template, likewise once per process (``kind_first``).
+        self.template = lru_cache(maxsize=SIGNATURES)(slots.template)
         self.kind_weight = ranking.KIND_WEIGHT
+        # Embeds templates (``kind_first``, through the facade's cache); without it, recall is
+        # by the score alone.
+        self.embed = embed
 
     def tree(self, tree: Tree, key: str, query: Vector, k: int, *, scene: str = "",
              filters: dict[str, FilterValue] | None = None, placing: bool = False) -> TreeRead:
@@ -86,13 +92,16 @@ class Reader:
         else:
             ranked, read.nodes, read.scanned = self.task_ranked(query, max(k, 1))
             read.ranked = ranked
-            ranked, read.nodes = self.kind_first(key, ranked, read.nodes, threshold)
+            ranked, read.nodes, result.slots = self.kind_first(key, query, ranked, read.nodes,
+                                                               threshold)
             ties = ranking.best_ties(ranked)
             read.nodes = self.nodes_of(ties, read.nodes)
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
         result.candidates = ranked[: max(k, 1)]
         result.best = result.candidates[0] if result.candidates else None
-        accepted = result.best is not None and accepts(result.best.score, threshold)
+        # The threshold decides whether anything matched: the best score (``kind_first`` may
+        # put a candidate of a lower score first, as the one shown).
+        accepted = bool(ranked) and accepts(max(c.score for c in ranked), threshold)
         if placing and read.scanned is not None:
             ids, read.nodes = self.placement_candidates(tree, key, read.scanned, read.nodes)
             read.chains = self.store.chains(self.space, ids + (
@@ -128,18 +137,71 @@ class Reader:
             found, nodes = self.same_scene(key, found, have=nodes)
         return [c.id for c in found], nodes
 
-    def kind_first(self, key: str, ranked: list[Candidate], nodes: dict[str, Node],
-                   threshold: float) -> tuple[list[Candidate], dict[str, Node]]:
+    def kind_first(self, key: str, query: Vector, ranked: list[Candidate],
+                   nodes: dict[str, Node], threshold: float, *, widen: bool = True
+                   ) -> tuple[list[Candidate], dict[str, Node], frozenset[str]]:
         """``core.ranking.kind_first`` over the first :data:`POOL` ranked task candidates (the
-        scan, discredited skills re-scored; a filtered read: of the matching ones), with the
-        nodes of those that clear the threshold fetched in one call at most."""
+        scan, discredited skills re-scored; a filtered read: of the matching ones), by the
+        template similarity of each: the cosine of the query's template (``core.slots``: the
+        key without the words the pool's keys hold as slots) with the candidate's template (its
+        key without its stored slots; a key without slots is its own template, whose vector is
+        the stored one).
+
+        The rule runs only where the best score rests on a shared slot (the best candidate's
+        key holds one of the query's slots): then its cosine may come from the object and
+        receptacle it shares with the query, not from what the task does. A free-text request
+        whose nearest key shares none of its slots keeps the order of the scores.
+
+        ``widen``: the query template's own scan of the best :data:`POOL` adds its candidates
+        (scored by the query like the others), so that a key of the query's kind that shares no
+        slot with it is among them. Store calls: one ``get_nodes`` for the pool (and one for the
+        template's new candidates), one scan, one ``vectors``; one embedding call (templates are
+        cached by text). Also returns the query's slots."""
         pool = ranked[:POOL]
-        accepted = [c for c in pool if accepts(c.score, threshold)]
-        if self.kind_weight <= 0 or len(accepted) < 2:
-            return ranked, nodes
-        nodes = self.nodes_of(accepted, nodes)
-        order = ranking.kind_first(pool, nodes, key, threshold, self.kind_weight)
-        return [*order, *ranked[POOL:]], nodes
+        if self.kind_weight <= 0 or self.embed is None or not pool or not accepts(
+                max(c.score for c in pool), threshold):
+            return ranked, nodes, frozenset()
+        nodes = self.nodes_of(pool, nodes)
+        known = [(node.key, _slots(node)) for c in pool if (node := nodes.get(c.id)) is not None]
+        mine = slots.query_slots(key, known)
+        shape = slots.template(key, mine)
+        if shape == key or not slots.tokens(shape):
+            return ranked, nodes, mine  # no slot known: the template is the key
+        top = nodes.get(pool[0].id)
+        if top is None or not mine.intersection(_slots(top)):
+            return ranked, nodes, mine  # the best score does not rest on a shared slot
+        [shaped] = self.embed([shape])
+        have = {c.id for c in pool}
+        extra = [c for c in self.scan(Tree.TASK, shaped, POOL) if c.id not in have] \
+            if widen else []
+        nodes = self.nodes_of(extra, nodes)
+        vectors = self.store.vectors(self.space, [c.id for c in (*pool, *extra)])
+        added = []
+        for candidate in extra:
+            node, vector = nodes.get(candidate.id), vectors.get(candidate.id)
+            if node is None or vector is None:  # deleted since the scan
+                continue
+            sim = cosine(query, vector)
+            failure = candidate.failure or discredited(node)
+            added.append(Candidate(candidate.id, sim, failure, candidate.depth,
+                                   score(sim, failure, self.settings.penalty),
+                                   discredited=failure and not candidate.failure))
+        # A key's slots are those any node of that key was stored with (a consolidated root
+        # or a node stored before slots were kept shares its key, so it ties as it did).
+        keyed: dict[str, str] = {}
+        for node in nodes.values():
+            if node.key not in keyed and (stored := _slots(node)):
+                keyed[node.key] = self.template(node.key, stored)
+        shapes = {i: keyed[node.key] for i in vectors
+                  if (node := nodes.get(i)) is not None and node.key in keyed}
+        texts = sorted(set(shapes.values()))
+        embedded = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+        kinds = {i: cosine(shaped, embedded[shapes[i]] if i in shapes else v)
+                 for i, v in vectors.items()}
+        merged = sorted([*ranked, *added], key=lambda c: -c.score)  # stable: ties keep order
+        order = ranking.kind_first(merged[: len(pool) + len(added)], kinds, threshold,
+                                   self.kind_weight)
+        return [*order, *merged[len(pool) + len(added):]], nodes, mine
 
     def filtered(self, tree: Tree, key: str, query: Vector, need: int,
                  filters: dict[str, FilterValue], scene: str
@@ -150,10 +212,11 @@ class Reader:
         Both trees gather the best ``max(need, POOL)`` matching candidates (what that read
         scans). Environment tree: then ``core.ranking.same_scene``. Task tree:
         ``core.ranking.task_ranked`` over the matching candidates, widening while it asks to,
-        then the salient-word rule (``kind_first``) and the layout's ties first."""
+        then the template rule (``kind_first``, among the matching candidates: the template's
+        own scan is not filtered, so it adds none) and the layout's ties first."""
         # Both trees rank the best POOL matching candidates, as an unfiltered read of those
         # nodes scans POOL: the environment tree keeps its layout's, the task tree learns its
-        # word salience from them (``kind_first``).
+        # query's slots from them (``kind_first``).
         want = k = max(need, POOL)
         metas: dict[str, dict[str, Any]] = {}
         nodes: dict[str, Node] = {}
@@ -176,8 +239,9 @@ class Reader:
                 ranked = ranking.task_ranked(kept, nodes, need, self.settings.penalty,
                                              exhausted=exhausted)
                 if ranked.candidates is not None:
-                    order, nodes = self.kind_first(key, ranked.candidates, nodes,
-                                                   self.settings.threshold(tree))
+                    order, nodes, _ = self.kind_first(key, query, ranked.candidates, nodes,
+                                                      self.settings.threshold(tree),
+                                                      widen=False)
                     return ranking.started_here(order, nodes, self.signature(scene)), nodes
             k *= 4
 
@@ -266,6 +330,12 @@ class Reader:
                             self.settings.penalty)
         return ChainLink(node.id, node.kind.value, node.outcome.value, link.similarity,
                          link.score)
+
+
+def _slots(node: Node) -> tuple[str, ...]:
+    """The slot words a task node's key was stored with (``core.slots.slots_of``), if any."""
+    found = node.meta.get("slots")
+    return tuple(str(w) for w in found) if isinstance(found, list | tuple) else ()
 
 
 def _asks_more(answer: object) -> bool:

@@ -25,6 +25,7 @@ from deltamem.core.model import (
     experience_to_dict,
 )
 from deltamem.core.scoring import accepts
+from deltamem.core.slots import adapt, roles
 from deltamem.core.tree import Action, compose_chain, success_prefix
 from deltamem.formats import api
 from deltamem.store.base import Candidate, Vector
@@ -66,6 +67,8 @@ class TreeRecall:
     links: list[ChainLink] = field(default_factory=list)
     experience: Experience | None = None
     query: Vector | None = field(default=None, repr=False)
+    # The key's slots (``core.slots.query_slots``), where the task tree's template rule ran.
+    slots: frozenset[str] = frozenset()
 
     @property
     def matched(self) -> bool:
@@ -89,6 +92,26 @@ class TreeRecall:
         """The chain's successful prefix composed, in the task tree (the wire's ``skill``)."""
         guide = self._guide() if self.tree is Tree.TASK else None
         return guide if isinstance(guide, Skill) else None
+
+    @property
+    def adapted(self) -> Skill | None:
+        """:attr:`skill` carried over to this recall's task by role: each slot of the matched
+        key (``meta["slots"]``, ``core.slots``) that a word of the task takes the place of is
+        replaced by that word in the steps and the termination (``core.slots.roles``: "take mug
+        1 from countertop 1", learned on "heat some mug and put it in shelf", becomes "take egg
+        1 from countertop 1" for "heat some egg and put it in countertop"; the instance
+        numbers and the words the task does not name stay). The skill itself where no slot
+        maps, or none was stored."""
+        skill, node = self.skill, self.node
+        if skill is None or node is None:
+            return skill
+        stored = node.meta.get("slots")
+        mapping = roles(node.key, [str(w) for w in stored], self.key, self.slots) \
+            if isinstance(stored, list) else {}
+        if not mapping:
+            return skill
+        return Skill(skill.activation, tuple(adapt(step, mapping) for step in skill.steps),
+                     adapt(skill.termination, mapping))
 
     @property
     def knowledge(self) -> Knowledge | None:

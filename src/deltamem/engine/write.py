@@ -36,6 +36,7 @@ from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
 from deltamem.core.ranking import POOL, Candidate, matches, scope_of, trace_signature
+from deltamem.core.slots import slots_of
 from deltamem.core.tree import (
     Action,
     Placement,
@@ -219,7 +220,8 @@ class Writer:
             patch=None if is_root else placement.patch,
             episode_id=episode_id, created_at=time.time(),
             meta={"trace": trace_signature(episode, tree),
-                  **self._layout_meta(tree, episode.env), **_user_meta(episode)},
+                  **self._layout_meta(tree, episode.env), **_slot_meta(tree, key, episode),
+                  **_user_meta(episode)},
         )
 
     def _layout_meta(self, tree: Tree, env: str) -> dict[str, Any]:
@@ -229,6 +231,13 @@ class Writer:
 
     def _zero(self) -> Vector:
         return np.zeros(self.dim, dtype=np.float32)
+
+
+def _slot_meta(tree: Tree, key: str, episode: Episode) -> dict[str, Any]:
+    """A skill or lesson remembers which words of its key name what its episode acted on
+    (``core.slots.slots_of``): recall reads the query's template by them."""
+    found = slots_of(key, [step.action for step in episode.steps]) if tree is Tree.TASK else ()
+    return {"slots": list(found)} if found else {}
 
 
 def _user_meta(episode: Episode) -> dict[str, Any]:

@@ -325,6 +325,8 @@ class CodingMemory:
         nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
         weights = rarity([key_words(n.key) for n in nodes])
         words = key_words(request)
+        # Not sorted by score: recall puts the candidate of the request's kind of task first
+        # (``core.ranking.kind_first``), and the others follow by score.
         for candidate, node in zip(recalled.task.candidates, nodes, strict=True):
             meta = node.meta.get("episode_meta")
             meta = meta if isinstance(meta, Mapping) else {}

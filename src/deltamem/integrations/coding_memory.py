@@ -50,8 +50,8 @@ from deltamem.core.model import (
     Tree,
     experience_to_dict,
 )
-from deltamem.core.ranking import key_words
 from deltamem.core.render import origin, quote_text
+from deltamem.core.slots import tokens
 from deltamem.core.tree import compose_chain
 from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult
@@ -147,6 +147,11 @@ _STOP = frozenset({
     "it", "is", "are", "be", "was", "fix", "please", "can", "you", "could", "would", "make",
     "add", "run", "use", "get", "set", "new", "now", "again", "also", "what", "when", "where",
     "there", "does", "into", "just", "some", "have", "should", "then", "after", "before"})
+
+
+def _words(text: str) -> frozenset[str]:
+    """The words of a text (letters only, case-folded; numbers name instances, not kinds)."""
+    return frozenset(tokens(text))
 
 
 def rarity(keys: Sequence[frozenset[str]]) -> Callable[[str], float]:
@@ -323,8 +328,8 @@ class CodingMemory:
         recalled = self.mem.recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
         nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
-        weights = rarity([key_words(n.key) for n in nodes])
-        words = key_words(request)
+        weights = rarity([_words(n.key) for n in nodes])
+        words = _words(request)
         # Not sorted by score: recall puts the candidate of the request's kind of task first
         # (``core.ranking.kind_first``), and the others follow by score.
         for candidate, node in zip(recalled.task.candidates, nodes, strict=True):
@@ -332,7 +337,7 @@ class CodingMemory:
             meta = meta if isinstance(meta, Mapping) else {}
             if meta.get("project") in self.family:
                 composed = compose_chain(self.mem.chain(candidate.id))
-                held = key_words(" ".join([node.key, *_strings(experience_to_dict(composed))]))
+                held = _words(" ".join([node.key, *_strings(experience_to_dict(composed))]))
                 if candidate.score >= tau * (1 - coverage(words, held, weights)):
                     return composed, True, node
                 continue

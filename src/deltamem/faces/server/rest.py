@@ -8,19 +8,23 @@ bodies mirror the CLI's ``--json`` output. Errors use one envelope (see ``http_e
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import contextvars
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from inspect import Parameter, Signature
 from pathlib import Path as FilePath
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Body, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
@@ -56,6 +60,7 @@ EXAMPLE_EPISODE = {
 }
 NodeIdPath = Annotated[str, Path(min_length=1, max_length=api.MAX_NODE_ID,
                                   description="A node id, e.g. 't-1a2b3c4d5e6f7a8b'.")]
+R = TypeVar("R")
 CUSTOM_SCOPES = {"view": "read"}  # a route outside the operation table
 
 
@@ -148,8 +153,9 @@ def create_app(
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
     _add_health(app, pool, ready_timeout)
-    _add_operations(app)
+    routes = _add_operations(app)
     _add_custom_routes(app)
+    app.add_middleware(OperationRouter, routes=routes)
     app.add_middleware(
         BodyLimit,
         limit=lambda path: max_import_bytes if path.endswith("/import") else max_body_bytes,
@@ -218,14 +224,8 @@ def _limit(request: Request, key: ApiKey) -> None:
 
 
 def _install_errors(app: FastAPI) -> None:
-    @app.exception_handler(DeltaMemError)
-    async def library_error(request: Request, exc: DeltaMemError) -> JSONResponse:
-        body = library_error_body(exc, getattr(request.app.state, "paths", ()))
-        return JSONResponse(body, status_code=status_for(exc))
-
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+    app.add_exception_handler(DeltaMemError, error_response)  # type: ignore[arg-type]
+    app.add_exception_handler(ApiError, error_response)  # type: ignore[arg-type]
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -293,7 +293,8 @@ class OperationRoute:
     Its input is read and validated once, by the operation's model (a JSON body, or query
     parameters), the key's scope checked, the facade method run in a worker thread, and the
     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-    nobody wrote to reads as empty; only a write creates it.
+    nobody wrote to reads as empty; only a write creates it. :class:`OperationRouter` sends a
+    request here ahead of FastAPI's router; FastAPI's route documents it (and would serve it).
     """
 
     def __init__(self, op: Operation) -> None:
@@ -301,8 +302,7 @@ class OperationRoute:
         schema = op.request.model_json_schema()
         self._multi = frozenset(name for name, prop in schema.get("properties", {}).items()
                                 if _many(prop))
-        # The key is read from the header here, not through a FastAPI dependency (a cost on
-        # every request); the OpenAPI document still names the bearer scheme (openapi()).
+        self.pattern = re.compile(_PATH_PARAM.sub(r"(?P<\1>[^/]+)", op.route))
         params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
                   Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
         params += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=NodeIdPath)
@@ -311,10 +311,15 @@ class OperationRoute:
 
     async def __call__(self, request: Request, space: str, **path: str) -> Response:
         raw = b"" if self.op.in_query else await request.body()
-        return await run_in_threadpool(self.answer, request, space, raw, path)
+        try:
+            return await offload(self.answer, request, space, raw, path)
+        except (DeltaMemError, ApiError) as exc:
+            return error_response(request, exc)
 
     def answer(self, request: Request, space: str, raw: bytes,
                path: dict[str, str]) -> Response:
+        for name, value in path.items():
+            _check_node_id(name, value)
         mem = _memory(request, space, _bearer(request), self.op.scope, create=True)
         given = self.parse(raw, request)
         result = self.op.run(mem, given, path)
@@ -387,16 +392,71 @@ def _invalid(exc: ValidationError, where: str, raw: bytes) -> ApiError:
     return ApiError(422, "ValidationError", f"{field}: {first['msg']}", field)
 
 
-def _add_operations(app: FastAPI) -> None:
+def _add_operations(app: FastAPI) -> list[OperationRoute]:
     """One route per operation of the table that REST derives (see :class:`OperationRoute`)."""
-    for op in operations.OPERATIONS:
-        if not op.on("rest"):
-            continue
-        route = OperationRoute(op)
+    routes = [OperationRoute(op) for op in operations.OPERATIONS if op.on("rest")]
+    for route in routes:
+        op = route.op
         app.add_api_route(op.route, route, methods=[op.method], name=op.name,
                           operation_id=op.name, summary=op.summary, tags=[_tag(op)],
                           response_class=Response, openapi_extra=route.openapi(),
                           **documented(op.answer))
+    return routes
+
+
+class OperationRouter:
+    """ASGI middleware sending the table's operations to their :class:`OperationRoute` ahead of
+    FastAPI's router, whose per-request work (dependency solving, the exception and exit-stack
+    layers) would cost as much CPU as a recall; every other path goes on to FastAPI. It sits
+    inside the body limit and the access log; errors get the same envelope as elsewhere."""
+
+    def __init__(self, app: ASGIApp, routes: list[OperationRoute]) -> None:
+        self.app = app
+        self.routes: dict[str, list[OperationRoute]] = {}
+        for route in routes:
+            self.routes.setdefault(route.op.method, []).append(route)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route in self.routes.get(scope["method"], ()):
+                match = route.pattern.fullmatch(scope["path"])
+                if match is not None:
+                    response = await route(Request(scope, receive), **match.groupdict())
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+# The worker threads of the table's operations. An executor of the event loop costs less CPU
+# per request than Starlette's run_in_threadpool (anyio's thread hop and capacity limiter),
+# which cost as much as a recall over SQLite (docs/results.md, "Server").
+WORKERS = ThreadPoolExecutor(thread_name_prefix="deltamem-rest")
+
+
+async def offload(fn: Callable[..., R], /, *args: Any) -> R:
+    """``fn(*args)`` in a worker thread, so the event loop never blocks, in the caller's context
+    (its trace span)."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(WORKERS, context.run, fn, *args)
+
+
+def error_response(request: Request, exc: DeltaMemError | ApiError) -> JSONResponse:
+    """The JSON error answer of a library error or of one of this module's own checks."""
+    if isinstance(exc, ApiError):
+        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+    body = library_error_body(exc, getattr(request.app.state, "paths", ()))
+    return JSONResponse(body, status_code=status_for(exc))
+
+
+_NODE_ID: TypeAdapter[str] = TypeAdapter(api.NodeId)
+_PATH_PARAM = re.compile(r"{(\w+)}")
+
+
+def _check_node_id(name: str, value: str) -> None:
+    try:
+        _NODE_ID.validate_python(value)
+    except ValidationError as exc:
+        raise _invalid(exc, name, b"") from None
 
 
 def _tag(op: Operation) -> str:

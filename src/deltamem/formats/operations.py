@@ -58,6 +58,8 @@ class Operation:
         destructive: it deletes (an MCP hint).
         query: its input travels as query parameters (GET and DELETE always do).
         custom: faces that write this operation by hand.
+        tool_input: the MCP tool's input model when it is not ``request``, or a function
+            building it (the MCP server runs such a tool with its own runner).
         wire: the answer's fields from the facade's result and the memory, for a facade method
             that returns a plain value (a list of ids, a count) rather than an answer.
     """
@@ -76,11 +78,18 @@ class Operation:
     destructive: bool = False
     query: bool = False
     custom: frozenset[Face] = frozenset()
+    tool_input: type[BaseModel] | Callable[[], type[BaseModel]] | None = None
     wire: Callable[[Any, Any], Mapping[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def tool_name(self) -> str:
         return self.name if self.tool is None else self.tool
+
+    @property
+    def tool_model(self) -> type[BaseModel]:
+        """The MCP tool's input model."""
+        given = self.tool_input
+        return self.request if given is None else given if isinstance(given, type) else given()
 
     @property
     def route(self) -> str:
@@ -146,7 +155,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "experience yet.")),
     Operation(
         "learn", api.EpisodeIn, api.LearnOut, "POST", "/learn", "write", idempotent=False,
-        custom=_custom("rest", "mcp", "client"), title="Learn from an episode",
+        custom=_custom("rest", "client"), tool_input=api.learn_tool_input,
+        title="Learn from an episode",
         summary="Learn one finished episode, or a batch of them (all or nothing).",
         description=(
             "Call this AFTER every attempt at a task, successful or not, so the memory learns "
@@ -163,7 +173,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description="Learn a batch of episodes in one transaction (all or nothing)."),
     Operation(
         "record_outcome", api.OutcomeRequest, api.OutcomeOut, "POST", "/outcome", "write",
-        idempotent=False, custom=_custom("mcp"), title="Record the outcome of a recall",
+        idempotent=False, tool_input=api.OutcomeToolIn, title="Record the outcome of a recall",
         summary="Count a success or a failure on recalled nodes, without learning an episode.",
         description=(
             "Count a success or a failure on the nodes the last `recall` returned (or on the "
@@ -251,7 +261,8 @@ OPERATIONS: tuple[Operation, ...] = (
         description="Import an export's JSON Lines into the space."),
     Operation(
         "export_skills", api.NoInput, api.SkillsExportOut, "POST", "", "write",
-        idempotent=True, custom=_custom("rest", "mcp", "client"), destructive=True,
+        idempotent=True, custom=_custom("rest", "client"), tool_input=api.ExportSkillsIn,
+        destructive=True,
         title="Export skills as files",
         summary="Write the skills and scene knowledge as Markdown files (MCP only).",
         description=(

@@ -17,9 +17,10 @@ safe to send twice, and the description an agent reads. The faces are derived fr
 * the CLI takes its help texts from here; the parity test runs every operation on every face.
 
 Adding an operation: write the facade method (keyword arguments named as the input model's
-fields, plus ``node_id`` for a path holding one, returning a result with ``to_wire()``), its
-models in :mod:`deltamem.formats.api`, and one row below. A row marked ``custom`` for a face is
-written by hand there (learning takes an episode or a transcript, export streams JSON Lines).
+fields, plus ``node_id`` for a path holding one, returning the answer model, a result with
+``to_wire()``, or a plain value with a ``wire``), its models in :mod:`deltamem.formats.api`, and
+one row below. A row marked ``custom`` for a face is written by hand there (learning takes an
+episode or a batch, export streams JSON Lines); a row with a ``tool_input`` has an MCP runner.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ answer model, its description the agent-facing one. Most run the facade method; 
 or a transcript, with the session's last recall), ``record_outcome`` (the session's last recall
 by default) and ``export_skills`` (files under the operator's folder) have a runner here
 (:data:`RUNNERS`). A result carries the full JSON as ``structuredContent`` and a short text for
-the model (:data:`TEXTS`), the recalled context block first.
+the model (:mod:`~deltamem.faces.server.tool_texts`), the recalled context block first.
 
 One dispatcher, :meth:`ScopedServer.call_tool`, which every ``tools/call`` goes through, checks
 an HTTP caller's key for the tool's operation scope (over streamable HTTP the server demands the
@@ -18,7 +18,6 @@ turns library errors into tool errors carrying the library's message, which says
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Callable
 from inspect import Parameter, Signature
@@ -30,12 +29,11 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from deltamem.core.model import experience_from_dict
-from deltamem.core.render import render_experience
 from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import Recall
 from deltamem.errors import DeltaMemError, EpisodeError
 from deltamem.faces.server.http_errors import private_paths, public_message
+from deltamem.faces.server.tool_texts import TEXTS, json_text
 from deltamem.formats import api, operations
 from deltamem.formats.episodes import episode_from_dict
 from deltamem.formats.operations import Operation
@@ -47,7 +45,6 @@ if TYPE_CHECKING:
 
 KEY_STATE = "deltamem_key"  # where the HTTP auth layer leaves the verified key
 MAX_SESSIONS = 1_000  # last recalls kept, one per client session (oldest dropped first)
-MAX_LISTED = 50  # rows of a listing in the text for the model (structuredContent has all)
 Ctx = Context[Any, Any] | None
 
 
@@ -194,7 +191,7 @@ def derived_tool(op: Operation, mem: DeltaMem, sessions: Sessions,
     short text."""
     model = op.tool_model
     runner = RUNNERS.get(op.name) if op.tool_input is not None else None
-    text = TEXTS.get(op.name, _json_text)
+    text = TEXTS.get(op.name, json_text)
 
     def tool(ctx: Ctx = None, **arguments: Any) -> CallToolResult:
         path = {name: arguments.pop(name) for name in op.path_fields}
@@ -245,80 +242,3 @@ def export_target(root: Path | None, dir: str) -> Path:
         raise ToolError(f"refusing to write skills to {dir!r}: it is outside the export folder "
                         f"{str(root)!r} that the server's operator configured")
     return target
-
-
-# -- the text each tool answers with, for the model to read (JSON for any other) ------------
-def recall_text(data: dict[str, Any]) -> str:
-    """The context block, then one line per tree saying what matched."""
-    lines = []
-    for tree, label in (("task", "skill"), ("env", "knowledge")):
-        t = data[tree]
-        lines.append(f"{label}: {t['node']} (score {t['score']:.2f}, chain of "
-                     f"{len(t['chain'])})" if t["matched"] else f"{label}: no match")
-    head = data["context"] or "(no memory matched: proceed on your own, then call learn)"
-    return head + "\n\n[" + "; ".join(lines) + "]"
-
-
-def _write_text(tree: str, write: dict[str, Any]) -> str:
-    if write["action"] == "dedup":
-        return f"{tree}: already known ({write['node']}, counted)"
-    where = f" under {write['parent']}" if write["parent"] else ""
-    return f"{tree}: new {write['action']} {write['node']}{where}"
-
-
-def _compiled(data: dict[str, Any]) -> str:
-    return "".join(f"; compiled {c['source']} into root {c['root']}"
-                   for c in data["consolidated"] if c["root"] is not None)
-
-
-def _json_text(data: dict[str, Any]) -> str:
-    return json.dumps(data, ensure_ascii=False)[:4000]
-
-
-def _show_text(data: dict[str, Any]) -> str:
-    body = render_experience(experience_from_dict(data["experience"]))
-    return (f"{data['id']}: {data['tree']} {data['kind']} ({data['outcome']}), chain "
-            f"{' > '.join(data['chain'])}\n{body}")
-
-
-def _list_text(data: dict[str, Any]) -> str:
-    rows = data["nodes"][:MAX_LISTED]
-    lines = [f"{r['id']}  {r['tree']} {r['kind']} {r['outcome']}  {r['key'][:80]}" for r in rows]
-    left = data["total"] - len(rows)
-    return ("\n".join(lines) or "no nodes") + (f"\n... {left} more" if left else "")
-
-
-def _consolidate_text(data: dict[str, Any]) -> str:
-    done = data["consolidated"]
-    verb = "due" if data["dry_run"] else "compiled"
-    return f"{len(done)} chain(s) {verb}" + "".join(
-        f"\n{c['source']} ({c['tree']}, chain of {len(c['chain'])})"
-        + (f" -> {c['root']}" if c["root"] else "") for c in done)
-
-
-def _stats_text(data: dict[str, Any]) -> str:
-    return (f"{data['episodes']} episode(s); task tree {data['task']['nodes']} node(s) "
-            f"({data['task']['roots']} roots, {data['task']['failures']} failure lessons); "
-            f"env tree {data['env']['nodes']} node(s); stored {data['stored_chars']} chars "
-            f"vs flat {data['flat_chars']}")
-
-
-TEXTS: dict[str, Callable[[dict[str, Any]], str]] = {
-    "recall": recall_text,
-    "learn": lambda data: (f"learned episode {data['episode']}: "
-                           f"{_write_text('task', data['task'])}; "
-                           f"{_write_text('env', data['env'])}{_compiled(data)}"),
-    "record_outcome": lambda data: (
-        f"counted a {'success' if data['success'] else 'failure'} on "
-        f"{', '.join(data['nodes']) or 'no node (nothing matched)'}{_compiled(data)}"),
-    "show": _show_text,
-    "list_nodes": _list_text,
-    "consolidate": _consolidate_text,
-    "stats": _stats_text,
-    "correct": lambda data: (f"corrected {data['of']} ({data['kind']}): {data['node']} now "
-                             "supersedes it"),
-    "delete": lambda data: f"deleted {len(data['deleted'])} node(s)",
-    "export_skills": lambda data: (f"wrote {len(data['skills'])} skill file(s) and "
-                                   f"{len(data['knowledge'])} knowledge file(s) to "
-                                   f"{data['dir']}"),
-}

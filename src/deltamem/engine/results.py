@@ -40,8 +40,9 @@ class ChainLink:
     score: float
 
     def to_wire(self) -> api.LinkOut:
-        return api.LinkOut.build(id=self.id, kind=self.kind, outcome=self.outcome,
-                                 similarity=round(self.similarity, 6), score=round(self.score, 6))
+        return api.LinkOut.model_construct(id=self.id, kind=self.kind, outcome=self.outcome,
+                                           similarity=round(self.similarity, 6),
+                                           score=round(self.score, 6))
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_wire().wire()
@@ -82,22 +83,25 @@ class TreeMatch:
         return self.experience if failed and isinstance(self.experience, Lesson) else None
 
     def answer(self) -> TaskRecall | EnvRecall:
-        """The answer model of this tree's recall, carrying this match for the engine."""
-        name = "skill" if self.tree is Tree.TASK else "knowledge"
+        """The answer model of this tree's recall, carrying this match for the engine. Built
+        from the engine's own values without validating them again (recall is the hot path)."""
         usable = success_prefix(self.chain)
         guide = compose_chain(usable) if usable else None
+        guides = {Tree.TASK: ("skill", api.SkillOut), Tree.ENV: ("knowledge", api.KnowledgeOut)}
+        name, guide_model = guides[self.tree]
         out: dict[str, Any] = {
             "matched": self.matched,
             "node": self.chain[-1].id if self.chain else None,
             "score": round(self.best.score, 6) if self.matched and self.best else None,
             "chain": [link.to_wire() for link in self.links],
-            name: _fields(guide) if guide is not None and name == guide.TYPE else None,
+            name: (guide_model.model_construct(**_fields(guide))
+                   if guide is not None and name == guide.TYPE else None),
         }
         lesson = self.lesson  # a retracted skill (a failure, but no lesson) shows nothing
         if lesson is not None:
-            out["lesson"] = _fields(lesson)
+            out["lesson"] = api.LessonOut.model_construct(**_fields(lesson))
         model: type[TaskRecall | EnvRecall] = TaskRecall if self.tree is Tree.TASK else EnvRecall
-        answer = model.build(**out)
+        answer = model.model_construct(**out)
         answer._match = self
         return answer
 
@@ -401,7 +405,7 @@ class OutcomeRecord:
 
 
 def usage_wire(usage: Usage) -> api.UsageOut:
-    return api.UsageOut.build(**usage.to_dict())
+    return api.UsageOut.model_construct(**usage.to_dict())
 
 
 def _fields(exp: Experience) -> dict[str, Any]:

@@ -87,8 +87,8 @@ class TreeMatch:
         from the engine's own values without validating them again (recall is the hot path)."""
         usable = success_prefix(self.chain)
         guide = compose_chain(usable) if usable else None
-        guides = {Tree.TASK: ("skill", api.SkillOut), Tree.ENV: ("knowledge", api.KnowledgeOut)}
-        name, guide_model = guides[self.tree]
+        name, guide_model = (("skill", api.SkillOut) if self.tree is Tree.TASK
+                             else ("knowledge", api.KnowledgeOut))
         out: dict[str, Any] = {
             "matched": self.matched,
             "node": self.chain[-1].id if self.chain else None,

@@ -238,7 +238,7 @@ class Deltas:
         skill = recall.task.to_dict()["skill"]
         knowledge = recall.env.experience
         return Query(skill["steps"] if skill else [],
-                     self.task_of.get(recall.task.node.id) if recall.task.node else None,
+                     self.task_of.get(recall.task.node) if recall.task.node else None,
                      knowledge.facts if isinstance(knowledge, Knowledge) else [], recall.context)
 
 

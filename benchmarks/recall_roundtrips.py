@@ -191,8 +191,7 @@ def main() -> None:
 
 
 def _ids(recall: Any) -> tuple[str | None, str | None]:
-    return (recall.task.node.id if recall.task.node else None,
-            recall.env.node.id if recall.env.node else None)
+    return (recall.task.node, recall.env.node)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,7 @@ def main() -> None:
                         help="uvicorn stacks to serve with (h11: the pure-Python baseline)")
     args = parser.parse_args()
     make_embedder(args.embedder)  # fail early on a bad spec or missing weights
+    load_before = os.getloadavg()
     sent = args.clients * args.requests
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -305,7 +306,10 @@ def main() -> None:
     report: dict[str, Any] = {
         "benchmark": "server", "embedder": args.embedder, "clients": args.clients,
         "requests_per_client": args.requests, "cpus": os.cpu_count(),
-        "python": platform.python_version(), "workers": 1, "results": results}
+        "python": platform.python_version(), "workers": 1,
+        # The machine's other load (1/5/15-minute averages) before and after: per-core ratios
+        # hold under load better than wall-clock rates, but not perfectly.
+        "load_average": {"before": load_before, "after": os.getloadavg()}, "results": results}
     stacks = args.stacks.split(",")
     print(f"{'db':9} {'op':15} {'in-proc':>8} " + " ".join(
         f"{stack:>10} {'r/s ratio':>9} {'per core':>8}" for stack in stacks)
@@ -319,6 +323,8 @@ def main() -> None:
                              for stack in stacks)
             print(f"{kind:9} {op:15} {base['cpu_ms']:8.3f} {cells}")
         print(f"{kind}: lost episodes {data['lost_episodes']}")
+    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} "
+          f"({os.cpu_count()} CPUs)")
     print(json.dumps(report))
     failed = any(side[op]["errors"] for d in results.values()
                  for name, side in d.items() if name in ("in_process", *stacks)

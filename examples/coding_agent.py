@@ -66,9 +66,8 @@ def main() -> None:
                 print(f"learned {learned.task.action} {learned.task.node}")
             goal = "Fix the failing test tests/test_invoice.py::test_tax"
             recall = mem.recall(task=goal, env=REPO)
-            skill, scene = recall.task.node, recall.env.node
-            print(f"\nrecall for {goal!r}: skill {skill.id if skill else None}, "
-                  f"knowledge {scene.id if scene else None}\n")
+            print(f"\nrecall for {goal!r}: skill {recall.task.node}, "
+                  f"knowledge {recall.env.node}\n")
             print(recall.context)
 
 

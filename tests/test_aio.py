@@ -26,8 +26,7 @@ def test_async_facade_learns_recalls_and_overlaps(tmp_path: Path) -> None:
             else:
                 raise AssertionError("show of a missing node must raise")
             stats = await mem.stats()
-            return ([r.episode_id for r in learned], [r.task.node.id if r.task.node else None
-                                                      for r in recalls],
+            return ([r.episode_id for r in learned], [r.task.node for r in recalls],
                     {"episodes": stats["episodes"]})
 
     episodes, recalled, stats = asyncio.run(scenario())

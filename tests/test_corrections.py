@@ -26,7 +26,7 @@ def test_steps_edited_supersede_the_skill_and_keep_history(mem):
                                     "fix Cart.total", "run the whole suite"], reason="shorter")
     assert done.kind == "steps" and done.of == node and done.tree is Tree.TASK
     recalled = mem.recall(TASK, ENV)
-    assert recalled.task.node.id == done.node
+    assert recalled.task.node == done.node
     assert "fix Cart.total" in recalled.context and "edit cart.py" not in recalled.context
     root = mem.get(done.node)
     assert root.lineage == (node,) and root.meta["correction"]["reason"] == "shorter"
@@ -41,8 +41,8 @@ def test_outcome_set_to_failure_turns_the_skill_into_a_lesson(mem):
     node = _learn(mem).task.node
     done = mem.correct(node, success=False, reason="the fix broke the build")
     recalled = mem.recall(TASK, ENV)
-    assert recalled.task.node.id == done.node
-    assert recalled.task.node.outcome is Outcome.FAILURE
+    assert recalled.task.node == done.node
+    assert recalled.task.matched_node.outcome is Outcome.FAILURE
     assert "FAILED" in recalled.context and done.discredited == [node]
 
 
@@ -51,7 +51,7 @@ def test_a_lesson_that_was_a_success_becomes_a_skill(mem):
     assert isinstance(mem.experience(node), Lesson)
     done = mem.correct(node, success=True, reason="grep finding nothing was expected")
     recalled = mem.recall(TASK, ENV)
-    assert recalled.task.node.id == done.node
+    assert recalled.task.node == done.node
     assert isinstance(recalled.task.experience, Skill) and "FAILED" not in recalled.context
 
 

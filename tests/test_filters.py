@@ -53,9 +53,9 @@ def test_recall_and_list_keep_only_the_matching_user(url: str) -> None:
                                      user="bob", project="shop", run=2))
         for who, learned in (("alice", alice), ("bob", bob)):
             got = mem.recall("heat the apple", KITCHEN, filters={"user": who})
-            assert got.task.node is not None and got.task.node.id == learned.task.node
-            assert got.task.node.meta["episode_meta"]["user"] == who
-            assert got.env.node is not None and got.env.node.id == learned.env.node
+            assert got.task.node is not None and got.task.node == learned.task.node
+            assert got.task.matched_node.meta["episode_meta"]["user"] == who
+            assert got.env.node is not None and got.env.node == learned.env.node
         both = mem.recall("heat the apple", KITCHEN, filters={"project": "shop"})
         assert both.task.matched and both.env.matched
         # Every key must match, with an equal JSON value (the number 1, not the string "1").
@@ -191,8 +191,8 @@ def test_the_scan_widens_past_a_page_of_better_non_matching_candidates(url: str)
         assert unfiltered.task.candidates[0].score > 0.99
         assert ids[0] not in {c.id for c in unfiltered.task.candidates}
         got = mem.recall(key, key, top_k=3, filters={"user": "alice"})
-        assert got.task.node is not None and got.task.node.id == ids[0]
-        assert got.env.node is not None and got.env.node.id == ids[1]
+        assert got.task.node is not None and got.task.node == ids[0]
+        assert got.env.node is not None and got.env.node == ids[1]
         assert [c.id for c in got.task.candidates] == [ids[0]]
         assert "alice step" in got.context and "bob" not in got.context
 
@@ -243,9 +243,9 @@ def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: st
         same = mem.learn(make_episode(user="alice", team="x"))  # free keys do not scope
         assert same.task.action.value == "dedup" and same.task.node == alice.task.node
         got = mem.recall("heat the apple", KITCHEN, filters={"user": "bob"})
-        assert got.task.node is not None and got.task.node.id == bob.task.node
-        assert got.env.node is not None and got.env.node.id == bob.env.node
-        assert mem.recall("heat the apple", KITCHEN).task.node.id == alice.task.node
+        assert got.task.node is not None and got.task.node == bob.task.node
+        assert got.env.node is not None and got.env.node == bob.env.node
+        assert mem.recall("heat the apple", KITCHEN).task.node == alice.task.node
         assert mem.check() == []
 
 
@@ -263,5 +263,5 @@ def test_async_facade_takes_the_same_filters(mem: DeltaMem) -> None:
                 await amem.list_nodes(Tree.TASK, filters={"user": "alice"}))
 
     recall, rows = asyncio.run(run())
-    assert recall.task.node is not None and recall.task.node.id == alice.task.node
+    assert recall.task.node is not None and recall.task.node == alice.task.node
     assert [r["id"] for r in rows] == [alice.task.node]

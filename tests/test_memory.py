@@ -54,8 +54,8 @@ def test_failure_is_a_penalised_lesson(mem):
         untried=("go to kitchen", "take apple", "heat apple"))
     recall = mem.recall("heat the apple", "")
     # The success root wins over the failure: equal similarity, but the failure is penalised.
-    assert recall.task.node.outcome == "success"
-    explained = recall.explain()["task"]["candidates"]
+    assert recall.task.matched_node.outcome == "success"
+    explained = recall.to_dict(explain=True)["explain"]["task"]["candidates"]
     assert explained[0]["score"] >= TEST_SETTINGS.tau_task
 
 
@@ -65,7 +65,7 @@ def test_failure_match_renders_warning_not_steps(tmp_path):
                   settings=TEST_SETTINGS) as mem:
         mem.learn(make_episode(task="cool the mug", actions=("look", "go north"), success=False))
         recall = mem.recall("cool the mug", "")
-        assert recall.task.matched and recall.task.node.outcome == "failure"
+        assert recall.task.matched and recall.task.matched_node.outcome == "failure"
         assert "FAILED" in recall.context and "1. look" not in recall.context
         assert recall.to_dict()["task"]["skill"] is None
         lesson = recall.to_dict()["task"]["lesson"]
@@ -108,7 +108,7 @@ def test_consolidation_after_k_successes(mem):
     assert [(n["id"], experience_from_dict(n["experience"])) for n in task["nodes"]] == [
         (delta, before[delta]), (root, before[root])]
     # The consolidated root now answers recall for the chain it replaced.
-    assert mem.recall("heat the apple", "").task.node.id == new_root.id
+    assert mem.recall("heat the apple", "").task.node == new_root.id
     assert mem.check() == []
 
 

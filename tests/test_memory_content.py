@@ -163,7 +163,7 @@ def test_consolidated_root_keeps_the_evidence_of_its_chain(mem):
     assert mem.get(compiled[0].root).meta["evidence"] == {"episodes": 5, "successes": 5,
                                                           "failures": 0}
     recall = mem.recall(make_episode().task, "")
-    assert recall.task.node is not None and recall.task.node.id == compiled[0].root
+    assert recall.task.node is not None and recall.task.node == compiled[0].root
     assert "Source: 5 past episodes (5 succeeded, 0 failed), compiled from 2 earlier nodes." \
         in recall.context
     # Episodes that match the new root add to what it inherited.

@@ -223,11 +223,11 @@ def test_recall_returns_the_kind_of_task_its_template_names(tmp_path):
         assert recall.task.matched
         assert recall.task.candidates[0].similarity < max(
             c.similarity for c in recall.task.candidates)  # not the nearest by the cosine
-        node = recall.task.node
+        node = recall.task.matched_node
         assert node is not None and node.meta["episode_meta"]["kind"] == "cool"
         assert {"apple", "shelf"} <= set(node.meta["slots"]) and "cool" not in node.meta["slots"]
         mem.reader.kind_weight = 0.0  # by the cosine alone: the heat skill
-        node = mem.recall("cool some mug and put it in countertop", "").task.node
+        node = mem.recall("cool some mug and put it in countertop", "").task.matched_node
         assert node is not None and node.meta["episode_meta"]["kind"] == "heat"
 
 
@@ -245,4 +245,4 @@ def test_a_recalled_skill_is_adapted_to_the_new_task_by_role(tmp_path):
         assert "move egg 1 to shelf 1" in recall.adapted.steps
         assert not any("mug" in step for step in recall.adapted.steps)
         same = mem.recall("heat some mug and put it in shelf", "").task
-        assert same.adapted == same.skill  # nothing to carry over
+        assert same.adapted == same.experience  # nothing to carry over

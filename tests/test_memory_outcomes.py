@@ -21,7 +21,7 @@ def test_record_outcome_counts_on_the_recalled_nodes(mem):
     """A recall's matched node in each tree gets a hit and a success (or a failure)."""
     mem.learn(make_episode())
     recall = mem.recall("heat the apple", "a kitchen with a fridge, a microwave and a table")
-    task_node, env_node = recall.task.node.id, recall.env.node.id
+    task_node, env_node = recall.task.node, recall.env.node
     before = mem.get(task_node)
     record = mem.record_outcome(recall, success=True)
     assert record.nodes == [task_node, env_node] and record.success
@@ -44,7 +44,7 @@ def test_learn_with_the_recall_counts_the_outcome_on_the_recalled_skill(mem):
     placed elsewhere; learning without the recall counts only where the episode goes."""
     shoes = mem.learn(make_episode(task=TIDY, actions=SHOES)).task.node
     recall = mem.recall(TIDY, HALL)
-    assert recall.task.node.id == shoes
+    assert recall.task.node == shoes
     result = mem.learn(make_episode(task=TIDY, actions=COATS, success=False, env=HALL), recall)
     assert result.recalled[0] == shoes and result.task.matched != shoes
     assert result.to_dict()["recalled"] == result.recalled
@@ -59,16 +59,16 @@ def test_a_skill_followed_in_failed_episodes_loses_its_rank(mem):
     the other skill wins. Explain shows why."""
     skills = {mem.learn(make_episode(task=TIDY, actions=a, env=HALL)).task.node
               for a in (COATS, SHOES)}
-    first = mem.recall(TIDY, HALL).task.node.id
+    first = mem.recall(TIDY, HALL).task.node
     (other,) = skills - {first}
     record = chain_evidence([mem.get(first)])  # its writer, and the other one if placed under it
     for _ in range(record.successes - record.failures + 1):
         recall = mem.recall(TIDY, HALL)
-        assert recall.task.node.id == first
+        assert recall.task.node == first
         mem.learn(make_episode(task=TIDY, actions=("inventory", "look"),
                                 success=False, env=HALL), recall)
     recall = mem.recall(TIDY, HALL, top_k=4)
-    assert recall.task.node.id == other
+    assert recall.task.node == other
     rows = {r["id"]: r for r in recall.task.explain()["candidates"]}
     assert rows[first]["discredited"] and rows[first]["penalty"] == TEST_SETTINGS.penalty
     assert rows[first]["score"] < rows[other]["score"] and not rows[other]["discredited"]
@@ -145,10 +145,10 @@ def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path):
         mem.placer = lambda new, chains, *, max_depth=0: (Placement(Action.ROOT), None)
         oldest, *newer = (mem.learn(make_episode(task=TIDY, actions=(f"take item {i}",),
                                                  env=HALL)).task.node for i in range(POOL + 2))
-        assert mem.recall(TIDY, HALL).task.node.id == newer[-1]
+        assert mem.recall(TIDY, HALL).task.node == newer[-1]
         with mem.transaction():
             for node in newer:
                 mem.store.bump(mem.space, node, hits=2, failures=2)
         recall = mem.recall(TIDY, HALL, top_k=2)
-        assert recall.task.node.id == oldest
+        assert recall.task.node == oldest
         assert [c.discredited for c in recall.task.candidates] == [False, True]

@@ -1,5 +1,6 @@
 """One meaning per operation: the same inputs (enums or their values) on every face, an absent
-space reads as empty on every face, and the library's and the client's recall share one shape."""
+space reads as empty on every face, and the library's and the client's recall are one answer
+model."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ from pathlib import Path
 import httpx
 import pytest
 from fastapi.testclient import TestClient
+from pydantic import BaseModel
 
 from deltamem import Client, ConfigError, DeltaMem
 from deltamem.core.model import NodeKind, Outcome, Tree
 from deltamem.embed.hashing import HashingEmbedder
 from deltamem.faces.server.rest import create_app
+from deltamem.formats import api
 from helpers import TEST_SETTINGS, make_episode
 
 
@@ -70,12 +73,48 @@ def _forward(http: TestClient, request: httpx.Request) -> httpx.Response:
                           headers=answer.headers)
 
 
-def test_library_and_client_recalls_share_one_shape(mem: DeltaMem) -> None:
-    """``task.node_id`` and ``task.skill`` mean the same in the library and the client's model
-    (only the client had ``.skill``)."""
-    recall = mem.recall("heat the apple", explain=True)
-    wire = recall.to_wire()
-    assert recall.task.node_id == wire.task.node_id == wire.task.node
-    assert recall.task.skill is not None and wire.task.skill is not None
-    assert list(recall.task.skill.steps) == wire.task.skill.steps
-    assert wire.explain is not None  # recall(explain=True) answers with every term
+def test_library_and_client_recalls_are_one_answer_model(tmp_path: Path) -> None:
+    """The library's recall and the client's are the same answer model
+    (:class:`deltamem.formats.api.RecallOut`), equal field by field for the same question:
+    ``task.node`` was a ``Node`` in the library and an id in the client, and only the client
+    had ``skill``."""
+    db = tmp_path / "s.db"
+    with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS) as library:
+        library.learn(make_episode())
+        library.learn(make_episode(actions=("look around",), success=False))
+        mine = library.recall("heat the apple", "a kitchen", explain=True)
+        plain = library.recall("heat the apple", "a kitchen")
+    app = create_app(db, embedder=HashingEmbedder(), settings=TEST_SETTINGS, require_keys=False)
+    with TestClient(app) as http:
+        client = Client("http://testserver", retries=0,
+                        transport=httpx.MockTransport(lambda r: _forward(http, r)))
+        theirs = client.recall(task="heat the apple", env="a kitchen", explain=True)
+        theirs_plain = client.recall(task="heat the apple", env="a kitchen")
+    for lib, remote in ((mine, theirs), (plain, theirs_plain)):
+        assert isinstance(lib, api.RecallOut) and isinstance(remote, api.RecallOut)
+        for name in api.RecallOut.model_fields:
+            if name != "usage":  # time and embedder calls differ between two calls
+                assert _fields(getattr(lib, name)) == _fields(getattr(remote, name)), name
+        assert lib.model_fields_set == remote.model_fields_set
+        assert lib.task.node == remote.task.node and isinstance(lib.task.node, str)
+        assert type(lib.task.skill) is type(remote.task.skill) is api.SkillOut
+        assert lib.task.skill == remote.task.skill
+        assert lib.wire() | {"usage": None} == remote.wire() | {"usage": None}
+        assert isinstance(lib.usage, api.UsageOut) and isinstance(remote.usage, api.UsageOut)
+    # The library keeps its detail beside the answer: the matched Node, its scan, the vector.
+    assert mine.task.matched_node is not None and mine.task.matched_node.id == mine.task.node
+    assert mine.task.best is not None and mine.task.query is not None
+    assert mine.to_wire().explain == theirs.explain and plain.to_wire(explain=True).explain
+
+
+def _fields(value: object) -> object:
+    """A field's value with its model's type forgotten (the library's answer subclasses the
+    model to carry its detail; pydantic's ``==`` also compares the class)."""
+    return value.model_dump() if isinstance(value, BaseModel) else value
+
+
+def test_a_clients_recall_scores_in_the_library(mem: DeltaMem) -> None:
+    """``record_outcome`` takes any recall answer, the library's or a parsed one."""
+    recall = mem.recall("heat the apple")
+    parsed = api.RecallOut.model_validate(recall.wire())
+    assert mem.record_outcome(parsed, True).nodes == [recall.task.node]

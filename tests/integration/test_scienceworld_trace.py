@@ -79,4 +79,6 @@ def test_held_out_variation_recalls_its_own_task(learned, episodes):
         # The matched node (the chain's end, whose composition the agent gets) is the same task;
         # its chain may start at a related task's root (find-plant is a delta of
         # find-living-thing), which is the residual tree working as intended.
-        assert recall.task.node.meta["episode_meta"]["task_name"] == episode.meta["task_name"]
+        node = recall.task.matched_node
+        assert node is not None
+        assert node.meta["episode_meta"]["task_name"] == episode.meta["task_name"]

@@ -214,7 +214,7 @@ def test_recall_over_a_stored_cycle_ends_with_a_store_error(mem, exported):
     db = _raw(mem)
     db.execute("UPDATE nodes SET parent_id = id WHERE id = ?", (delta["id"],))
     db.close()
-    assert mem.recall("heat the apple", "").task.node.kind == "root"  # the shallower tie
+    assert mem.recall("heat the apple", "").task.matched_node.kind == "root"  # the shallower tie
     with pytest.raises(StoreError, match="does not compose"):
         mem.learn(make_episode(actions=STEPS))
     with pytest.raises(StoreError, match="does not compose"):
@@ -279,11 +279,11 @@ def test_a_damaged_vector_already_stored_cannot_poison_recall(mem, value):
                      settings=mem.settings)  # a process whose index is built from the file
     try:
         recalled = fresh.recall("heat the apple", "")
-        assert recalled.task.node is not None and recalled.task.node.id != milk.id
+        assert recalled.task.node is not None and recalled.task.node != milk.id
         best = recalled.task.best
         assert best is not None and np.isfinite(best.score) and best.score <= 1.0 + 1e-6
         other = fresh.recall("cool the milk", "")
-        assert other.task.node is None or other.task.node.id != milk.id
+        assert other.task.node is None or other.task.node != milk.id
         assert all(c.id != milk.id for c in other.task.candidates)
     finally:
         fresh.close()

@@ -150,10 +150,10 @@ class DeltaMemMemory:
         # Single-tree modes carry only their tree's own header (spec §3.4: a simpler header).
         style = self.mem.settings.style
         if self.mode == "task":
-            chain = render_chain(recall.task.chain, style)
+            chain = render_chain(recall.task.nodes, style)
             return f"{TASK_HEADER}\n\n{chain}" if chain else ""
         if self.mode == "env":
-            chain = render_chain(recall.env.chain, style)
+            chain = render_chain(recall.env.nodes, style)
             return f"{ENV_HEADER}\n\n{chain}" if chain else ""
         body = str(recall.context)
         return f"{DELTAMEM_HEADER}\n\n{body}" if body else ""
@@ -166,7 +166,7 @@ class DeltaMemMemory:
             best = tree.best
             info[label] = {
                 "matched": tree.matched,
-                "node": tree.node.id if tree.node else None,
+                "node": tree.node,
                 "depth": len(tree.chain),
                 "best_score": round(best.score, 4) if best else None,
             }

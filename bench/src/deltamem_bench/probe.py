@@ -224,7 +224,7 @@ def _deltamem_recall(memory: DeltaMemMemory, task: str, scene: str, *,
     if isinstance(knowledge, Knowledge):
         out.scene_text = knowledge.facts
     skill = recall.task.experience
-    node = recall.task.node
+    node = recall.task.matched_node
     if isinstance(skill, Skill) and node is not None:
         meta = node.meta.get("episode_meta")
         out.kind = str(meta.get("task_name", "")) if isinstance(meta, dict) else ""

@@ -56,12 +56,7 @@ export interface paths {
         post?: never;
         /**
          * Delete everything in the space.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Delete every node and episode of the space.
          */
         delete: operations["forget"];
         options?: never;
@@ -80,12 +75,7 @@ export interface paths {
         put?: never;
         /**
          * Compile every frequently successful chain into a new root (dry_run: only list the chains that are due).
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Compile every frequently successful chain of experiences into a new standalone root skill (the chain stays). With dry_run=true nothing is written and the result lists the chains that are due. Safe to call any time; a second call compiles nothing new.
          */
         post: operations["consolidate"];
         delete?: never;
@@ -165,12 +155,7 @@ export interface paths {
         };
         /**
          * Nodes (id, tree, kind, outcome, key, parent, counters), oldest first, filtered.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description List memory nodes (id, tree, kind, outcome, key, counters) to find ids for show. Filter by tree ('task' skills or 'env' scene knowledge), kind, outcome, a text the key contains, or the episodes' meta; `limit` caps the rows (the total is given).
          */
         get: operations["list_nodes"];
         put?: never;
@@ -190,24 +175,14 @@ export interface paths {
         };
         /**
          * A node: its chain, composed experience, own patch and counters.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Show one memory node by id (from recall, learn or list): its chain from the root, its full composed experience, its own patch, its children and counters.
          */
         get: operations["show"];
         put?: never;
         post?: never;
         /**
          * Delete a node and its whole subtree in one transaction.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Delete a memory node and its whole subtree for good (no history kept): for a memory that must not be kept at all. To set a memory right instead, use correct.
          */
         delete: operations["delete"];
         options?: never;
@@ -226,12 +201,7 @@ export interface paths {
         put?: never;
         /**
          * Correct a node (its outcome, a skill's steps, or retract it): a new root supersedes it in recall, with the history kept.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Correct a memory node (an id from recall, learn or list) when it is wrong: success=true/false sets its outcome right (a 'failed' lesson that in fact worked, or a skill that in fact failed), steps=[...] replaces a skill's steps, wrong=true retracts it so recall shows none of it. Give exactly one, and a short reason. The correction supersedes the node in recall; the old one is kept as its history.
          */
         post: operations["correct"];
         delete?: never;
@@ -251,12 +221,7 @@ export interface paths {
         put?: never;
         /**
          * Remove one fact from a scene-knowledge node, keeping the others: a new root supersedes it in recall, with the history kept.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Remove one wrong fact from scene knowledge (an environment node id, e-..., from recall or list) and keep its other facts: fact is the fact's text, its number as show lists the facts, or a piece of text only it contains. The new root supersedes the node in recall; the old one is kept as its history. To retract the whole node, use correct with wrong=true.
          */
         post: operations["forget_fact"];
         delete?: never;
@@ -276,12 +241,7 @@ export interface paths {
         put?: never;
         /**
          * Count a success or a failure on recalled nodes, without learning an episode.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Count a success or a failure on the nodes the last `recall` returned (or on the given node ids), when you followed a recalled memory but have no transcript to `learn` from. Do not call it for an episode you also pass to `learn`: learning already counts the outcome. Successes make a memory rank as proven; a chain that keeps succeeding is compiled into a standalone skill.
          */
         post: operations["record_outcome"];
         delete?: never;
@@ -301,12 +261,7 @@ export interface paths {
         put?: never;
         /**
          * Recall the skill for `task` and the knowledge for `env`, composed root -> match.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Call this BEFORE starting a task. Returns what past episodes taught about it: a skill (numbered steps that worked for a similar goal), warnings from similar attempts that failed, and facts about a similar scene. The text result starts with the context block to read before planning; structuredContent holds the matched node ids and scores. Give the goal in `task` and a short description of where you are in `env`; either may be empty. Nothing matched means the memory has no similar experience yet.
          */
         post: operations["recall"];
         delete?: never;
@@ -324,12 +279,7 @@ export interface paths {
         };
         /**
          * Tree shapes, episodes, and stored vs flat size.
-         * @description The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-         *
-         *     Its input is read and validated once, by the operation's model (a JSON body, or query
-         *     parameters), the key's scope checked, the facade method run in a worker thread, and the
-         *     answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-         *     nobody wrote to reads as empty; only a write creates it.
+         * @description Size and shape of the memory: nodes per tree, roots, deltas, failure lessons, depth, episodes learned, and stored vs flat characters.
          */
         get: operations["stats"];
         put?: never;

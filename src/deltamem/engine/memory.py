@@ -65,6 +65,7 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
+from deltamem.formats import api
 from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
@@ -212,8 +213,7 @@ class DeltaMem:
     # -- read path ------------------------------------------------------------------------
     @memory_span("search_memory", lambda r: {
         "deltamem.task.matched": r.task.matched, "deltamem.env.matched": r.env.matched,
-        "deltamem.task.node": r.task.chain[-1].id if r.task.matched else "",
-        "deltamem.env.node": r.env.chain[-1].id if r.env.matched else ""})
+        "deltamem.task.node": r.task.node or "", "deltamem.env.node": r.env.node or ""})
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
                budget_tokens: int | None = None,
                filters: Mapping[str, Any] | None = None, explain: bool = False) -> Recall:
@@ -249,8 +249,8 @@ class DeltaMem:
                                  self.settings.style, budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
-        return Recall(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
-                      context_tokens=estimate_tokens(context), explained=explain)
+        return Recall.of(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
+                         estimate_tokens(context), explain=explain)
 
     def _read(self, task: str, env: str, k: int, usage: Usage,
               filters: dict[str, FilterValue] | None = None, *,
@@ -363,7 +363,7 @@ class DeltaMem:
                                   placing=not self._batch.get())}
             seen = {tree: read.recall for tree, read in reads.items() if read is not None}
         else:
-            seen = {Tree.TASK: recall.task, Tree.ENV: recall.env}
+            seen = {Tree.TASK: recall.task.match, Tree.ENV: recall.env.match}
         keys = {Tree.TASK: episode.task, Tree.ENV: episode.env}
         queries = {tree: seen[tree].query for tree in TREES}
         extractions = {tree: self.writer.extract(episode, seen[tree], usage, reads[tree])
@@ -425,22 +425,24 @@ class DeltaMem:
                 done += self.consolidator.if_due(node.id, usage)
         return done
 
-    def record_outcome(self, nodes: Recall | Sequence[str], success: bool) -> OutcomeRecord:
+    def record_outcome(self, nodes: api.RecallOut | Sequence[str], success: bool
+                       ) -> OutcomeRecord:
         """Count a success or a failure on recalled nodes, without learning a new episode.
 
-        ``nodes`` is a :class:`Recall` (its matched node in each tree) or node ids. Use it when
-        the agent followed a recalled memory but has no trajectory to hand over, or learns
-        without passing the recall (over REST or MCP). :meth:`learn` given the recall already
-        counts the outcome on the recalled nodes, so do not call both for one episode.
-        A success can make a chain due for consolidation, which then runs as after ``learn``.
+        ``nodes`` is a recall (its matched node in each tree; a client's recall too) or node
+        ids. Use it when the agent followed a recalled memory but has no trajectory to hand
+        over, or learns without passing the recall (over REST or MCP). :meth:`learn` given the
+        recall already counts the outcome on the recalled nodes, so do not call both for one
+        episode. A success can make a chain due for consolidation, which then runs as after
+        ``learn``.
 
         An id consolidation retired counts on the root it was retired into.
 
         Raises:
             NodeNotFound: an id is not in this space (nothing is counted).
         """
-        if isinstance(nodes, Recall):
-            ids = [t.node.id for t in (nodes.task, nodes.env) if t.node is not None]
+        if isinstance(nodes, api.RecallOut):
+            ids = [t.node for t in (nodes.task, nodes.env) if t.node is not None]
         else:
             ids = list(dict.fromkeys(nodes))
         with self._writing():

@@ -26,7 +26,7 @@ from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate, FilterValue
 from deltamem.core.scoring import accepts, score
 from deltamem.core.tree import compose_chain, discredited
-from deltamem.engine.results import ChainLink, TreeRecall, cosine
+from deltamem.engine.results import ChainLink, TreeMatch, cosine
 from deltamem.store.base import Store, Vector
 
 _R = TypeVar("_R")
@@ -38,7 +38,7 @@ class TreeRead:
     """One tree's recall plus what learning reuses: the scan of the best :data:`POOL` nodes
     (``None`` when the recall scanned another number) and the nodes fetched for ranking."""
 
-    recall: TreeRecall
+    recall: TreeMatch
     scanned: list[Candidate] | None = None
     nodes: dict[str, Node] = field(default_factory=dict)
     ranked: list[Candidate] | None = None  # the task tree's ranking, before the top k
@@ -79,7 +79,7 @@ class Reader:
         placement candidates' chains (:meth:`placement_candidates`) come with the match's in one
         call (``TreeRead.chains``), and no link similarities are computed."""
         threshold = self.settings.threshold(tree)
-        result = TreeRecall(tree, key, threshold, self.settings.penalty, query=query)
+        result = TreeMatch(tree, key, threshold, self.settings.penalty, query=query)
         read = TreeRead(result)
         if not key.strip():
             return read
@@ -301,7 +301,7 @@ class Reader:
         missing = [c.id for c in candidates if c.id not in have]
         return {**have, **self.store.get_nodes(self.space, missing)} if missing else have
 
-    def same_trace(self, recall: TreeRecall, signature: str,
+    def same_trace(self, recall: TreeMatch, signature: str,
                    read: TreeRead | None = None) -> Node | None:
         """A node written by an identical trajectory, among the exact ties of the best match
         (in the task tree's ranking; in the environment tree's scan). ``read``: the read that

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydantic import PrivateAttr
 
 from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
 from deltamem.core.model import (
     Experience,
-    Knowledge,
     Lesson,
     Node,
     Outcome,
@@ -42,16 +42,18 @@ class ChainLink:
     score: float
 
     def to_wire(self) -> api.LinkOut:
-        return api.LinkOut.build(id=self.id, kind=self.kind, outcome=self.outcome,
-                                 similarity=round(self.similarity, 6), score=round(self.score, 6))
+        return api.LinkOut.model_construct(id=self.id, kind=self.kind, outcome=self.outcome,
+                                           similarity=round(self.similarity, 6),
+                                           score=round(self.score, 6))
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_wire().wire()
 
 
 @dataclass(slots=True)
-class TreeRecall:
-    """What one tree recalled for one key.
+class TreeMatch:
+    """What one tree recalled for one key, as the engine works with it (the reader fills it in;
+    learning reads it again). The caller gets it as the answer model :class:`TreeRecall`.
 
     ``best`` is the top candidate whether or not it cleared the threshold, so ``explain`` can say
     why nothing matched. ``chain`` and ``experience`` are empty unless ``matched``.
@@ -79,32 +81,23 @@ class TreeRecall:
         return self.chain[-1] if self.chain else None
 
     @property
-    def node_id(self) -> str | None:
-        """The matched node's id (the wire's ``node``)."""
-        return self.chain[-1].id if self.chain else None
-
-    def _guide(self) -> Experience | None:
+    def guide(self) -> Experience | None:
+        """The chain's successful prefix composed (what ``skill`` / ``knowledge`` show)."""
         usable = success_prefix(self.chain)
         return compose_chain(usable) if usable else None
 
     @property
-    def skill(self) -> Skill | None:
-        """The chain's successful prefix composed, in the task tree (the wire's ``skill``)."""
-        guide = self._guide() if self.tree is Tree.TASK else None
-        return guide if isinstance(guide, Skill) else None
-
-    @property
     def adapted(self) -> Skill | None:
-        """:attr:`skill` carried over to this recall's task by role: each slot of the matched
-        key (``meta["slots"]``, ``core.slots``) that a word of the task takes the place of is
-        replaced by that word in the steps and the termination (``core.slots.roles``: "take mug
-        1 from countertop 1", learned on "heat some mug and put it in shelf", becomes "take egg
-        1 from countertop 1" for "heat some egg and put it in countertop"; the instance
-        numbers and the words the task does not name stay). The skill itself where no slot
-        maps, or none was stored."""
-        skill, node = self.skill, self.node
-        if skill is None or node is None:
-            return skill
+        """The recalled skill carried over to this recall's task by role: each slot of the
+        matched key (``meta["slots"]``, ``core.slots``) that a word of the task takes the place
+        of is replaced by that word in the steps and the termination (``core.slots.roles``:
+        "take mug 1 from countertop 1", learned on "heat some mug and put it in shelf", becomes
+        "take egg 1 from countertop 1" for "heat some egg and put it in countertop"; the
+        instance numbers and the words the task does not name stay). The skill itself where no
+        slot maps, or none was stored; None outside the task tree or without a skill."""
+        skill, node = self.guide, self.node
+        if self.tree is not Tree.TASK or not isinstance(skill, Skill) or node is None:
+            return None
         stored = node.meta.get("slots")
         mapping = roles(node.key, [str(w) for w in stored], self.key, self.slots) \
             if isinstance(stored, list) else {}
@@ -114,35 +107,32 @@ class TreeRecall:
                      adapt(skill.termination, mapping))
 
     @property
-    def knowledge(self) -> Knowledge | None:
-        """The chain's composed scene knowledge, in the env tree (the wire's ``knowledge``)."""
-        guide = self._guide() if self.tree is Tree.ENV else None
-        return guide if isinstance(guide, Knowledge) else None
-
-    @property
     def lesson(self) -> Lesson | None:
-        """The failure lesson, when the match is one (the wire's ``lesson``)."""
+        """The failure lesson, when the match is one."""
         failed = self.node is not None and self.node.outcome is Outcome.FAILURE
         return self.experience if failed and isinstance(self.experience, Lesson) else None
 
-    def to_wire(self) -> api.TaskRecallOut | api.EnvRecallOut:
-        name = "skill" if self.tree is Tree.TASK else "knowledge"
-        guide = self._guide()
+    def answer(self) -> TaskRecall | EnvRecall:
+        """The answer model of this tree's recall, carrying this match for the engine. Built
+        from the engine's own values without validating them again (recall is the hot path)."""
+        guide = self.guide
+        name, guide_model = (("skill", api.SkillOut) if self.tree is Tree.TASK
+                             else ("knowledge", api.KnowledgeOut))
         out: dict[str, Any] = {
             "matched": self.matched,
-            "node": self.node.id if self.node else None,
+            "node": self.chain[-1].id if self.chain else None,
             "score": round(self.best.score, 6) if self.matched and self.best else None,
             "chain": [link.to_wire() for link in self.links],
-            name: _fields(guide) if guide is not None and name == guide.TYPE else None,
+            name: (guide_model.model_construct(**_fields(guide))
+                   if guide is not None and name == guide.TYPE else None),
         }
         lesson = self.lesson  # a retracted skill (a failure, but no lesson) shows nothing
         if lesson is not None:
-            out["lesson"] = _fields(lesson)
-        model = api.TaskRecallOut if self.tree is Tree.TASK else api.EnvRecallOut
-        return model.build(**out)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+            out["lesson"] = api.LessonOut.model_construct(**_fields(lesson))
+        model: type[TaskRecall | EnvRecall] = TaskRecall if self.tree is Tree.TASK else EnvRecall
+        answer = model.model_construct(**out)
+        answer._match = self
+        return answer
 
     def explain_wire(self) -> api.TreeExplainOut:
         """Every term of the decision: similarity, penalty, score, threshold, verdict."""
@@ -158,42 +148,135 @@ class TreeRecall:
                                         threshold=self.threshold, penalty=self.penalty,
                                         matched=self.matched, candidates=rows)
 
+
+class TreeRecall(api.TreeRecallOut):
+    """What one tree recalled: the answer model every face returns (the client parses the same
+    fields), plus, in the library, the engine's detail behind it (``best``, ``candidates``,
+    ``nodes``, ``experience``, ...; the client has none of it).
+
+    ``node`` is the matched node's id, as on the wire; the :class:`Node` itself is
+    ``matched_node``, the chain of nodes ``nodes`` (``chain`` is the wire's list of links).
+    """
+
+    _match: TreeMatch | None = PrivateAttr(None)
+
+    @property
+    def match(self) -> TreeMatch:
+        """The engine's detail of this recall (library answers only)."""
+        if self._match is None:
+            raise AttributeError("this recall carries no engine detail (a client's answer)")
+        return self._match
+
+    @property
+    def tree(self) -> Tree:
+        return self.match.tree
+
+    @property
+    def key(self) -> str:
+        return self.match.key
+
+    @property
+    def threshold(self) -> float:
+        return self.match.threshold
+
+    @property
+    def penalty(self) -> float:
+        return self.match.penalty
+
+    @property
+    def best(self) -> Candidate | None:
+        return self.match.best
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self.match.candidates
+
+    @property
+    def nodes(self) -> list[Node]:
+        """The matched chain's nodes, root first (empty unless ``matched``)."""
+        return self.match.chain
+
+    @property
+    def matched_node(self) -> Node | None:
+        return self.match.node
+
+    @property
+    def experience(self) -> Experience | None:
+        """The chain's composed experience (a skill, scene knowledge or a lesson)."""
+        return self.match.experience
+
+    @property
+    def query(self) -> Vector | None:
+        return self.match.query
+
+    @property
+    def adapted(self) -> Skill | None:
+        """The recalled skill carried over to this task by role (:attr:`TreeMatch.adapted`)."""
+        return self.match.adapted
+
+    def to_wire(self) -> api.TaskRecallOut | api.EnvRecallOut:
+        """The plain wire model (no engine detail)."""
+        plain = api.TaskRecallOut if isinstance(self, api.TaskRecallOut) else api.EnvRecallOut
+        return plain.model_construct(self.model_fields_set, **dict(self))
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.wire()
+
     def explain(self) -> dict[str, Any]:
         """Every term of the decision: similarity, penalty, score, threshold, verdict."""
-        return self.explain_wire().wire()
+        return self.match.explain_wire().wire()
 
 
-@dataclass(slots=True)
-class Recall:
+class TaskRecall(TreeRecall, api.TaskRecallOut):
+    """The task tree's recall: the skill (or the failure lesson) matched."""
+
+
+class EnvRecall(TreeRecall, api.EnvRecallOut):
+    """The environment tree's recall: the scene knowledge matched."""
+
+
+class Recall(api.RecallOut):
     """Both trees' recalls and the fused prompt context (``context_tokens`` long, counted with
-    ``core.render.estimate_tokens``)."""
+    ``core.render.estimate_tokens``): the answer model every face returns
+    (:class:`deltamem.formats.api.RecallOut`; :class:`deltamem.Client` parses the same), built
+    by the library with the engine's detail of each tree (see :class:`TreeRecall`)."""
 
-    task: TreeRecall
-    env: TreeRecall
-    context: str
-    usage: Usage = field(default_factory=Usage)
-    context_tokens: int = 0
-    explained: bool = False  # recalled with explain=True: the answer carries every term
+    task: TaskRecall
+    env: EnvRecall
+
+    @classmethod
+    def of(cls, task: TreeMatch, env: TreeMatch, context: str, usage: Usage,
+           context_tokens: int, *, explain: bool = False) -> Recall:
+        """The answer of the engine's two matches (``explain``: with every scoring term)."""
+        out: dict[str, Any] = {"task": task.answer(), "env": env.answer(), "context": context,
+                               "context_tokens": context_tokens, "usage": usage_wire(usage)}
+        if explain:
+            out["explain"] = api.ExplainOut.build(task=task.explain_wire(),
+                                                  env=env.explain_wire())
+        return cls.model_construct(**out)
+
+    @property
+    def explained(self) -> bool:
+        """Recalled with ``explain=True``: the answer carries every scoring term."""
+        return self.explain is not None
 
     def to_wire(self, *, explain: bool | None = None) -> api.RecallOut:
-        """The wire model; with ``explain`` (default: as recalled), also every scoring term
-        (see :meth:`explain`)."""
-        out: dict[str, Any] = {
+        """The plain wire model; ``explain`` (default: as recalled) adds or drops every scoring
+        term."""
+        fields: dict[str, Any] = {
             "task": self.task.to_wire(), "env": self.env.to_wire(), "context": self.context,
-            "context_tokens": self.context_tokens, "usage": usage_wire(self.usage)}
+            "context_tokens": self.context_tokens, "usage": self.usage}
         if self.explained if explain is None else explain:
-            out["explain"] = self.explain_wire()
-        return api.RecallOut.build(**out)
+            fields["explain"] = self.explain or self.explain_wire()
+        return api.RecallOut.model_construct(**fields)
 
     def to_dict(self, *, explain: bool | None = None) -> dict[str, Any]:
-        """The JSON form; with ``explain``, also every scoring term (see :meth:`explain`)."""
+        """The JSON form; with ``explain``, also every scoring term."""
         return self.to_wire(explain=explain).wire()
 
     def explain_wire(self) -> api.ExplainOut:
-        return api.ExplainOut.build(task=self.task.explain_wire(), env=self.env.explain_wire())
-
-    def explain(self) -> dict[str, Any]:
-        return self.explain_wire().wire()
+        return api.ExplainOut.build(task=self.task.match.explain_wire(),
+                                    env=self.env.match.explain_wire())
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +439,7 @@ class OutcomeRecord:
 
 
 def usage_wire(usage: Usage) -> api.UsageOut:
-    return api.UsageOut.build(**usage.to_dict())
+    return api.UsageOut.model_construct(**usage.to_dict())
 
 
 def _fields(exp: Experience) -> dict[str, Any]:

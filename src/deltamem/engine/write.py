@@ -47,7 +47,7 @@ from deltamem.core.tree import (
 )
 from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.read import Reader, TreeRead
-from deltamem.engine.results import Recall, TreeRecall, TreeWrite
+from deltamem.engine.results import Recall, TreeMatch, TreeWrite
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.base import Scene
 from deltamem.store.base import Store, Vector
@@ -77,7 +77,7 @@ class Writer:
         self.placer: Placer = choose_placement  # the placement rule (an experiment may swap it)
 
     # -- outside the lock -------------------------------------------------------------------
-    def extract(self, episode: Episode, recall: TreeRecall, usage: Usage,
+    def extract(self, episode: Episode, recall: TreeMatch, usage: Usage,
                 read: TreeRead | None = None) -> Extraction:
         """What ``episode`` teaches ``recall.tree``, shown the chain it matched (``read``: the
         read behind ``recall``, when learning made it).
@@ -196,9 +196,9 @@ class Writer:
         tree) unless the episode was placed on that same node (``write_tree`` counted it
         there), so that a skill followed in failed episodes carries them in its record.
         Returns the ids."""
-        handed = [(tree, tree_recall.node.id) for tree, tree_recall in
-                  ((Tree.TASK, recall.task), (Tree.ENV, recall.env))
-                  if tree_recall.node is not None and tree_recall.node.id != writes[tree].matched]
+        handed = [(tree, node) for tree, node in ((Tree.TASK, recall.task.node),
+                                                  (Tree.ENV, recall.env.node))
+                  if node is not None and node != writes[tree].matched]
         present = self.store.get_nodes(self.space, [i for _, i in handed]) if handed else {}
         counted = []
         for _, node_id in handed:

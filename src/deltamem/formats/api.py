@@ -27,6 +27,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    create_model,
 )
 
 from deltamem._util.jsonsafe import text_problem, value_problem
@@ -259,6 +260,71 @@ class EpisodesIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     episodes: list[EpisodeIn] = Field(max_length=MAX_BATCH)
+
+
+class FunctionIn(BaseModel):
+    name: str = Field(min_length=1, max_length=200)
+    arguments: str | dict[str, Any] = Field("", description="JSON text or an object.")
+
+
+class ToolCallIn(BaseModel):
+    id: str | None = Field(None, max_length=200)
+    type: Literal["function"] = "function"
+    function: FunctionIn
+
+
+class MessageIn(BaseModel):
+    """One chat message in the OpenAI format (assistant tool calls, tool results)."""
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallIn] | None = Field(None, max_length=MAX_STEPS)
+    tool_call_id: str | None = Field(None, max_length=200)
+
+
+def learn_tool_input() -> type[BaseModel]:
+    """The MCP ``learn`` tool's arguments: an episode as steps, or as the transcript. Built from
+    :class:`EpisodeIn` as it is now, so a field added to the episode reaches the tool too."""
+    episode = EpisodeIn.model_fields
+
+    def field(name: str, description: str, optional: bool = True) -> Any:
+        info = episode[name]
+        kind: Any = (Annotated[(info.annotation, *info.metadata)] if info.metadata
+                     else info.annotation)
+        return (kind | None if optional else kind,
+                Field(None if optional else info.default, description=description))
+
+    return create_model(
+        "LearnToolIn", __config__=ConfigDict(extra="forbid"),
+        success=(bool, Field(description="Whether the goal was achieved.")),
+        task=(Text | None, Field(None, description="The goal of the episode (required with "
+                                                   "`steps`).")),
+        steps=field("steps", "Every step, in order."),
+        messages=(list[MessageIn] | None, Field(None, max_length=4 * MAX_STEPS, description=(
+            "The transcript, instead of `steps`."))),
+        env=field("env", "A short description of the scene.", optional=False),
+        score=field("score", "Optional reward or score.", optional=False),
+        meta=field("meta", "Optional metadata kept with the nodes."))
+
+
+class OutcomeToolIn(BaseModel):
+    """The MCP ``record_outcome`` tool's arguments (the session's last recall by default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    success: StrictBool = Field(description="Whether following the memory worked.")
+    node_ids: NodeIds | None = Field(None, description=(
+        "Node ids to count; default: the nodes the last recall matched."))
+
+
+class ExportSkillsIn(BaseModel):
+    """The MCP ``export_skills`` tool's arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dir: str = Field(min_length=1, max_length=4096, description=(
+        "Folder to write into (created if missing), inside the server's export folder."))
+    layout: Literal["skills", "memory-md"] = Field("skills", description="File layout.")
 
 
 # -- usage ----------------------------------------------------------------------------------------

@@ -17,9 +17,10 @@ safe to send twice, and the description an agent reads. The faces are derived fr
 * the CLI takes its help texts from here; the parity test runs every operation on every face.
 
 Adding an operation: write the facade method (keyword arguments named as the input model's
-fields, plus ``node_id`` for a path holding one, returning a result with ``to_wire()``), its
-models in :mod:`deltamem.formats.api`, and one row below. A row marked ``custom`` for a face is
-written by hand there (learning takes an episode or a transcript, export streams JSON Lines).
+fields, plus ``node_id`` for a path holding one, returning the answer model, a result with
+``to_wire()``, or a plain value with a ``wire``), its models in :mod:`deltamem.formats.api`, and
+one row below. A row marked ``custom`` for a face is written by hand there (learning takes an
+episode or a batch, export streams JSON Lines); a row with a ``tool_input`` has an MCP runner.
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ class Operation:
         destructive: it deletes (an MCP hint).
         query: its input travels as query parameters (GET and DELETE always do).
         custom: faces that write this operation by hand.
+        tool_input: the MCP tool's input model when it is not ``request``, or a function
+            building it (the MCP server runs such a tool with its own runner).
         wire: the answer's fields from the facade's result and the memory, for a facade method
             that returns a plain value (a list of ids, a count) rather than an answer.
     """
@@ -76,11 +79,18 @@ class Operation:
     destructive: bool = False
     query: bool = False
     custom: frozenset[Face] = frozenset()
+    tool_input: type[BaseModel] | Callable[[], type[BaseModel]] | None = None
     wire: Callable[[Any, Any], Mapping[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def tool_name(self) -> str:
         return self.name if self.tool is None else self.tool
+
+    @property
+    def tool_model(self) -> type[BaseModel]:
+        """The MCP tool's input model."""
+        given = self.tool_input
+        return self.request if given is None else given if isinstance(given, type) else given()
 
     @property
     def route(self) -> str:
@@ -146,7 +156,8 @@ OPERATIONS: tuple[Operation, ...] = (
             "experience yet.")),
     Operation(
         "learn", api.EpisodeIn, api.LearnOut, "POST", "/learn", "write", idempotent=False,
-        custom=_custom("rest", "mcp", "client"), title="Learn from an episode",
+        custom=_custom("rest", "client"), tool_input=api.learn_tool_input,
+        title="Learn from an episode",
         summary="Learn one finished episode, or a batch of them (all or nothing).",
         description=(
             "Call this AFTER every attempt at a task, successful or not, so the memory learns "
@@ -163,7 +174,7 @@ OPERATIONS: tuple[Operation, ...] = (
         description="Learn a batch of episodes in one transaction (all or nothing)."),
     Operation(
         "record_outcome", api.OutcomeRequest, api.OutcomeOut, "POST", "/outcome", "write",
-        idempotent=False, custom=_custom("mcp"), title="Record the outcome of a recall",
+        idempotent=False, tool_input=api.OutcomeToolIn, title="Record the outcome of a recall",
         summary="Count a success or a failure on recalled nodes, without learning an episode.",
         description=(
             "Count a success or a failure on the nodes the last `recall` returned (or on the "
@@ -251,7 +262,8 @@ OPERATIONS: tuple[Operation, ...] = (
         description="Import an export's JSON Lines into the space."),
     Operation(
         "export_skills", api.NoInput, api.SkillsExportOut, "POST", "", "write",
-        idempotent=True, custom=_custom("rest", "mcp", "client"), destructive=True,
+        idempotent=True, custom=_custom("rest", "client"), tool_input=api.ExportSkillsIn,
+        destructive=True,
         title="Export skills as files",
         summary="Write the skills and scene knowledge as Markdown files (MCP only).",
         description=(

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from deltamem._util.extras import require
 from deltamem.formats import api
 from deltamem.formats.api import ErrorBody
+from deltamem.formats.operations import Operation
 
 ASSETS = "/docs/assets"
 ERROR_STATUSES = {
@@ -73,6 +74,41 @@ def schema_ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
+BEARER = {"HTTPBearer": {"type": "http", "scheme": "bearer",
+                         "description": "An API key from `deltamem keys create`."}}
+SECURED: dict[str, Any] = {"security": [{"HTTPBearer": []}]}  # a space route's OpenAPI extra
+
+
+def repeated_fields(model: type[BaseModel]) -> frozenset[str]:
+    """The fields of a query model that may be repeated in a query string: lists, and dicts
+    sent as ``key=value`` texts."""
+    def many(prop: dict[str, Any]) -> bool:
+        kinds = [prop.get("type")] + [p.get("type") for p in prop.get("anyOf", [])]
+        return "array" in kinds or "object" in kinds
+
+    props = model.model_json_schema().get("properties", {})
+    return frozenset(name for name, prop in props.items() if many(prop))
+
+
+def operation_extras(op: Operation) -> dict[str, Any]:
+    """A table operation's OpenAPI extras: its input (a JSON body, or query parameters), its
+    key scope and idempotence (the TypeScript client is generated from these)."""
+    extra: dict[str, Any] = {"x-deltamem-idempotent": op.idempotent,
+                             "x-deltamem-scope": op.scope, **SECURED}
+    if not op.in_query:
+        extra["requestBody"] = {"required": False, "content": {
+            "application/json": {"schema": schema_ref(op.request)}}}
+        return extra
+    multi = repeated_fields(op.request)
+    extra["parameters"] = [
+        {"name": name, "in": "query", "required": False,
+         "description": prop.get("description", ""),
+         "schema": ({"type": "array", "items": {"type": "string"}} if name in multi
+                    else {k: v for k, v in prop.items() if k != "description"})}
+        for name, prop in op.request.model_json_schema().get("properties", {}).items()]
+    return extra
+
+
 def install_docs(app: FastAPI) -> None:
     """Serve ``/docs`` (Swagger UI, offline) and ``/openapi.json`` with the extra schemas.
 
@@ -98,7 +134,8 @@ def _openapi_builder(app: FastAPI) -> Callable[[], dict[str, Any]]:
         if app.openapi_schema is None:
             schema = get_openapi(title=app.title, version=app.version,
                                  description=app.description, routes=app.routes)
-            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            schema.setdefault("components", {})["securitySchemes"] = BEARER
+            components = schema["components"].setdefault("schemas", {})
             for model in extra_schemas():
                 body = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(body.pop("$defs", {}))

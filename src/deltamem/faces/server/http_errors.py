@@ -7,6 +7,7 @@ Error body: ``{"error": {"type": "EpisodeError", "message": "...", "field": "ste
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from deltamem.errors import (
@@ -106,3 +107,52 @@ def private_paths(db: object) -> tuple[str, ...]:
         return ()
     forms = {text, os.path.abspath(text), os.path.realpath(text)}
     return tuple(sorted((f for f in forms if f), key=len, reverse=True))
+
+
+class ApiError(Exception):
+    """An HTTP error raised by the server's own checks (auth, a bad input, ...)."""
+
+    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
+                 headers: dict[str, str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.body = error_body(kind, message, field)
+        self.headers = headers
+
+
+def invalid_input(errors: Sequence[Mapping[str, Any]], where: str, raw: bytes = b"") -> ApiError:
+    """The 422 of an input that failed validation (pydantic's ``errors()``), naming its first
+    bad field (``where`` when the error has no place: "body", "query", a path field). An
+    undecodable JSON body says why: not UTF-8 (seen in ``raw``), nested too deeply, or the
+    parser's reason and where."""
+    first: dict[str, Any] = (dict(errors[0]) if errors
+                             else {"loc": (), "msg": "invalid request", "type": ""})
+    loc = tuple(first.get("loc", ()))
+    if first.get("type") == "json_invalid":
+        detail = str((first.get("ctx") or {}).get("error", "invalid JSON"))
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            detail = f"not valid UTF-8 (byte {bad.start}); send UTF-8 encoded JSON"
+        if "recursion" in detail:
+            detail = "nested too deeply; send at most 32 levels of nesting"
+        at = f" at character {loc[-1]}" if loc and isinstance(loc[-1], int) else ""
+        return ApiError(422, "ValidationError", f"malformed JSON body: {detail}{at}", "body")
+    field = validation_field(loc) if loc else where
+    return ApiError(422, "ValidationError", f"{field}: {first['msg']}", field)
+
+
+def unreadable_body(status: int, detail: Any, cause: BaseException | None) -> str | None:
+    """Why FastAPI could not decode a JSON body (its 400 "error parsing the body", caused by
+    ``cause``), or None for any other HTTP error."""
+    if status != 400 or cause is None or detail != PARSE_FAILED:
+        return None
+    if isinstance(cause, UnicodeDecodeError):
+        return (f"malformed JSON body: not valid UTF-8 (byte {cause.start}); send UTF-8 "
+                "encoded JSON")
+    if isinstance(cause, RecursionError):
+        return "malformed JSON body: nested too deeply; send at most 32 levels of nesting"
+    return f"malformed JSON body: {type(cause).__name__}"
+
+
+PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for an undecodable body

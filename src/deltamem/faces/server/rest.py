@@ -1,41 +1,55 @@
 """The REST face of the memory (FastAPI): the facade's methods under ``/v1/spaces/{space}/``.
 
-Every route that touches the model or the database is a plain ``def`` (FastAPI runs it in a
-worker thread) or hands its work to ``run_in_threadpool``, so the event loop never blocks. JSON
-bodies mirror the CLI's ``--json`` output. Errors use one envelope (see ``http_errors``).
+One route per operation of :data:`deltamem.formats.operations.OPERATIONS`
+(:class:`OperationRoute`), dispatched ahead of FastAPI's router (:class:`OperationRouter`), plus
+the routes written here: learning (one episode or a batch), the JSON Lines export and import,
+the HTML view and the health checks. Work that touches the model or the database runs in a
+worker thread, so the event loop never blocks. JSON bodies mirror the CLI's ``--json`` output.
+Every error has one envelope (``http_errors``); who may call what is ``access``.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+import contextvars
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from inspect import Parameter, Signature
 from pathlib import Path as FilePath
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
-from fastapi import Body, Depends, FastAPI, Path, Request
+from fastapi import Body, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ValidationError
-from starlette.concurrency import run_in_threadpool
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from deltamem.config import Settings
 from deltamem.embed.base import Embedder
-from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import ConfigError, DeltaMemError, EpisodeError
 from deltamem.extract.base import Extractor
-from deltamem.faces.server.docs import documented, install_docs, schema_ref
+from deltamem.faces.server.access import memory_for
+from deltamem.faces.server.docs import (
+    SECURED,
+    documented,
+    install_docs,
+    operation_extras,
+    repeated_fields,
+    schema_ref,
+)
 from deltamem.faces.server.http_errors import (
+    ApiError,
     error_body,
+    invalid_input,
     library_error_body,
     private_paths,
     status_for,
-    validation_field,
+    unreadable_body,
 )
-from deltamem.faces.server.keys import ApiKey, KeyStore
+from deltamem.faces.server.keys import KeyStore
 from deltamem.faces.server.limits import RateLimiter
 from deltamem.faces.server.middleware import AccessLog, BodyLimit
 from deltamem.faces.server.spaces import SpacePool
@@ -45,10 +59,9 @@ from deltamem.formats import api, operations
 from deltamem.formats.episodes import episode_from_dict
 from deltamem.formats.operations import Operation
 
-MAX_BATCH = api.MAX_BATCH
+R = TypeVar("R")
 DEFAULT_MAX_IMPORT_BYTES = 64 * 1024 * 1024
 NDJSON = "application/x-ndjson"
-PARSE_FAILED = "There was an error parsing the body"  # FastAPI's 400 for an undecodable body
 EXAMPLE_EPISODE = {
     "task": "heat the apple", "env": "a kitchen with a fridge and a microwave",
     "success": True, "score": 1.0,
@@ -56,32 +69,17 @@ EXAMPLE_EPISODE = {
 }
 NodeIdPath = Annotated[str, Path(min_length=1, max_length=api.MAX_NODE_ID,
                                   description="A node id, e.g. 't-1a2b3c4d5e6f7a8b'.")]
-CUSTOM_SCOPES = {"view": "read"}  # a route outside the operation table
+_NODE_ID: TypeAdapter[str] = TypeAdapter(api.NodeId)
+_PATH_PARAM = re.compile(r"{(\w+)}")
+# The scope of each route REST writes by hand: the table's rows it serves itself, and the view.
+CUSTOM_SCOPES: dict[str, str] = {name: str(operations.operation(name).scope)
+                 for name in ("learn", "export", "import_")} | {"view": "read"}
 
 
 def route_scopes() -> dict[str, str]:
-    """The key scope each space route needs, by route name (the operation table's, plus the
-    HTML view's); a route missing here needs "admin"."""
-    return {op.name: op.scope for op in operations.OPERATIONS if "rest" not in op.custom
-            or op.name in CUSTOM_ROUTES} | CUSTOM_SCOPES
-
-
-CUSTOM_ROUTES = ("learn", "export", "import_")  # table rows REST serves by hand
-
-
-class ApiError(Exception):
-    """An HTTP error raised by this module's own checks (auth, bad import file, ...)."""
-
-    def __init__(self, status: int, kind: str, message: str, field: str | None = None,
-                 headers: dict[str, str] | None = None):
-        super().__init__(message)
-        self.status = status
-        self.body = error_body(kind, message, field)
-        self.headers = headers
-
-
-bearer = HTTPBearer(auto_error=False, description="An API key from `deltamem keys create`.")
-Credentials = Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+    """The key scope each space route needs, by route name; a route missing here needs
+    "admin"."""
+    return {op.name: op.scope for op in operations.OPERATIONS if op.on("rest")} | CUSTOM_SCOPES
 
 
 def create_app(
@@ -130,7 +128,7 @@ def create_app(
         yield
         # uvicorn has let in-flight requests finish; a pass stops after its current space.
         if background is not None:
-            await run_in_threadpool(background.stop)
+            await offload(background.stop)
         pool.close()
         if keys is not None:
             keys.close()
@@ -139,17 +137,25 @@ def create_app(
                   redoc_url=None,
                   description="Incremental experience memory for LLM agents: recall skills and "
                               "scene knowledge, learn from finished episodes.")
-    _install_errors(app)
+    for kind in (DeltaMemError, ApiError, RequestValidationError, StarletteHTTPException):
+        app.add_exception_handler(kind, error_response)
     install_docs(app)
-
     app.state.pool = pool
     app.state.paths = private_paths(db)  # kept out of error bodies
     app.state.keys = keys
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
     _add_health(app, pool, ready_timeout)
-    _add_operations(app)
+    routes = [OperationRoute(op) for op in operations.OPERATIONS if op.on("rest")]
+    for route in routes:
+        op = route.op
+        app.add_api_route(op.route, route, methods=[op.method], name=op.name,
+                          operation_id=op.name, summary=op.summary, tags=[_tag(op)],
+                          description=op.description,
+                          response_class=Response, openapi_extra=operation_extras(op),
+                          **documented(op.answer))
     _add_custom_routes(app)
+    app.add_middleware(OperationRouter, routes=routes)
     app.add_middleware(
         BodyLimit,
         limit=lambda path: max_import_bytes if path.endswith("/import") else max_body_bytes,
@@ -158,112 +164,109 @@ def create_app(
     return app
 
 
-def memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
-    """Dependency of a hand-written route: authorise the caller for ``space`` with the route's
-    scope and return its memory (404 if missing)."""
-    return _memory(request, space, credentials, _route_scope(request), create=False)
+# The worker threads of the routes. An executor of the event loop costs less CPU per request
+# than Starlette's run_in_threadpool (anyio's thread hop and capacity limiter), which cost as
+# much as a recall over SQLite (docs/results.md, "Server").
+WORKERS = ThreadPoolExecutor(thread_name_prefix="deltamem-rest")
 
 
-def writable_memory(request: Request, space: str, credentials: Credentials) -> DeltaMem:
-    """Dependency: as :func:`memory`, but creates the space (only writers do)."""
-    return _memory(request, space, credentials, _route_scope(request), create=True)
+async def offload(fn: Callable[..., R], /, *args: Any) -> R:
+    """``fn(*args)`` in a worker thread, so the event loop never blocks, in the caller's context
+    (its trace span)."""
+    context = contextvars.copy_context()
+    return await asyncio.get_running_loop().run_in_executor(WORKERS, context.run, fn, *args)
 
 
-def _route_scope(request: Request) -> str:
-    return route_scopes().get(getattr(request.scope.get("route"), "name", ""), "admin")
+class OperationRoute:
+    """The REST handler of one operation of the table.
+
+    Its input is read and validated once, by the operation's model (a JSON body, or query
+    parameters), the key's scope checked, the facade method run in a worker thread, and the
+    answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
+    nobody wrote to reads as empty; only a write creates it. FastAPI's route documents it.
+    """
+
+    def __init__(self, op: Operation) -> None:
+        self.op = op
+        self.repeated = repeated_fields(op.request)
+        self.pattern = re.compile(_PATH_PARAM.sub(r"(?P<\1>[^/]+)", op.route))
+        params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+                  Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
+        params += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=NodeIdPath)
+                   for name in op.path_fields]
+        self.__signature__ = Signature(params, return_annotation=Response)
+
+    async def __call__(self, request: Request, space: str, **path: str) -> Response:
+        raw = b"" if self.op.in_query else await request.body()
+        try:
+            return await offload(self.answer, request, space, raw, path)
+        except (DeltaMemError, ApiError) as exc:
+            return error_response(request, exc)
+
+    def answer(self, request: Request, space: str, raw: bytes,
+               path: dict[str, str]) -> Response:
+        for name, value in path.items():
+            try:
+                _NODE_ID.validate_python(value)
+            except ValidationError as exc:
+                raise invalid_input(exc.errors(), name) from None
+        mem = memory_for(request, space, self.op.scope, create=True)
+        result = self.op.run(mem, self.parse(raw, request), path)
+        return _json(self.op.answer_of(result, mem))
+
+    def parse(self, raw: bytes, request: Request) -> BaseModel:
+        """The operation's input model from the body or the query string (422 if invalid)."""
+        try:
+            if not self.op.in_query:
+                return self.op.request.model_validate_json(raw or b"{}")
+            query, fields = request.query_params, self.op.request.model_fields
+            return self.op.request.model_validate(
+                {name: query.getlist(name) if name in self.repeated else query[name]
+                 for name in query if name in fields})
+        except ValidationError as exc:
+            raise invalid_input(exc.errors(), "query" if self.op.in_query else "body",
+                                raw) from None
 
 
-def _memory(request: Request, space: str, credentials: HTTPAuthorizationCredentials | None,
-            scope: str, *, create: bool) -> DeltaMem:
-    check_space(space)
-    keys: KeyStore | None = request.app.state.keys
-    if keys is not None:
-        _limit(request, _authorise(request, keys, credentials, space, scope))
-    pool: SpacePool = request.app.state.pool
-    return pool.get(space, create=create)
+class OperationRouter:
+    """ASGI middleware sending the table's operations to their :class:`OperationRoute` ahead of
+    FastAPI's router, whose per-request work (dependency solving, the exception and exit-stack
+    layers) costs more CPU than a small operation; every other path goes on to FastAPI. It sits
+    inside the body limit and the access log; errors get the same envelope as elsewhere."""
+
+    def __init__(self, app: ASGIApp, routes: list[OperationRoute]) -> None:
+        self.app = app
+        self.routes: dict[str, list[OperationRoute]] = {}
+        for route in routes:
+            self.routes.setdefault(route.op.method, []).append(route)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            for route in self.routes.get(scope["method"], ()):
+                match = route.pattern.fullmatch(scope["path"])
+                if match is not None:
+                    response = await route(Request(scope, receive), **match.groupdict())
+                    await response(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
 
-Mem = Annotated[DeltaMem, Depends(memory)]
-WriteMem = Annotated[DeltaMem, Depends(writable_memory)]
-
-
-def _authorise(request: Request, keys: KeyStore,
-               credentials: HTTPAuthorizationCredentials | None, space: str,
-               scope: str) -> ApiKey:
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if credentials is None:
-        raise ApiError(401, "Unauthorized", "missing API key: send 'Authorization: Bearer <key>'",
-                       headers=challenge)
-    key = keys.verify(credentials.credentials)
-    if key is None:
-        raise ApiError(401, "Unauthorized", "invalid or revoked API key", headers=challenge)
-    request.state.key_id = key.id  # for the access log (the id, never the secret)
-    if not key.covers(space):
-        raise ApiError(403, "Forbidden", f"this API key is not allowed on space {space!r}")
-    if not key.allows(space, scope):
-        raise ApiError(403, "Forbidden", f"this API key lacks the {scope!r} scope "
-                       f"(it has: {', '.join(key.scopes)})")
-    return key
-
-
-def _limit(request: Request, key: ApiKey) -> None:
-    per_minute = key.rate_limit or request.app.state.rate_limit
-    if per_minute is None:
-        return
-    limiter: RateLimiter = request.app.state.limiter
-    wait = limiter.take(key.id, per_minute)
-    if wait is not None:
-        raise ApiError(429, "RateLimited", f"this API key is limited to {per_minute} requests "
-                       f"per minute; retry in {wait} s", headers={"Retry-After": str(wait)})
-
-
-def _install_errors(app: FastAPI) -> None:
-    @app.exception_handler(DeltaMemError)
-    async def library_error(request: Request, exc: DeltaMemError) -> JSONResponse:
+def error_response(request: Request, exc: Exception) -> JSONResponse:
+    """The JSON error answer of a library error, an :class:`ApiError`, FastAPI's validation
+    error or an HTTP error (404, 405, an undecodable body)."""
+    if isinstance(exc, ApiError):
+        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
+    if isinstance(exc, DeltaMemError):
         body = library_error_body(exc, getattr(request.app.state, "paths", ()))
         return JSONResponse(body, status_code=status_for(exc))
-
-    @app.exception_handler(ApiError)
-    async def api_error(_: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(exc.body, status_code=exc.status, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors: list[dict[str, Any]] = list(exc.errors())
-        first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request"}
-        loc = tuple(first.get("loc", ()))
-        if first.get("type") == "json_invalid":
-            ctx: dict[str, Any] = first.get("ctx") or {}
-            detail = ctx.get("error", "invalid JSON")
-            return JSONResponse(error_body(
-                "ValidationError", f"malformed JSON body: {detail} at character {loc[-1]}", "body"
-            ), status_code=422)
-        field = validation_field(loc)
-        return JSONResponse(error_body("ValidationError", f"{field}: {first['msg']}", field),
-                            status_code=422)
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        unreadable = _unreadable_body(exc)
-        if unreadable is not None:  # the documented 422, not FastAPI's generic 400
-            return JSONResponse(error_body("ValidationError", unreadable, "body"),
-                                status_code=422)
-        return JSONResponse(error_body("HTTPError", str(exc.detail)),
-                            status_code=exc.status_code, headers=exc.headers)
-
-
-def _unreadable_body(exc: StarletteHTTPException) -> str | None:
-    """Why FastAPI could not decode a JSON body (its 400 "error parsing the body"), or None
-    for any other HTTP error."""
-    cause = exc.__cause__
-    if exc.status_code != 400 or cause is None or exc.detail != PARSE_FAILED:
-        return None
-    if isinstance(cause, UnicodeDecodeError):
-        return (f"malformed JSON body: not valid UTF-8 (byte {cause.start}); send UTF-8 "
-                "encoded JSON")
-    if isinstance(cause, RecursionError):
-        return "malformed JSON body: nested too deeply; send at most 32 levels of nesting"
-    return f"malformed JSON body: {type(cause).__name__}"
+    if isinstance(exc, RequestValidationError):
+        return error_response(request, invalid_input(list(exc.errors()), "body"))
+    assert isinstance(exc, StarletteHTTPException)
+    unreadable = unreadable_body(exc.status_code, exc.detail, exc.__cause__)
+    if unreadable is not None:  # the documented 422, not FastAPI's generic 400
+        return JSONResponse(error_body("ValidationError", unreadable, "body"), status_code=422)
+    return JSONResponse(error_body("HTTPError", str(exc.detail)), status_code=exc.status_code,
+                        headers=exc.headers)
 
 
 def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
@@ -276,8 +279,7 @@ def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
     async def readyz() -> JSONResponse:
         """Readiness: the database answers a query within the ready timeout."""
         try:
-            spaces = await asyncio.wait_for(
-                run_in_threadpool(lambda: len(pool.store.spaces())), timeout)
+            spaces = await asyncio.wait_for(offload(lambda: len(pool.store.spaces())), timeout)
         except TimeoutError:
             return JSONResponse({"status": "unavailable",
                                  "error": f"the database did not answer within {timeout:g} s"},
@@ -285,118 +287,6 @@ def _add_health(app: FastAPI, pool: SpacePool, timeout: float) -> None:
         except Exception as exc:  # any failure means "not ready"; say why
             return JSONResponse({"status": "unavailable", "error": str(exc)}, status_code=503)
         return JSONResponse({"status": "ready", "spaces": spaces})
-
-
-class OperationRoute:
-    """The REST handler of one operation of :data:`~deltamem.formats.operations.OPERATIONS`.
-
-    Its input is read and validated once, by the operation's model (a JSON body, or query
-    parameters), the key's scope checked, the facade method run in a worker thread, and the
-    answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-    nobody wrote to reads as empty; only a write creates it.
-    """
-
-    def __init__(self, op: Operation) -> None:
-        self.op = op
-        schema = op.request.model_json_schema()
-        self._multi = frozenset(name for name, prop in schema.get("properties", {}).items()
-                                if _many(prop))
-        # The key is read from the header here, not through a FastAPI dependency (a cost on
-        # every request); the OpenAPI document still names the bearer scheme (openapi()).
-        params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
-                  Parameter("space", Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
-        params += [Parameter(name, Parameter.KEYWORD_ONLY, annotation=NodeIdPath)
-                   for name in op.path_fields]
-        self.__signature__ = Signature(params, return_annotation=Response)
-
-    async def __call__(self, request: Request, space: str, **path: str) -> Response:
-        raw = b"" if self.op.in_query else await request.body()
-        return await run_in_threadpool(self.answer, request, space, raw, path)
-
-    def answer(self, request: Request, space: str, raw: bytes,
-               path: dict[str, str]) -> Response:
-        mem = _memory(request, space, _bearer(request), self.op.scope, create=True)
-        given = self.parse(raw, request)
-        result = self.op.run(mem, given, path)
-        body = self.op.answer_of(result, mem).model_dump_json(exclude_unset=True)
-        return Response(body, media_type="application/json")
-
-    def parse(self, raw: bytes, request: Request) -> BaseModel:
-        """The operation's input model from the body or the query string (422 if invalid)."""
-        try:
-            if not self.op.in_query:
-                return self.op.request.model_validate_json(raw or b"{}")
-            query = request.query_params
-            fields = self.op.request.model_fields
-            return self.op.request.model_validate(
-                {name: query.getlist(name) if name in self._multi else query[name]
-                 for name in query if name in fields})
-        except ValidationError as exc:
-            raise _invalid(exc, "query" if self.op.in_query else "body", raw) from None
-
-    def openapi(self) -> dict[str, Any]:
-        """The route's OpenAPI extras: its input (body or query parameters), name and
-        idempotence (the TypeScript client is generated from these)."""
-        extra: dict[str, Any] = {"x-deltamem-idempotent": self.op.idempotent,
-                                 "x-deltamem-scope": self.op.scope,
-                                 "security": [{"HTTPBearer": []}]}
-        if not self.op.in_query:
-            extra["requestBody"] = {"required": False, "content": {
-                "application/json": {"schema": schema_ref(self.op.request)}}}
-            return extra
-        props = self.op.request.model_json_schema().get("properties", {})
-        extra["parameters"] = [
-            {"name": name, "in": "query", "required": False,
-             "description": prop.get("description", ""),
-             "schema": ({"type": "array", "items": {"type": "string"}} if name in self._multi
-                        else {k: v for k, v in prop.items() if k != "description"})}
-            for name, prop in props.items()]
-        return extra
-
-
-def _bearer(request: Request) -> HTTPAuthorizationCredentials | None:
-    """The ``Authorization: Bearer`` credentials of a request, as ``HTTPBearer`` reads them."""
-    kind, _, token = request.headers.get("authorization", "").partition(" ")
-    if kind.lower() != "bearer" or not token.strip():
-        return None
-    return HTTPAuthorizationCredentials(scheme=kind, credentials=token.strip())
-
-
-def _many(prop: dict[str, Any]) -> bool:
-    """Whether a query field is repeated (a list, or a dict sent as key=value texts)."""
-    kinds = [prop.get("type")] + [p.get("type") for p in prop.get("anyOf", [])]
-    return "array" in kinds or "object" in kinds
-
-
-def _invalid(exc: ValidationError, where: str, raw: bytes) -> ApiError:
-    """The 422 of an invalid input, naming its first bad field."""
-    errors: list[dict[str, Any]] = [dict(e) for e in exc.errors()]
-    first: dict[str, Any] = errors[0] if errors else {"loc": (), "msg": "invalid request",
-                                                       "type": ""}
-    if first["type"] == "json_invalid":
-        ctx: dict[str, Any] = first.get("ctx") or {}
-        detail = str(ctx.get("error", "invalid JSON"))
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as bad:
-            detail = f"not valid UTF-8 (byte {bad.start}); send UTF-8 encoded JSON"
-        if "recursion" in detail:
-            detail = "nested too deeply; send at most 32 levels of nesting"
-        return ApiError(422, "ValidationError", f"malformed JSON body: {detail}", "body")
-    field = validation_field(tuple(first.get("loc", ()))) if first.get("loc") else where
-    return ApiError(422, "ValidationError", f"{field}: {first['msg']}", field)
-
-
-def _add_operations(app: FastAPI) -> None:
-    """One route per operation of the table that REST derives (see :class:`OperationRoute`)."""
-    for op in operations.OPERATIONS:
-        if not op.on("rest"):
-            continue
-        route = OperationRoute(op)
-        app.add_api_route(op.route, route, methods=[op.method], name=op.name,
-                          operation_id=op.name, summary=op.summary, tags=[_tag(op)],
-                          response_class=Response, openapi_extra=route.openapi(),
-                          **documented(op.answer))
 
 
 def _tag(op: Operation) -> str:
@@ -410,34 +300,36 @@ def _add_custom_routes(app: FastAPI) -> None:
 
     @app.post("/v1/spaces/{space}/learn", tags=["memory"], operation_id="learn",
               **documented(api.LearnOut | api.BatchOut),  # a BatchOut for a batch
-              openapi_extra={"requestBody": {"required": True, "content": {
+              openapi_extra={**SECURED, "requestBody": {"required": True, "content": {
                   "application/json": {"schema": body_schema}}}})
-    def learn(mem: WriteMem, payload: Annotated[dict[str, Any], Body(
+    def learn(request: Request, space: str, payload: Annotated[dict[str, Any], Body(
         description="One episode, or {\"episodes\": [...]}: a batch is all or nothing (every "
                     "episode is validated, then all are learned in one transaction; on any "
                     "error none is stored).",
         examples=[EXAMPLE_EPISODE, {"episodes": [EXAMPLE_EPISODE]}],
     )]) -> Response:
         """Learn one finished episode, or a batch of them (all or nothing)."""
+        mem = memory_for(request, space, CUSTOM_SCOPES["learn"], create=True)
         if set(payload) != {"episodes"}:
             return _json(mem.learn(episode_from_dict(payload)).to_wire())
         raw = payload["episodes"]
-        if not isinstance(raw, list) or len(raw) > MAX_BATCH:
-            raise EpisodeError(f"field 'episodes' must be a list of at most {MAX_BATCH} "
+        if not isinstance(raw, list) or len(raw) > api.MAX_BATCH:
+            raise EpisodeError(f"field 'episodes' must be a list of at most {api.MAX_BATCH} "
                                "episodes", field="episodes")
         episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
         return _json(mem.learn_many(episodes).to_wire())
 
     @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse,
-             **documented(None, media_type="text/html"))
-    def view(mem: Mem) -> HTMLResponse:
+             openapi_extra=SECURED, **documented(None, media_type="text/html"))
+    def view(request: Request, space: str) -> HTMLResponse:
         """Both trees as one self-contained HTML page."""
-        return HTMLResponse(render_viewer(mem))
+        return HTMLResponse(render_viewer(memory_for(request, space, "read", create=False)))
 
     @app.get("/v1/spaces/{space}/export", tags=["admin"], response_class=StreamingResponse,
-             operation_id="export", **documented(None, media_type=NDJSON))
-    def export(mem: Mem) -> StreamingResponse:
+             operation_id="export", openapi_extra=SECURED, **documented(None, media_type=NDJSON))
+    def export(request: Request, space: str) -> StreamingResponse:
         """The space as JSON Lines (header, nodes with vectors, episodes), streamed."""
+        mem = memory_for(request, space, CUSTOM_SCOPES["export"], create=False)
         lines = mem.iter_export()
         first = next(lines)  # fail with a JSON error before the stream starts
 
@@ -448,16 +340,16 @@ def _add_custom_routes(app: FastAPI) -> None:
         return StreamingResponse(stream(), media_type=NDJSON)
 
     @app.post("/v1/spaces/{space}/import", tags=["admin"], operation_id="import_",
-              **documented(api.ImportOut),
-              openapi_extra={"requestBody": {"content": {NDJSON: {"schema": {"type": "string"}}},
-                                             "required": True}})
-    async def import_(mem: WriteMem, request: Request) -> dict[str, int]:
+              **documented(api.ImportOut), openapi_extra={**SECURED, "requestBody": {
+                  "content": {NDJSON: {"schema": {"type": "string"}}}, "required": True}})
+    async def import_(request: Request, space: str) -> dict[str, int]:
         """Load an export (JSON Lines body) into the space in one transaction, all or nothing.
 
         The whole body is verified first; a bad one is 422 naming its first bad record.
         """
-        lines = (await request.body()).split(b"\n")
-        return await run_in_threadpool(mem.import_lines, lines)
+        mem = await offload(lambda: memory_for(request, space, CUSTOM_SCOPES["import_"],
+                                               create=True))
+        return await offload(mem.import_lines, (await request.body()).split(b"\n"))
 
 
 def _json(answer: api.Model) -> Response:

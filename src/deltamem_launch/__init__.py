@@ -19,7 +19,8 @@ imports meanwhile:
    (:func:`deltamem.faces.server.mcp_serve.hand_over`): it reads them first, so its session is
    initialized exactly as the client asked, and its own answers to the requests answered
    early are dropped (the client got them already; one that differs is reported on stderr).
-   Every later request is the SDK server's.
+   Every later request is the SDK server's. When the client closes stdin while the front
+   still reads (it had all it needed), the process exits at once (:func:`input_ended`).
 
 Any other command, ``--transport http``, ``--help``, a missing ``mcp`` package or
 ``DELTAMEM_MCP_FRONT=0`` runs the CLI directly. An option the CLI refuses (a bad ``--db``) is
@@ -64,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
                 more, listed = answer_listings(0, 1, done_r, listings())
                 lines += more
                 early.update(listed)
+                if input_ended(0):
+                    # The client closed our stdin after the answers it needed (a print-mode
+                    # session ends so): exit now rather than finish the imports for nobody --
+                    # the client waits for this process to end (Claude Code: about 1 s a
+                    # session).
+                    os._exit(0)
         except KeyboardInterrupt:  # as the CLI reports it (app.EXIT_INTERRUPTED)
             sys.stderr.write("error: interrupted\n")
             sys.exit(130)
@@ -137,6 +144,24 @@ def answer_listings(read_fd: int, write_fd: int, done_fd: int,
             break
         answered[answer["id"]] = answer
     return lines, answered
+
+
+def input_ended(fd: int) -> bool:
+    """Whether ``fd`` (a pipe or socket) is at end of input, without reading from it: it is
+    readable and holds no bytes. False where that cannot be told (Windows pipes)."""
+    try:
+        import fcntl
+        import select
+        import termios
+
+        ready, _, _ = select.select([fd], [], [], 0)
+        if not ready:
+            return False
+        pending = bytearray(4)
+        fcntl.ioctl(fd, termios.FIONREAD, pending)
+        return int.from_bytes(pending, sys.byteorder) == 0
+    except (ImportError, OSError, ValueError):
+        return False
 
 
 def read_line(fd: int) -> bytes:

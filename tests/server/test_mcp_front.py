@@ -24,7 +24,14 @@ from mcp.client.stdio import stdio_client
 from test_mcp import TOOLS, check, scenario
 
 from deltamem.faces.server.mcp_serve import _Dropping
-from deltamem_launch import FRONT_ENV, answer_initialize, answer_listings, front_wanted, listings
+from deltamem_launch import (
+    FRONT_ENV,
+    answer_initialize,
+    answer_listings,
+    front_wanted,
+    input_ended,
+    listings,
+)
 from deltamem_launch.handshake import HANDSHAKE_VERSIONS
 
 pytestmark = pytest.mark.server
@@ -120,15 +127,22 @@ def test_the_front_survives_a_client_that_is_gone() -> None:
 
 def test_an_option_the_cli_refuses_is_reported_after_the_early_answer(tmp_path: Path) -> None:
     """The front answers before the CLI reads its options; a refused one then ends the server
-    with the CLI's one-line error and exit code, no traceback."""
-    proc = subprocess.run([sys.executable, "-m", "deltamem_launch", "mcp", "--db",
-                           str(tmp_path / "m.db"), "--embedder", "no-such-embedder"],
-                          input=json.dumps(initialize(1, "2025-06-18")).encode() + b"\n",
-                          capture_output=True, timeout=120,
-                          env={**os.environ, FRONT_ENV: "1"}, check=False)
-    assert json.loads(proc.stdout)["id"] == 1
-    assert proc.returncode == 3 and proc.stderr.decode().startswith("error: ")
-    assert "Traceback" not in proc.stderr.decode()
+    with the CLI's one-line error and exit code, no traceback (the client still connected: one
+    that has closed stdin is gone, and the process just ends, see below)."""
+    proc = subprocess.Popen([sys.executable, "-m", "deltamem_launch", "mcp", "--db",
+                             str(tmp_path / "m.db"), "--embedder", "no-such-embedder"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, FRONT_ENV: "1"})
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(json.dumps(initialize(1, "2025-06-18")).encode() + b"\n")
+    proc.stdin.flush()
+    try:
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        assert proc.wait(120) == 3
+    finally:
+        proc.stdin.close()
+    error = proc.stderr.read().decode()
+    assert error.startswith("error: ") and "Traceback" not in error
 
 
 def session(front: bool, lines: list[dict[str, Any] | bytes], until: int) -> list[dict[str, Any]]:
@@ -319,3 +333,32 @@ def test_the_front_runs_only_for_mcp_over_stdio(args: list[str], wanted: bool,
     assert front_wanted(args) is wanted
     monkeypatch.setenv(FRONT_ENV, "0")
     assert front_wanted(args) is False
+
+
+def test_input_ended_tells_a_closed_pipe_without_reading_it() -> None:
+    """Pending bytes and an open, empty pipe are not the end; a closed writer with nothing
+    left is (and nothing is taken from the pipe to tell)."""
+    read, write = os.pipe()
+    try:
+        assert not input_ended(read)  # open, empty
+        os.write(write, b"x")
+        assert not input_ended(read)  # a byte waits
+        os.close(write)
+        assert not input_ended(read)  # closed, but the byte still waits for the SDK
+        assert os.read(read, 1) == b"x"
+        assert input_ended(read)
+    finally:
+        os.close(read)
+
+
+def test_the_front_exits_when_the_client_closes_stdin_after_the_listings() -> None:
+    """A print-mode client closes stdin once it has the listings: the process ends with 0 and
+    says nothing (it no longer finishes importing the SDK for nobody)."""
+    proc = start(front=True)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(json.dumps(initialize(0, HANDSHAKE_VERSIONS[-1])).encode() + b"\n"
+                     + json.dumps(LIST).encode() + b"\n")
+    proc.stdin.close()
+    answers = [json.loads(line) for line in proc.stdout.read().splitlines()]
+    assert proc.wait(120) == 0 and proc.stderr.read() == b""
+    assert [a["id"] for a in answers] == [0, LIST["id"]]

@@ -70,6 +70,7 @@ from deltamem.extract.base import Extractor
 from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
+from deltamem.scenes.base import contents_of
 from deltamem.store import open_store, transfer
 from deltamem.store import scrub as scrubbing
 from deltamem.store.base import EpisodeRecord, Store, Vector
@@ -114,8 +115,9 @@ class DeltaMem:
                                        getattr(extractor, "scene", None) or self.settings.scene)
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
-        # The scene's signature of a text: the one place the scene is handed to ranking.
-        self.reader = Reader(store, space, self.settings, self.scene.signature)
+        # The scene's signature and contents of a text: where the scene is handed to ranking.
+        self.reader = Reader(store, space, self.settings, self.scene.signature,
+                             contents_of(self.scene))
         self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim,
                              scene=self.scene)
         self.consolidator = Consolidator(store, space, self.settings, extractor, self._writing)

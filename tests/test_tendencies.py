@@ -1,0 +1,55 @@
+"""Scene knowledge as tendencies across layouts, end to end: the trace extractor, the text-game
+scene and the environment tree on a real SQLite store (hashing test embedder)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from deltamem.core.knowledge import contradictions, tendency
+from deltamem.core.model import Knowledge
+from deltamem.core.tree import check_forest
+
+sys.path.insert(0, str(Path(__file__).parent / "scenes"))
+from test_text_games import ALF_KITCHEN, ALF_KITCHEN_2, kitchen_episode  # noqa: E402
+
+ALF_KITCHEN_3 = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 9,"
+                 " a countertop 3, a drawer 2, a fridge 1, and a microwave 1.")
+
+
+def test_scene_knowledge_transfers_to_unseen_floor_plans_with_support_counts(mem):
+    """Bad case (ALFWorld dev games, issue 47): the environment tree matched 13 % of unseen floor
+    plans, since a layout is the plan's receptacle list, and what it held were instances. Now a
+    floor plan of the same kind of room recalls the type-level tendencies, and each episode
+    absorbed tallies them: seen again adds k and n, contradicted adds n only."""
+    mem.learn(kitchen_episode(ALF_KITCHEN))
+    recall = mem.recall("put a clean mug in sinkbasin", ALF_KITCHEN_2)
+    assert recall.env.matched  # another layout, recalled by what it contains
+    assert isinstance(recall.env.experience, Knowledge)
+    assert "mug: found in countertop (1 of 1 episodes); found in cabinet (1 of 1 episodes)" \
+        in recall.env.experience.facts
+
+    mem.learn(kitchen_episode(ALF_KITCHEN_2))
+    second = kitchen_episode(ALF_KITCHEN_3)
+    only_cabinet = second.steps[2:]  # this time no mug on the countertop
+    mem.learn(type(second)(second.task, env=second.env, steps=only_cabinet, success=True))
+    recall = mem.recall("put a clean mug in sinkbasin", ALF_KITCHEN)
+    assert recall.env.matched
+    knowledge = recall.env.experience
+    assert isinstance(knowledge, Knowledge)
+    [mug] = [tendency(f) for f in knowledge.facts if f.startswith("mug:")]
+    assert mug is not None and mug.n == 3
+    assert mug.claims == (("found in cabinet", 3), ("found in countertop", 2))
+    assert contradictions(knowledge.facts) == []
+    # one chain of residuals: roots full, deltas only the subjects each episode observed
+    chain = recall.env.chain
+    assert chain[0].is_root and all(not n.is_root for n in chain[1:])
+    assert check_forest(mem.store.nodes(mem.space)) == []
+
+
+def test_scenes_of_other_contents_and_scenes_without_instances_keep_apart(mem):
+    """A bathroom shares no knowledge with a kitchen; TextWorld's exact layouts are unchanged."""
+    mem.learn(kitchen_episode(ALF_KITCHEN))
+    bathroom = ("You are in the middle of a room. Looking quickly around you, you see a "
+                "bathtubbasin 1, a sinkbasin 1, a toilet 1, and a towelholder 1.")
+    assert not mem.recall("put a clean cloth in bathtubbasin", bathroom).env.matched

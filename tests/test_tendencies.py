@@ -53,3 +53,37 @@ def test_scenes_of_other_contents_and_scenes_without_instances_keep_apart(mem):
     bathroom = ("You are in the middle of a room. Looking quickly around you, you see a "
                 "bathtubbasin 1, a sinkbasin 1, a toilet 1, and a towelholder 1.")
     assert not mem.recall("put a clean cloth in bathtubbasin", bathroom).env.matched
+
+
+# -- the same mechanism for coding sessions ------------------------------------------------------
+
+def test_project_facts_count_the_sessions_that_support_them():
+    """"The tests run with `pytest -q` in k of n sessions": a claim seen again counts once more
+    (whatever each run's totals), a failure in another session records n without k for the
+    passing claim, and an edit makes the failing claim stale while the count stays."""
+    from deltamem.core.model import Episode, Step
+    from deltamem.extract.coding import CodingExtractor
+
+    scene = "software project shop at /home/bob/src/shop"
+    extractor = CodingExtractor()
+
+    def session(*steps: tuple[str, str]) -> Episode:
+        return Episode("run the tests", scene, steps=tuple(Step(a, o) for a, o in steps),
+                       success=True)
+
+    known = extractor.knowledge(session(("Bash: pytest -q", "3 passed in 0.2s")))
+    assert known.facts == ("tests (pytest): `pytest -q` works (3 passed in 0.2s)",)  # 1 of 1
+    known = extractor.knowledge(session(("Bash: pytest -q", "5 passed in 0.3s")), known)
+    assert known.facts == ("tests (pytest): `pytest -q` works (5 passed in 0.3s) "
+                           "(2 of 2 sessions)",)
+    failing = ("Bash: pytest -q", "error: Exit code 1\nFAILED tests/test_a.py::test_x - "
+                                  "assert 1 == 2\n1 failed, 4 passed in 0.3s")
+    known = extractor.knowledge(session(failing), known)
+    [fact] = known.facts
+    counted = tendency(fact)
+    assert counted is not None and counted.n == 3 and counted.unit == "sessions"
+    assert [k for _, k in counted.claims] == [2, 1]
+    assert counted.claims[1][0].startswith("`pytest -q` fails")
+    edited = session(("Edit: /home/bob/src/shop/a.py", "The file has been updated."))
+    assert extractor.knowledge(edited, known).facts == (
+        "tests (pytest): `pytest -q` works (5 passed in 0.3s) (2 of 3 sessions)",)

@@ -158,25 +158,27 @@ def episode_tendencies(facts: Iterable[str], unit: str = "episodes") -> tuple[st
                  for s, cs in claims.items() if cs)
 
 
-def tally(known: Tendency, newer: Tendency) -> Tendency:
+def tally(known: Tendency, newer: Tendency, max_claims: int = MAX_CLAIMS) -> Tendency:
     """``known`` with ``newer``'s counts added (see the module docstring): the same claim adds
     ``k`` (the newer text kept), a known claim the newer one lacks keeps its ``k`` of the summed
     ``n``, a new claim brings its ``k``; best supported first (ties: known order, then newer's),
-    at most :data:`MAX_CLAIMS`."""
+    at most ``max_claims``."""
     counts: dict[str, list[Any]] = {claim_key(c): [c, k] for c, k in known.claims}
     for claim, k in newer.claims:
         slot = counts.setdefault(claim_key(claim), [claim, 0])
         slot[0] = claim
         slot[1] += k
-    ranked = sorted(counts.values(), key=lambda slot: -slot[1])[:MAX_CLAIMS]
+    ranked = sorted(counts.values(), key=lambda slot: -slot[1])[:max(max_claims, 1)]
     return Tendency(newer.subject, tuple((c, k) for c, k in ranked), known.n + newer.n,
                     newer.unit)
 
 
-def absorb(known: Iterable[str], newer: Iterable[str]) -> tuple[str, ...]:
+def absorb(known: Iterable[str], newer: Iterable[str],
+           max_claims: int = MAX_CLAIMS) -> tuple[str, ...]:
     """``known`` facts updated by ``newer`` ones, one fact per subject: a newer tendency tallies
-    with the known one about its subject (a known plain fact counts as ``1 of 1``), a newer
-    plain fact supersedes (:func:`supersede`), each in place; new subjects are appended."""
+    with the known one about its subject (:func:`tally`, keeping ``max_claims``; a known plain
+    fact counts as ``1 of 1``), a newer plain fact supersedes (:func:`supersede`), each in
+    place; new subjects are appended."""
     out: list[str] = []
     where: dict[str, int] = {}
     for fact in known:
@@ -200,7 +202,7 @@ def absorb(known: Iterable[str], newer: Iterable[str]) -> tuple[str, ...]:
                 claim = out[where[subject]].partition(SUBJECT_SEP)[2].strip()
                 old = Tendency(new.subject, ((claim, 1),) if claim else (), int(bool(claim)),
                                new.unit)
-            out[where[subject]] = tally(old, new).text()
+            out[where[subject]] = tally(old, new, max_claims).text()
     return tuple(out)
 
 

@@ -138,6 +138,10 @@ def test_same_scene_matches_other_layouts_by_contents_newest_first():
     kept = same_scene(found, nodes, "plan9", signature, contents=contents, mine=mine,
                       overlap=0.6, limit=1)
     assert [c.id for c in kept or []] == ["b", "a"]
+    # the newest first among those that clear the threshold only: d (0.8) does not
+    kept = same_scene(found, nodes, "plan9", signature, contents=contents, mine=mine,
+                      overlap=0.5, threshold=0.85)
+    assert [c.id for c in kept or []] == ["b", "a", "d"]
     # without contents of its own, a scene keeps the exact rule
     assert same_scene(found, nodes, "plan1", signature, contents=contents) == [found[0]]
 

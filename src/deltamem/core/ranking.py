@@ -257,7 +257,8 @@ def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: st
                fetched: int | None = None,
                contents: Callable[[str], frozenset[str]] | None = None,
                mine: frozenset[str] = frozenset(),
-               overlap: float = SCENE_OVERLAP) -> list[Candidate] | None:
+               overlap: float = SCENE_OVERLAP,
+               threshold: float | None = None) -> list[Candidate] | None:
     """``found`` for the environment tree: only nodes learned in a scene whose key has the
     ``layout`` of the query (``signature(node.key) == layout``), and among exact ties the newest
     first (``core.knowledge.latest_first``).
@@ -277,8 +278,9 @@ def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: st
     matches when its scene's ``contents`` overlap ``mine`` by at least ``overlap``
     (``core.knowledge.scene_overlap``), whatever its exact layout: such scenes are random
     draws of their types and their knowledge is type-level tendencies. Then every matching
-    candidate is walked and the newest comes first: each episode extends the newest knowledge
-    of its kind of scene, so the newest holds the tallies of all before it.
+    candidate is walked and, among those that clear ``threshold``, the newest comes first (the
+    others follow): each episode extends the newest knowledge of its kind of scene, so the
+    newest holds the tallies of all before it.
     """
     fetched = len(found) if fetched is None else fetched
     by_contents = contents is not None and bool(mine)
@@ -297,7 +299,9 @@ def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: st
             kept.append(candidate)
             created[candidate.id] = node.created_at
     if by_contents:
-        return sorted(kept, key=lambda c: -created[c.id])
+        return sorted(kept, key=lambda c: (threshold is not None and not accepts(c.score,
+                                                                             threshold),
+                                           -created[c.id]))
     return latest_first(kept, created)
 
 

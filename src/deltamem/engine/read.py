@@ -229,7 +229,7 @@ class Reader:
     def _by_contents(self, key: str) -> dict[str, Any]:
         """``core.ranking.same_scene``'s arguments for matching ``key``'s scene by contents."""
         return {"contents": self.contents, "mine": self.contents(key),
-                "overlap": self.scene_overlap}
+                "overlap": self.scene_overlap, "threshold": self.settings.threshold(Tree.ENV)}
 
     def fetching(self, found: Sequence[Candidate], first: int,
                  rule: Callable[..., _R], have: dict[str, Node] | None = None

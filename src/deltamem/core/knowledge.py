@@ -22,7 +22,8 @@ separator too far in to be a subject) is its own subject, so it can only repeat,
 :func:`absorb` merges newer facts into known ones -- a tendency *tallies*: a claim seen again
 adds its ``k``, a claim of an observed subject that the newer facts do not show adds ``n``
 without ``k`` (it was contradicted), a new claim starts at the newer ``k`` of the summed ``n``;
-a plain fact supersedes as before. The subject stays one fact, so the delta an episode writes
+a plain fact supersedes as before; best supported claims first, the latest among equals. The
+subject stays one fact, so the delta an episode writes
 is the one-item replacement of each subject it observed, and composition stays exact. Two
 claims are the same claim when they agree once parenthesised details are dropped
 (:func:`claim_key`: "`pytest -q` works (5 passed)" is "`pytest -q` works (7 passed)" seen
@@ -161,14 +162,16 @@ def episode_tendencies(facts: Iterable[str], unit: str = "episodes") -> tuple[st
 def tally(known: Tendency, newer: Tendency, max_claims: int = MAX_CLAIMS) -> Tendency:
     """``known`` with ``newer``'s counts added (see the module docstring): the same claim adds
     ``k`` (the newer text kept), a known claim the newer one lacks keeps its ``k`` of the summed
-    ``n``, a new claim brings its ``k``; best supported first (ties: known order, then newer's),
-    at most ``max_claims``."""
+    ``n``, a new claim brings its ``k``; best supported first, and among equals the claims
+    ``newer`` shows first (the latest word), at most ``max_claims``."""
     counts: dict[str, list[Any]] = {claim_key(c): [c, k] for c, k in known.claims}
     for claim, k in newer.claims:
         slot = counts.setdefault(claim_key(claim), [claim, 0])
         slot[0] = claim
         slot[1] += k
-    ranked = sorted(counts.values(), key=lambda slot: -slot[1])[:max(max_claims, 1)]
+    shown = {claim_key(c) for c, _ in newer.claims}
+    ranked = sorted(counts.values(), key=lambda slot: (-slot[1], claim_key(slot[0]) not in shown)
+                    )[:max(max_claims, 1)]
     return Tendency(newer.subject, tuple((c, k) for c, k in ranked), known.n + newer.n,
                     newer.unit)
 

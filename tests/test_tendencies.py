@@ -82,8 +82,23 @@ def test_project_facts_count_the_sessions_that_support_them():
     [fact] = known.facts
     counted = tendency(fact)
     assert counted is not None and counted.n == 3 and counted.unit == "sessions"
-    assert [k for _, k in counted.claims] == [2, 1]
-    assert counted.claims[1][0].startswith("`pytest -q` fails")
+    # the latest word, as before, now with its support: 1 of the 3 sessions that ran the tests
+    assert len(counted.claims) == 1 and counted.claims[0][1] == 1
+    assert counted.claims[0][0].startswith("`pytest -q` fails")
+    known = extractor.knowledge(session(failing), known)
+    counted = tendency(known.facts[0])
+    assert counted is not None and counted.n == 4 and counted.claims[0][1] == 2
+    # an edit makes the failing claim stale: it goes
     edited = session(("Edit: /home/bob/src/shop/a.py", "The file has been updated."))
-    assert extractor.knowledge(edited, known).facts == (
-        "tests (pytest): `pytest -q` works (5 passed in 0.3s) (2 of 3 sessions)",)
+    assert extractor.knowledge(edited, known).facts == ()
+
+
+def test_latest_first_keeps_the_latest_statement_with_its_support():
+    from deltamem.core.knowledge import absorb, episode_tendencies
+
+    known = absorb(episode_tendencies(["tests (make): `make test` works"], "sessions"),
+                   episode_tendencies(["tests (make): `make test` works"], "sessions"))
+    newer = episode_tendencies(["tests (make): `make test` fails"], "sessions")
+    assert absorb(known, newer, 1, latest=True) == (
+        "tests (make): `make test` fails (1 of 3 sessions)",)
+    assert absorb(known, newer, 1) == ("tests (make): `make test` works (2 of 3 sessions)",)

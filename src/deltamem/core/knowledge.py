@@ -159,28 +159,34 @@ def episode_tendencies(facts: Iterable[str], unit: str = "episodes") -> tuple[st
                  for s, cs in claims.items() if cs)
 
 
-def tally(known: Tendency, newer: Tendency, max_claims: int = MAX_CLAIMS) -> Tendency:
+def tally(known: Tendency, newer: Tendency, max_claims: int = MAX_CLAIMS, *,
+          latest: bool = False) -> Tendency:
     """``known`` with ``newer``'s counts added (see the module docstring): the same claim adds
     ``k`` (the newer text kept), a known claim the newer one lacks keeps its ``k`` of the summed
     ``n``, a new claim brings its ``k``; best supported first, and among equals the claims
-    ``newer`` shows first (the latest word), at most ``max_claims``."""
+    ``newer`` shows first (the latest word), at most ``max_claims``. ``latest``: the claims
+    ``newer`` shows first whatever their support (with ``max_claims`` 1, the latest statement
+    with its support: :func:`supersede` with counts)."""
     counts: dict[str, list[Any]] = {claim_key(c): [c, k] for c, k in known.claims}
     for claim, k in newer.claims:
         slot = counts.setdefault(claim_key(claim), [claim, 0])
         slot[0] = claim
         slot[1] += k
     shown = {claim_key(c) for c, _ in newer.claims}
-    ranked = sorted(counts.values(), key=lambda slot: (-slot[1], claim_key(slot[0]) not in shown)
-                    )[:max(max_claims, 1)]
+    def order(slot: list[Any]) -> tuple[int, ...]:
+        old = claim_key(slot[0]) not in shown
+        return (old, -slot[1]) if latest else (-slot[1], old)
+
+    ranked = sorted(counts.values(), key=order)[:max(max_claims, 1)]
     return Tendency(newer.subject, tuple((c, k) for c, k in ranked), known.n + newer.n,
                     newer.unit)
 
 
-def absorb(known: Iterable[str], newer: Iterable[str],
-           max_claims: int = MAX_CLAIMS) -> tuple[str, ...]:
+def absorb(known: Iterable[str], newer: Iterable[str], max_claims: int = MAX_CLAIMS, *,
+           latest: bool = False) -> tuple[str, ...]:
     """``known`` facts updated by ``newer`` ones, one fact per subject: a newer tendency tallies
-    with the known one about its subject (:func:`tally`, keeping ``max_claims``; a known plain
-    fact counts as ``1 of 1``), a newer plain fact supersedes (:func:`supersede`), each in
+    with the known one about its subject (:func:`tally`, keeping ``max_claims``, ``latest``
+    first if asked; a known plain fact counts as ``1 of 1``), a newer plain fact supersedes (:func:`supersede`), each in
     place; new subjects are appended."""
     out: list[str] = []
     where: dict[str, int] = {}
@@ -205,7 +211,7 @@ def absorb(known: Iterable[str], newer: Iterable[str],
                 claim = out[where[subject]].partition(SUBJECT_SEP)[2].strip()
                 old = Tendency(new.subject, ((claim, 1),) if claim else (), int(bool(claim)),
                                new.unit)
-            out[where[subject]] = tally(old, new, max_claims).text()
+            out[where[subject]] = tally(old, new, max_claims, latest=latest).text()
     return tuple(out)
 
 

@@ -37,9 +37,10 @@ task gives project knowledge (``CodingScene.facts``). When a task edits files, t
 it makes stale are dropped as the knowledge is merged (the delta records the removal): a failing
 test, type, lint or build run, and any failure that names an edited file. Project facts carry
 their support over sessions (``core.knowledge.absorb``): "tests (pytest): `pytest -q` works (3
-of 4 sessions)" -- a claim seen again counts once more, one another session contradicted keeps
-its count of the more sessions; each subject keeps its two best supported claims. A fact seen
-in one session only stays plain (a plain fact counts as 1 of 1).
+of 4 sessions)" -- a claim seen again counts once more, a session that showed another claim
+counts in n only; each subject keeps its latest claim (a later run supersedes, as before; a
+replaced claim that comes back starts again at 1). A fact seen in one session only stays
+plain (a plain fact counts as 1 of 1).
 """
 
 from __future__ import annotations
@@ -380,7 +381,7 @@ class CodingExtractor:
         # notes' budget is small); one about a known subject tallies with it.
         own = tuple((episode_tendencies([f], SESSIONS) or (f,))[0] if fact_subject(f) in by_subject
                     else f for f in own)
-        merged = list(absorb(kept, own, CLAIMS))
+        merged = list(absorb(kept, own, CLAIMS, latest=True))
         if len(merged) > self.max_facts:
             seen = {fact_subject(f) for f in own}
             extra = len(merged) - self.max_facts
@@ -390,9 +391,11 @@ class CodingExtractor:
 
 
 # Project facts are tendencies over sessions ("tests (pytest): `pytest -q` works (3 of 4
-# sessions)", ``core.knowledge.absorb``), each subject keeping its two best supported claims.
+# sessions)", ``core.knowledge.absorb``): each subject keeps its latest claim with its support
+# (a later run still supersedes, as before). One claim: the notes' budget is small, and with
+# two a subject's fact crowded other facts out of it (the coding benchmark's dev probe q003).
 SESSIONS = "sessions"
-CLAIMS = 2
+CLAIMS = 1
 
 
 def _fresh(fact: str, edited: set[str]) -> str:

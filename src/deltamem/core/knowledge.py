@@ -186,8 +186,8 @@ def absorb(known: Iterable[str], newer: Iterable[str], max_claims: int = MAX_CLA
            latest: bool = False) -> tuple[str, ...]:
     """``known`` facts updated by ``newer`` ones, one fact per subject: a newer tendency tallies
     with the known one about its subject (:func:`tally`, keeping ``max_claims``, ``latest``
-    first if asked; a known plain fact counts as ``1 of 1``), a newer plain fact supersedes (:func:`supersede`), each in
-    place; new subjects are appended."""
+    first if asked; a known plain fact counts as ``1 of 1``), a newer plain fact supersedes
+    (:func:`supersede`), each in place; new subjects are appended."""
     out: list[str] = []
     where: dict[str, int] = {}
     for fact in known:

@@ -99,8 +99,9 @@ _PARENTHESISED = re.compile(r"\([^()]*\)")
 # Claims kept per subject: the best supported (a subject seen in many places keeps its main ones).
 MAX_CLAIMS = 4
 # The least :func:`scene_overlap` at which two scenes' knowledge is shared (chosen on the
-# memory-quality probe's dev games, docs/results.md "turn 6: tendencies").
-SCENE_OVERLAP = 0.5
+# memory-quality probe's 120 dev games, docs/results.md "Turn 6: tendencies": the lower, the
+# more episodes one chain tallies, and the better its first search hint).
+SCENE_OVERLAP = 0.2
 
 
 @dataclass(frozen=True, slots=True)

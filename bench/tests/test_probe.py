@@ -19,6 +19,7 @@ from deltamem_bench.probe import (
     manipulations,
     role_map,
     run_probe,
+    scene_hints,
     table,
     train_episodes,
 )
@@ -37,6 +38,16 @@ def test_manipulations_read_types_and_search_hints() -> None:
     assert steps == [Manipulation("take", "mug"), Manipulation("heat", "mug", "microwave"),
                      Manipulation("put", "mug", "countertop")]
     assert found == [("mug", "cabinet")]
+
+
+def test_scene_hints_follow_the_text_so_the_best_supported_place_comes_first() -> None:
+    """A tendency lists its claims best supported first; the hints keep that order, not the
+    game's listing order of its receptacles (which put countertop first here)."""
+    facts = ["bowl: found in shelf (1 of 1 episodes)",
+             "mug: found in cabinet (3 of 4 episodes); found in countertop (1 of 4 episodes)"]
+    receptacles = ["countertop 1", "cabinet 2", "cabinet 1", "shelf 1"]
+    assert scene_hints("mug", facts, receptacles) == ["cabinet", "countertop"]
+    assert scene_hints("apple", facts, receptacles) == []
 
 
 @pytest.mark.envs

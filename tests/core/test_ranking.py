@@ -115,6 +115,34 @@ def test_same_scene_keeps_the_layout_and_puts_the_newest_first():
     assert same_scene(found, nodes, "Z", signature) == []
 
 
+def test_same_scene_matches_other_layouts_by_contents_newest_first():
+    """Bad case (ALFWorld dev games, docs/results.md "Memory-quality probe"): knowledge matched
+    13 % of unseen floor plans, because a layout is the plan's receptacle list. A scene with
+    contents matches the nodes whose contents overlap its own by the threshold, whatever their
+    layout, and the newest (which holds the tallies of those before it) comes first."""
+    found = [cand("a", 0.95), cand("b", 0.9), cand("c", 0.85), cand("d", 0.8)]
+    nodes = {"a": node("a", key="plan1 cabinet countertop fridge", created=1),
+             "b": node("b", key="plan2 cabinet countertop fridge sinkbasin", created=5),
+             "c": node("c", key="plan3 toilet bathtubbasin", created=9),
+             "d": node("d", key="plan4 cabinet fridge", created=3)}
+    signature = lambda text: text.split()[0]  # noqa: E731 - the layout is the first word
+    contents = lambda text: frozenset(text.split()[1:])  # noqa: E731
+    mine = frozenset({"cabinet", "countertop", "fridge", "microwave"})
+    assert same_scene(found, nodes, "plan9", signature) == []  # the exact rule: nothing
+    kept = same_scene(found, nodes, "plan9", signature, contents=contents, mine=mine,
+                      overlap=0.5)
+    assert [c.id for c in kept or []] == ["b", "d", "a"]  # overlaps 3/5, 2/4, 3/4; c none
+    kept = same_scene(found, nodes, "plan9", signature, contents=contents, mine=mine,
+                      overlap=0.6, limit=1)
+    assert [c.id for c in kept or []] == ["b", "a"]
+    # the newest first among those that clear the threshold only: d (0.8) does not
+    kept = same_scene(found, nodes, "plan9", signature, contents=contents, mine=mine,
+                      overlap=0.5, threshold=0.85)
+    assert [c.id for c in kept or []] == ["b", "a", "d"]
+    # without contents of its own, a scene keeps the exact rule
+    assert same_scene(found, nodes, "plan1", signature, contents=contents) == [found[0]]
+
+
 def test_a_link_scores_as_the_scan_does():
     success = node("s")
     failure = node("f", outcome=Outcome.FAILURE)

@@ -35,6 +35,7 @@ from deltamem.core.tree import Action, Placement
 from deltamem.embed.base import Embedder
 from deltamem.errors import ConfigError, ExtractionError
 from deltamem.llm.base import LLM
+from deltamem.scenes.base import Scene
 
 DELTAMEM_HEADER = (
     "The memory below was retrieved from a hierarchical experience memory:\n"
@@ -123,12 +124,14 @@ class DeltaMemMemory:
         name: Label in reports.
         budget_chars: The harness's context budget (``both`` mode renders within it).
         flat: The flat ablation: every episode is stored as a root (:func:`every_episode_a_root`).
+        scene: The scene plug-in (the text-game scene by default; the memory-quality probe's
+            "before" of tendencies passes ``TextGames(tendencies=False)``).
     """
 
     def __init__(self, db: str | Path, embedder: Embedder, *, extractor: str = "llm",
                  llm: LLM | None = None, settings: Settings | None = None, mode: str = "both",
                  name: str = "deltamem", budget_chars: int | None = None,
-                 flat: bool = False) -> None:
+                 flat: bool = False, scene: str | Scene = SCENE) -> None:
         from deltamem import DeltaMem
 
         if mode not in MODES:
@@ -141,7 +144,7 @@ class DeltaMemMemory:
         # (about 4 characters a token), keeping its most useful parts first.
         self.budget_tokens = None if budget_chars is None else budget_chars // 4
         self.mem = DeltaMem.open(db, embedder=embedder, extractor=extractor, llm=llm,
-                                 settings=settings or Settings(), scene=SCENE)
+                                 settings=settings or Settings(), scene=scene)
         self.flat = flat
         if flat:
             self.mem.placer = every_episode_a_root

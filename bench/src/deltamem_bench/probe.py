@@ -66,6 +66,7 @@ from typing import Any
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Knowledge, Lesson, Skill
 from deltamem.embed.base import Embedder
+from deltamem.scenes.text_games import TextGames
 from deltamem_bench.agent import gold_episode
 from deltamem_bench.baselines import SynapseMemory
 from deltamem_bench.envs.base import Environment, EpisodeSpec
@@ -75,8 +76,10 @@ PROBE_KINDS = ("none", "deltamem", "synapse", "awm")
 # ``deltamem-cosine``: DeltaMem recalling by the cosine alone (``core.ranking.kind_first`` off),
 # the "before" of the template rule, measured in the same run. ``deltamem-align``: DeltaMem's
 # recall, its skill adapted by the probe's word alignment (:func:`role_map`) instead of the
-# memory's own adaptation by slot roles (``TreeRecall.adapted``).
-PROBE_ABLATIONS = ("deltamem-cosine", "deltamem-align")
+# memory's own adaptation by slot roles (``TreeRecall.adapted``). ``deltamem-layout``: DeltaMem
+# whose scene knowledge is instance facts matched by the exact layout
+# (``TextGames(tendencies=False)``), the "before" of tendencies.
+PROBE_ABLATIONS = ("deltamem-cosine", "deltamem-align", "deltamem-layout")
 _WORD = re.compile(r"[a-z]+|\d+")
 _GLUE = frozenset({"a", "an", "the", "in", "on", "into", "onto", "to", "from", "of", "with",
                    "at", "for", "and", "or", "is", "it", "its", "them", "some", "your", "task",
@@ -245,8 +248,9 @@ def make_probe_memory(name: str, directory: Path, embedder: Embedder,
     ``directory`` (``settings``: DeltaMem's)."""
     directory.mkdir(parents=True, exist_ok=True)
     if name in ("deltamem", *PROBE_ABLATIONS):
+        scene = TextGames(tendencies=name != "deltamem-layout")
         memory = DeltaMemMemory(directory / "memory.db", embedder, extractor="trace",
-                                settings=settings)
+                                settings=settings, scene=scene)
         if name == "deltamem-cosine":
             memory.mem.reader.kind_weight = 0.0
         return ProbeMemory(name, deltamem=memory, adapted=name != "deltamem-align")
@@ -387,14 +391,16 @@ def default_procedure(task: str, receptacles: Sequence[str]) -> list[Manipulatio
 
 
 def scene_hints(obj: str, texts: Sequence[str], receptacles: Sequence[str]) -> list[str]:
-    """Receptacle types of the game that share a line of ``texts`` with ``obj`` (in the order
-    of the lines), e.g. "On the cabinet 1, you see a mug 1" -> cabinet for mug."""
-    kinds = list(dict.fromkeys(kind_of(r) for r in receptacles))
+    """Receptacle types of the game that share a line of ``texts`` with ``obj``, in the order
+    of the lines and, within a line, of the text ("On the cabinet 1, you see a mug 1" ->
+    cabinet for mug; a tendency "mug: found in cabinet (3 of 4 episodes); found in countertop
+    (1 of 4 episodes)" -> cabinet, then countertop: best supported first)."""
+    kinds = set(kind_of(r) for r in receptacles)
     out: list[str] = []
     for text in texts:
         found = words(text)
         if obj and obj in found:
-            out += [k for k in kinds if k in found and k not in out and k != obj]
+            out += [w for w in dict.fromkeys(found) if w in kinds and w not in out and w != obj]
     return out
 
 
@@ -603,7 +609,7 @@ def run_probe(env: Environment, env_name: str, train: Sequence[Episode],
             for episode in train:
                 memory.learn(episode)
             rows = [probe_game(env, spec, memory) for spec in games]
-            if templated and kind != "none" and kind != "awm":
+            if templated and kind not in ("none", "awm", "deltamem-layout"):
                 out.setdefault("templated", {})[kind] = {
                     split: templated_kinds(memory, tasks) for split, tasks in templated.items()}
         finally:

@@ -17,7 +17,8 @@ applies the memory's own rules, each a function here over values the facade fetc
   word that changes the procedure. What is a slot is read from the stored episodes' actions,
   never from a list of words.
 * :func:`same_scene` -- environment candidates learned in a scene of the query's layout only,
-  newest first among exact ties.
+  newest first among exact ties; for scenes with contents (instances of types), those whose
+  contents overlap the query's, newest first.
 * :func:`link` -- a chain node's similarity and score, explained.
 * :func:`trace_signature` -- the fingerprint of what an extractor sees of an episode.
 * :func:`check_filters` / :func:`matches` / :func:`matching` -- metadata filters: a node
@@ -40,7 +41,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from deltamem.core.knowledge import latest_first, same_layout_first
+from deltamem.core.knowledge import (
+    SCENE_OVERLAP,
+    latest_first,
+    same_layout_first,
+    scene_overlap,
+)
 from deltamem.core.model import Episode, Node, Outcome, Tree
 from deltamem.core.scoring import accepts, penalised, score
 from deltamem.core.tree import discredited
@@ -219,7 +225,11 @@ def started_here(found: Sequence[Candidate], nodes: Mapping[str, Node],
 
 def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: str,
                signature: Callable[[str], str], *, limit: int | None = None,
-               fetched: int | None = None) -> list[Candidate] | None:
+               fetched: int | None = None,
+               contents: Callable[[str], frozenset[str]] | None = None,
+               mine: frozenset[str] = frozenset(),
+               overlap: float = SCENE_OVERLAP,
+               threshold: float | None = None) -> list[Candidate] | None:
     """``found`` for the environment tree: only nodes learned in a scene whose key has the
     ``layout`` of the query (``signature(node.key) == layout``), and among exact ties the newest
     first (``core.knowledge.latest_first``).
@@ -233,19 +243,36 @@ def same_scene(found: Sequence[Candidate], nodes: Mapping[str, Node], layout: st
     and the run of ties of the last one is complete (``latest_first`` only reorders within such
     runs). A candidate absent from ``nodes`` among the first ``fetched`` was deleted and is
     dropped; ``None`` when a candidate past ``fetched`` is needed.
+
+    **By contents.** When the query's scene has contents (``mine``: the entity types a scene
+    plug-in's ``contents`` finds in it, e.g. a floor plan's receptacle types), a node also
+    matches when its scene's ``contents`` overlap ``mine`` by at least ``overlap``
+    (``core.knowledge.scene_overlap``), whatever its exact layout: such scenes are random
+    draws of their types and their knowledge is type-level tendencies. Then every matching
+    candidate is walked and, among those that clear ``threshold``, the newest comes first (the
+    others follow): each episode extends the newest knowledge of its kind of scene, so the
+    newest holds the tallies of all before it.
     """
     fetched = len(found) if fetched is None else fetched
+    by_contents = contents is not None and bool(mine)
     kept: list[Candidate] = []
     created: dict[str, float] = {}
     for i, candidate in enumerate(found):
-        if limit is not None and len(kept) >= limit and candidate.score != kept[-1].score:
+        if not by_contents and limit is not None and len(kept) >= limit \
+                and candidate.score != kept[-1].score:
             break
         if i >= fetched:
             return None
         node = nodes.get(candidate.id)
-        if node is not None and signature(node.key) == layout:
+        if node is not None and (signature(node.key) == layout or (
+                contents is not None and by_contents
+                and scene_overlap(contents(node.key), mine) >= overlap)):
             kept.append(candidate)
             created[candidate.id] = node.created_at
+    if by_contents:
+        return sorted(kept, key=lambda c: (threshold is not None and not accepts(c.score,
+                                                                             threshold),
+                                           -created[c.id]))
     return latest_first(kept, created)
 
 

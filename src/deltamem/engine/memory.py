@@ -69,6 +69,7 @@ from deltamem.formats import api
 from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
+from deltamem.scenes.base import contents_of
 from deltamem.store import open_store, transfer
 from deltamem.store import scrub as scrubbing
 from deltamem.store.base import EpisodeRecord, Store, Vector
@@ -113,8 +114,9 @@ class DeltaMem:
                                        getattr(extractor, "scene", None) or self.settings.scene)
         self.embed_cache = EmbeddingCache(self.settings.embed_cache)
         self._batch: ContextVar[bool] = ContextVar(f"deltamem-batch-{id(self)}", default=False)
-        # The scene's signature of a text: the one place the scene is handed to ranking.
+        # The scene's signature and contents of a text: where the scene is handed to ranking.
         self.reader = Reader(store, space, self.settings, self.scene.signature,
+                             contents_of(self.scene),
                              embed=lambda texts: self._embed(texts, Usage()))
         self.writer = Writer(store, space, self.settings, extractor, self.reader, embedder.dim,
                              scene=self.scene)

@@ -22,11 +22,13 @@ from typing import Any, TypeVar
 
 from deltamem.config import Settings
 from deltamem.core import ranking, slots
+from deltamem.core.knowledge import SCENE_OVERLAP
 from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate, FilterValue
 from deltamem.core.scoring import accepts, score
 from deltamem.core.tree import compose_chain, discredited
 from deltamem.engine.results import ChainLink, TreeMatch, cosine
+from deltamem.scenes.base import contents_of
 from deltamem.store.base import Store, Vector
 
 _R = TypeVar("_R")
@@ -51,11 +53,14 @@ class Reader:
     """Ranks one space's trees for a query (see the module docstring).
 
     ``signature`` maps a scene text to its layout (knowledge of one layout is never recalled
-    for another; skills learned in the agent's layout win exact ties).
+    for another; skills learned in the agent's layout win exact ties). ``contents`` maps it to
+    the entity types it shows (``scenes.base.contents_of``): knowledge of scenes whose contents
+    overlap by ``scene_overlap`` is shared across layouts (``core.ranking.same_scene``).
     """
 
     def __init__(self, store: Store, space: str, settings: Settings,
                  signature: Callable[[str], str],
+                 contents: Callable[[str], frozenset[str]] | None = None,
                  embed: Callable[[list[str]], list[Vector]] | None = None):
         self.store = store
         self.space = space
@@ -65,6 +70,8 @@ class Reader:
         self.signature = lru_cache(maxsize=SIGNATURES)(signature)
         # A stored key's template, likewise once per process (``kind_first``).
         self.template = lru_cache(maxsize=SIGNATURES)(slots.template)
+        self.contents = lru_cache(maxsize=SIGNATURES)(contents or contents_of(None))
+        self.scene_overlap = SCENE_OVERLAP
         self.kind_weight = ranking.KIND_WEIGHT
         # Embeds templates (``kind_first``, through the facade's cache); without it, recall is
         # by the score alone.
@@ -232,7 +239,8 @@ class Reader:
                     kept = kept[:want]
                     nodes = self.nodes_of(kept, nodes)
                     scene_kept = ranking.same_scene(kept, nodes, self.signature(key),
-                                                    self.signature, limit=need)
+                                                    self.signature, limit=need,
+                                                    **self._by_contents(key))
                     assert scene_kept is not None  # every node was fetched
                     return scene_kept, nodes
                 nodes = self.nodes_of(kept, nodes)
@@ -277,10 +285,15 @@ class Reader:
         layout = self.signature(key)
         first = len(found) if limit is None else ranking.first_round(found, limit)
         kept, nodes = self.fetching(found, first, partial(
-            ranking.same_scene, found, layout=layout, signature=self.signature, limit=limit),
-            have)
+            ranking.same_scene, found, layout=layout, signature=self.signature, limit=limit,
+            **self._by_contents(key)), have)
         assert kept is not None  # every node was fetched by the second call
         return kept, nodes
+
+    def _by_contents(self, key: str) -> dict[str, Any]:
+        """``core.ranking.same_scene``'s arguments for matching ``key``'s scene by contents."""
+        return {"contents": self.contents, "mine": self.contents(key),
+                "overlap": self.scene_overlap, "threshold": self.settings.threshold(Tree.ENV)}
 
     def fetching(self, found: Sequence[Candidate], first: int,
                  rule: Callable[..., _R], have: dict[str, Node] | None = None

@@ -35,17 +35,28 @@ relative to the repository root), with the check that proves it as its terminati
 one a :class:`Lesson` quoting each failure's reason (the end of the output, never its head); any
 task gives project knowledge (``CodingScene.facts``). When a task edits files, the known facts
 it makes stale are dropped as the knowledge is merged (the delta records the removal): a failing
-test, type, lint or build run, and any failure that names an edited file.
+test, type, lint or build run, and any failure that names an edited file. Project facts carry
+their support over sessions (``core.knowledge.absorb``): "tests (pytest): `pytest -q` works (3
+of 4 sessions)" -- a claim seen again counts once more, a session that showed another claim
+counts in n only; each subject keeps its latest claim (a later run supersedes, as before; a
+replaced claim that comes back starts again at 1). A fact seen in one session only stays
+plain (a plain fact counts as 1 of 1).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from deltamem.core.knowledge import fact_subject, supersede
+from deltamem.core.knowledge import (
+    absorb,
+    episode_tendencies,
+    fact_subject,
+    supersede,
+    tendency,
+)
 from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, Tree
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.formats.transcripts import content_text
@@ -358,17 +369,41 @@ class CodingExtractor:
             return Knowledge(trigger=trigger, facts=own[: self.max_facts])
         edited = {p for c in episode_calls(episode) if c.kind == "edit" for p in c.paths}
         names = {p.rsplit("/", 1)[-1] for p in edited} | edited
-        kept = [f for f in known.facts if not (edited and _stale(f, names))]
+        kept = [f for f in (_fresh(f, names) if edited else f for f in known.facts) if f]
         by_subject = {fact_subject(f): f for f in kept}
         own = tuple(keep_canonical(by_subject[fact_subject(f)], f)
                     if fact_subject(f) in by_subject else f for f in own)
-        merged = list(supersede(kept, own))
+        # A fact about a subject seen for the first time stays plain (it is 1 of 1, and the
+        # notes' budget is small); one about a known subject tallies with it.
+        own = tuple((episode_tendencies([f], SESSIONS) or (f,))[0] if fact_subject(f) in by_subject
+                    else f for f in own)
+        merged = list(absorb(kept, own, CLAIMS, latest=True))
         if len(merged) > self.max_facts:
-            own_set = set(own)
+            seen = {fact_subject(f) for f in own}
             extra = len(merged) - self.max_facts
-            old = [f for f in merged if f not in own_set][:extra]
+            old = [f for f in merged if fact_subject(f) not in seen][:extra]
             merged = [f for f in merged if f not in old]
         return Knowledge(trigger=trigger, facts=tuple(merged))
+
+
+# Project facts are tendencies over sessions ("tests (pytest): `pytest -q` works (3 of 4
+# sessions)", ``core.knowledge.absorb``): each subject keeps its latest claim with its support
+# (a later run still supersedes, as before). One claim: the notes' budget is small, and with
+# two a subject's fact crowded other facts out of it (the coding benchmark's dev probe q003).
+SESSIONS = "sessions"
+CLAIMS = 1
+
+
+def _fresh(fact: str, edited: set[str]) -> str:
+    """``fact`` without what an edit of ``edited`` made stale (:func:`_stale`): a tendency
+    loses its stale claims (its count of sessions stays), a plain fact goes whole; "" when
+    nothing is left."""
+    counted = tendency(fact)
+    if counted is None:
+        return "" if _stale(fact, edited) else fact
+    claims = tuple((claim, k) for claim, k in counted.claims
+                   if not _stale(f"{counted.subject}: {claim}", edited))
+    return replace(counted, claims=claims).text() if claims else ""
 
 
 def _stale(fact: str, edited: set[str]) -> bool:

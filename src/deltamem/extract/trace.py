@@ -35,10 +35,13 @@ Rules (deterministic, documented in docs/extractors.md):
 
   A newer fact about a subject supersedes the older one in place (``core.knowledge.supersede``),
   within the episode and against the matched knowledge, so composed knowledge never holds two
-  statements about one subject. Knowledge accumulates: when the episode matched a known scene,
-  the new experience is the known facts updated by the episode's (the oldest facts the episode
-  did not see again dropped beyond ``max_facts``); the stored residual is then exactly the new
-  and the superseded facts -- the paper's "smallest update".
+  statements about one subject; a tendency (a fact with support counts, which a scene with
+  instances writes) tallies with the known one about its subject instead
+  (``core.knowledge.absorb``: "mug: found in cabinet (3 of 4 episodes)"). Knowledge
+  accumulates: when the episode matched a known scene, the new experience is the known facts
+  updated by the episode's (the oldest facts the episode did not see again dropped beyond
+  ``max_facts``); the stored residual is then exactly the new and the superseded facts -- the
+  paper's "smallest update".
 
 Whitespace is collapsed everywhere and every text item is cut to ``max_chars`` (a room's contents
 to four times that) so that a noisy observation cannot blow up the memory.
@@ -49,7 +52,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from deltamem.core.knowledge import supersede
+from deltamem.core.knowledge import absorb, fact_subject
 from deltamem.core.model import Episode, Knowledge, Lesson, Skill, Step, Tree
 from deltamem.extract.base import Extraction, ExtractRequest
 from deltamem.scenes.base import Scene
@@ -237,10 +240,10 @@ class TraceExtractor:
         trigger = scene.trigger(episode.env, self.max_chars)
         if known is None:
             return Knowledge(trigger=trigger, facts=own)
-        merged = list(supersede(known.facts, own))
+        merged = list(absorb(known.facts, own))
         overflow = len(merged) - self.max_facts
         if overflow > 0:
-            own_set = set(own)
-            dropped = set([f for f in merged if f not in own_set][:overflow])
+            seen = {fact_subject(f) for f in own}
+            dropped = set([f for f in merged if fact_subject(f) not in seen][:overflow])
             merged = [f for f in merged if f not in dropped]
         return Knowledge(trigger=trigger, facts=tuple(merged))

@@ -13,6 +13,11 @@ nothing about any domain's phrasing. A :class:`Scene` plug-in supplies the rest:
   episode (``core.knowledge.supersede``), each at most ``max_chars`` long.
 * :meth:`Scene.trigger` -- the short text a knowledge node is keyed and shown by.
 
+Optionally, ``contents(scene) -> frozenset[str]``: the entity types a scene shows, for scenes
+that are random draws of their types (ALFWorld's floor plans). Knowledge of scenes whose
+contents overlap is shared across layouts (``core.ranking.same_scene``); :func:`contents_of`
+gives a plug-in's, or none.
+
 Implementations: ``deltamem.scenes.text_games`` (TextWorld, ScienceWorld, ALFWorld phrasing; the
 default), ``deltamem.scenes.project`` (software projects: coding-agent transcripts), and
 ``deltamem.scenes.plain`` (no grammar: every text is its own scene, no facts beyond replies).
@@ -20,6 +25,7 @@ default), ``deltamem.scenes.project`` (software projects: coding-agent transcrip
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from deltamem.core.model import Episode
@@ -46,3 +52,14 @@ class Scene(Protocol):
     def trigger(self, scene: str, max_chars: int) -> str:
         """The short text a knowledge node of this scene is keyed and shown by."""
         ...
+
+
+def contents_of(scene: object) -> Callable[[str], frozenset[str]]:
+    """A scene plug-in's ``contents`` (the entity types a scene text shows), or a function that
+    finds none (its scenes then match by their exact signature only)."""
+    method = getattr(scene, "contents", None)
+    return method if callable(method) else _none
+
+
+def _none(scene: str) -> frozenset[str]:
+    return frozenset()

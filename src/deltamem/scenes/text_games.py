@@ -30,6 +30,22 @@ Facts (:meth:`TextGames.facts`), statements ``"<subject>: <statement>"`` (``core
   observations repeated word for word, give nothing.
 
 Trigger (:meth:`TextGames.trigger`): the scene text's first sentence.
+
+**Instances and tendencies.** A listed item ``"<name> <number>"`` ("a cabinet 4", "a mug 2") is
+an *instance* of the type ``<name>``. A scene whose first glance lists instances (ALFWorld's
+floor plans) has *contents* (:meth:`TextGames.contents`, :func:`scene_contents`): the types it
+lists, numbers stripped. Such scenes are random draws of their types -- every floor plan
+numbers its receptacles anew and places objects afresh -- so their knowledge is matched by
+contents (``core.knowledge.scene_overlap``), and what they teach is type-level tendencies
+(``core.knowledge.episode_tendencies``), never instances: every sighting of an instance in an
+instance ("On the countertop 1, you see a mug 2, ...", "You open the cabinet 3. ... In it, you
+see a mug 1.", "You pick up the mug 2 from the cabinet 4.") gives ``mug: found in cabinet``,
+counted once per episode (``1 of 1 episodes``), and the memory tallies them across episodes
+(``mug: found in cabinet (3 of 4 episodes); found in countertop (1 of 4 episodes)``). An
+instance the agent moved itself is no sighting afterwards. A scene without instances (TextWorld,
+ScienceWorld) has no contents and keeps its exact layout and the facts above.
+``TextGames(tendencies=False)`` turns this off (instance facts and exact layouts everywhere:
+the rule before tendencies, kept as the probe's "before").
 """
 
 from __future__ import annotations
@@ -37,7 +53,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from deltamem.core.knowledge import supersede
+from deltamem.core.knowledge import episode_tendencies, supersede
 from deltamem.core.model import Episode
 from deltamem.scenes.text import (
     SENTENCE_END,
@@ -100,6 +116,51 @@ def _exit_name(text: str) -> str:
     return " ".join(_STATE_WORDS.sub("", text).lower().split())
 
 
+# "a cabinet 4" -> cabinet: a listed name followed by its instance number.
+_INSTANCE = re.compile(r"^(?:(?:an?|the)\s+)?(.*?[^\W\d_])\s+\d+$", re.IGNORECASE)
+# "On the countertop 1, you see a mug 2, and a spoon 1." / "In it, you see ..."
+_SIGHTING = re.compile(r"\b(?:on|in) (?:the )?([^,.]+?), you see ([^.]+)", re.IGNORECASE)
+# "You pick up the mug 2 from the cabinet 4."
+_TAKEN = re.compile(r"\byou pick up (?:the )?(.+?) from (?:the )?([^.]+)", re.IGNORECASE)
+_FIRST_INSTANCE = re.compile(r"\b([^\W\d_]+) \d+\b")
+
+
+def instance_type(item: str) -> str:
+    """The type of a listed instance ("a cabinet 4" -> "cabinet"), "" when the item is no
+    ``"<name> <number>"`` instance."""
+    match = _INSTANCE.match(" ".join(item.split()))
+    return match.group(1).lower() if match else ""
+
+
+def scene_contents(scene: str) -> frozenset[str]:
+    """The types of the instances a scene's first glance lists (empty when it lists none)."""
+    types: set[str] = set()
+    for listing in _GLANCE.findall(scene):
+        types.update(instance_type(item) for item in _LIST_SPLIT.split(listing))
+    return frozenset(types - {""})
+
+
+def _sightings(observation: str, moved: set[str]) -> Iterator[str]:
+    """``"<object type>: found in <receptacle type>"`` for every instance an observation shows
+    in (or taken from) an instance, less the instances in ``moved`` (the agent put them)."""
+    text = flat(observation)
+    pairs: list[tuple[str, str]] = []
+    for where, listing in _SIGHTING.findall(text):
+        if where.strip().lower() == "it":  # "You open the cabinet 3. ... In it, you see ..."
+            first = _FIRST_INSTANCE.search(text)
+            where = first.group(0) if first else ""
+        pairs += [(item, where) for item in _LIST_SPLIT.split(listing)]
+    pairs += _TAKEN.findall(text)
+    for item, where in pairs:
+        kind, place = instance_type(item), instance_type(where)
+        if kind and place and _instance(item) not in moved:
+            yield f"{kind}: found in {place}"
+
+
+def _instance(item: str) -> str:
+    return " ".join(_STATE_WORDS.sub("", item).lower().split())
+
+
 # -- the facts of an episode ---------------------------------------------------------------
 
 _MOVED = re.compile(r"^you (?:move|go|walk|arrive) (?:to|at|in) (?:the )?([^.]+)\.?$", re.I)
@@ -135,8 +196,15 @@ class TextGames:
     name = "text-games"
     noise = NOISE
 
+    def __init__(self, *, tendencies: bool = True) -> None:
+        self.tendencies = tendencies
+
     def signature(self, scene: str) -> str:
         return layout_signature(scene)
+
+    def contents(self, scene: str) -> frozenset[str]:
+        """The types of the instances the scene lists (see the module docstring)."""
+        return scene_contents(scene) if self.tendencies else frozenset()
 
     def place(self, observation: str) -> str:
         return scene_room(observation)
@@ -145,6 +213,8 @@ class TextGames:
         return first_sentence(scene, max_chars)
 
     def facts(self, episode: Episode, max_chars: int) -> tuple[str, ...]:
+        if self.contents(episode.env):
+            return self.tendency_facts(episode, max_chars)
         room = scene_room(episode.env)
         facts: list[str] = []
         seen: set[str] = set()
@@ -165,8 +235,22 @@ class TextGames:
                                      max_chars)
         return supersede((), facts)
 
+    def tendency_facts(self, episode: Episode, max_chars: int) -> tuple[str, ...]:
+        """The type-level sightings of an episode in a scene with instances, as one episode's
+        tendencies (see the module docstring)."""
+        facts: list[str] = []
+        moved: set[str] = set()
+        for step in episode.steps:
+            if self.noise.says_nothing(step.observation):
+                continue
+            facts += _sightings(step.observation, moved)
+            placed = _MOVED_OBJECT.match(flat(step.observation))
+            if placed:
+                moved.add(_instance(placed.group(1)))
+        return tuple(clean(f, max_chars) for f in episode_tendencies(facts))
+
     def __repr__(self) -> str:
-        return "TextGames()"
+        return "TextGames()" if self.tendencies else "TextGames(tendencies=False)"
 
 
 def _statements(action: str, observation: str, room: str, describes_room: bool,

@@ -246,3 +246,25 @@ def test_a_recalled_skill_is_adapted_to_the_new_task_by_role(tmp_path):
         assert not any("mug" in step for step in recall.adapted.steps)
         same = mem.recall("heat some mug and put it in shelf", "").task
         assert same.adapted == same.experience  # nothing to carry over
+
+
+def test_a_task_recalls_its_own_skill_when_one_episode_acted_on_a_frame_word(tmp_path):
+    """An episode's action "go to the plant" makes "the" one of its key's stored slots; the
+    query's template keeps "the" (the pool does not vote it a slot), so the stored key's
+    template must keep it too, or another task of a different kind wins the template rule over
+    the exact key (it did: "water the plant in the garden" recalled the heat skill)."""
+    from deltamem.core.model import Episode, Step
+
+    def episode(task: str, actions: list[str]) -> Episode:
+        return Episode(task=task, env="", success=True,
+                       steps=tuple(Step(a, "Done.") for a in actions))
+
+    with DeltaMem(SQLiteStore(tmp_path / "a.db"), HashingEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(episode("heat the apple in the kitchen", ["heat apple with microwave"]))
+        mem.learn(episode("water the plant in the garden",
+                          ["take watering can", "go to the plant", "water plant with can"]))
+        water = mem.recall("water the plant in the garden", "", top_k=5).task
+        assert water.matched_node is not None
+        assert water.matched_node.key == "water the plant in the garden"
+        assert "the" in water.matched_node.meta["slots"]  # the case this guards

@@ -42,7 +42,7 @@ def test_scene_knowledge_transfers_to_unseen_floor_plans_with_support_counts(mem
     assert mug.claims == (("found in cabinet", 3), ("found in countertop", 2))
     assert contradictions(knowledge.facts) == []
     # one chain of residuals: roots full, deltas only the subjects each episode observed
-    chain = recall.env.chain
+    chain = recall.env.nodes
     assert chain[0].is_root and all(not n.is_root for n in chain[1:])
     assert forest_problems(mem.store.nodes(mem.space)) == []
 
@@ -61,9 +61,8 @@ def test_project_facts_count_the_sessions_that_support_them():
     """"The tests run with `pytest -q` in k of n sessions": a claim seen again counts once more
     (whatever each run's totals), a failure in another session records n without k for the
     passing claim, and an edit makes the failing claim stale while the count stays."""
-    from deltamem.extract.coding import CodingExtractor
-
     from deltamem.core.model import Episode, Step
+    from deltamem.extract.coding_session import CodingExtractor
 
     scene = "software project shop at /home/bob/src/shop"
     extractor = CodingExtractor()

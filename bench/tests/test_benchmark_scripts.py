@@ -68,6 +68,7 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
     "injection_notes.py": ([], []),
     "langgraph_store.py": (["--sizes", "20", "--baseline-max", "20"], ["slow"]),
     "power.py": (["--json"], []),
+    "storage.py": (["--no-baseline", "--embedder", "hashing", "--json", "{tmp}/storage.json"], []),
     "writer_check.py": ([str(ROOT / "results" / "heldout-1" / "twx-coin-warm.tar.gz"), "--json"],
                         []),
     "baseline_keys.py": ([str(ROOT / "results" / "heldout-1" / "twx-coin-warm.tar.gz"),

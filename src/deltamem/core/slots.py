@@ -68,18 +68,33 @@ def template(text: str, slots: Collection[str]) -> str:
     return " ".join(kept)
 
 
+def slot_votes(stored: Iterable[tuple[str, Collection[str]]]) -> dict[str, int]:
+    """Each key word's vote over ``stored`` (``(key, slots)`` pairs): +1 for every key that
+    holds it as a slot, -1 for every key that holds it in its template. A word is a slot of
+    the pool when its vote is positive (:func:`query_slots`, :func:`pool_template`)."""
+    votes: dict[str, int] = {}
+    for key, slots in stored:
+        for word in set(tokens(key)):
+            votes[word] = votes.get(word, 0) + (1 if word in slots else -1)
+    return votes
+
+
 def query_slots(query: str, stored: Iterable[tuple[str, Collection[str]]]) -> frozenset[str]:
     """The slots of a query: its words that the stored keys holding them hold as a slot more
     often than in their template (``stored``: ``(key, slots)`` pairs). "living" is a slot of a
     key whose agent went to the living room and the kind of "find a living thing": the keys
     vote. A word no stored key acted on stays in the template: an alignment with the stored
     keys would also take a new kind word ("cold" where a key has "hot") for a slot."""
-    words = set(tokens(query))
-    votes: dict[str, int] = {}
-    for key, slots in stored:
-        for word in words.intersection(tokens(key)):
-            votes[word] = votes.get(word, 0) + (1 if word in slots else -1)
-    return frozenset(w for w, vote in votes.items() if vote > 0)
+    votes = slot_votes(stored)
+    return frozenset(w for w in set(tokens(query)) if votes.get(w, 0) > 0)
+
+
+def pool_template(key: str, slots: Collection[str], votes: Mapping[str, int]) -> str:
+    """A stored key's template as the query's is cut: without those of its slots the pool does
+    not vote against (``votes``, :func:`slot_votes`). A word one episode happened to act on
+    ("the" of "go to the plant") but most keys hold in their template stays, on both sides, so
+    a query and its own key get the same template."""
+    return template(key, tuple(w for w in slots if votes.get(w, 1) > 0))
 
 
 def _runs(old: Sequence[str], new: Sequence[str]) -> Iterable[tuple[str, str]]:

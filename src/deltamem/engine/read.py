@@ -68,8 +68,6 @@ class Reader:
         # A scene's signature is a function of its text: each node key's is computed once per
         # process, not once per candidate per read (a learn reads both trees twice).
         self.signature = lru_cache(maxsize=SIGNATURES)(signature)
-        # A stored key's template, likewise once per process (``kind_first``).
-        self.template = lru_cache(maxsize=SIGNATURES)(slots.template)
         self.contents = lru_cache(maxsize=SIGNATURES)(contents or contents_of(None))
         self.scene_overlap = SCENE_OVERLAP
         self.kind_weight = ranking.KIND_WEIGHT
@@ -170,7 +168,8 @@ class Reader:
             return ranked, nodes, frozenset()
         nodes = self.nodes_of(pool, nodes)
         known = [(node.key, _slots(node)) for c in pool if (node := nodes.get(c.id)) is not None]
-        mine = slots.query_slots(key, known)
+        votes = slots.slot_votes(known)
+        mine = frozenset(w for w in set(slots.tokens(key)) if votes.get(w, 0) > 0)
         shape = slots.template(key, mine)
         if shape == key or not slots.tokens(shape):
             return ranked, nodes, mine  # no slot known: the template is the key
@@ -198,7 +197,7 @@ class Reader:
         keyed: dict[str, str] = {}
         for node in nodes.values():
             if node.key not in keyed and (stored := _slots(node)):
-                keyed[node.key] = self.template(node.key, stored)
+                keyed[node.key] = slots.pool_template(node.key, stored, votes)
         shapes = {i: keyed[node.key] for i in vectors
                   if (node := nodes.get(i)) is not None and node.key in keyed}
         texts = sorted(set(shapes.values()))

@@ -189,15 +189,8 @@ def absorb(known: Iterable[str], newer: Iterable[str], max_claims: int = MAX_CLA
     with the known one about its subject (:func:`tally`, keeping ``max_claims``, ``latest``
     first if asked; a known plain fact counts as ``1 of 1``), a newer plain fact supersedes
     (:func:`supersede`), each in place; new subjects are appended."""
-    out: list[str] = []
-    where: dict[str, int] = {}
-    for fact in known:
-        subject = fact_subject(fact)
-        if subject in where:
-            out[where[subject]] = fact
-        else:
-            where[subject] = len(out)
-            out.append(fact)
+    out = list(supersede((), known))  # one fact per subject, the last of each, in place
+    where = {fact_subject(fact): i for i, fact in enumerate(out)}
     for fact in newer:
         subject = fact_subject(fact)
         new = tendency(fact)

@@ -6,7 +6,7 @@ agent's messages after it (a *turn*). Each request is classified by its form
 (``scenes.prompts.prompt_kind``): a *new task* starts a task; anything else -- a continuation
 ("yes", "go ahead", "commit that", "run the tests again"), negative feedback on the last result
 ("that didn't work, the page is still blank"), a stated convention ("we use pnpm here") or a
-question or request about the work ("wait, what does this function return?") -- continues the
+question or request about the work (a question ending in "?") -- continues the
 task before it, so the task keeps the original request as its key and holds the whole
 procedure. When the agent's last reply asked a question, a short reply that points back ("the
 id is 42, add it") answers it and continues the task.

@@ -82,6 +82,9 @@ def main() -> None:
     parser.add_argument("--cold-calls", type=int, default=5, help="cold calls per variant")
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument("--baseline-ref", default=None, metavar="REF",
+                        help="also time a session's first prompt (no daemon running) with the "
+                             "package of this git ref (e.g. main), interleaved with this tree's")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="deltamem-hook-bench-"))
@@ -135,13 +138,23 @@ def main() -> None:
             for _ in range(args.cold_calls)]
         rows["stop spooled (background learner)"] = [
             timed(cmd["Stop"], payload("Stop", home), base)[0] for _ in range(args.calls)]
-        starts, firsts = [], []
+        arms = {"": base}
+        if args.baseline_ref:
+            arms[f" [{args.baseline_ref}]"] = {**base, "PYTHONPATH": str(
+                _archive(args.baseline_ref, tmp / "baseline"))}
+        notes: dict[str, int] = {}
         for p in prompts[: args.cold_calls]:
-            _stop_daemons(runtime)
-            starts.append(timed(cmd["SessionStart"], payload("SessionStart", home), base)[0])
-            firsts.append(timed(cmd["UserPromptSubmit"], p, base)[0])
-        rows["session-start, no daemon running (starts it)"] = starts
-        rows["first prompt of a session, no daemon running"] = firsts
+            for arm, arm_env in arms.items():  # interleaved: both arms see the same load
+                _stop_daemons(runtime)
+                start = timed(cmd["SessionStart"], payload("SessionStart", home), arm_env)[0]
+                first, said = timed(cmd["UserPromptSubmit"], p, arm_env)
+                rows.setdefault(f"session-start, no daemon running (starts it){arm}",
+                                []).append(start)
+                rows.setdefault(f"first prompt of a session, no daemon running{arm}",
+                                []).append(first)
+                notes[arm] = notes.get(arm, 0) + bool(said.strip())
+        results["first_prompt_notes"] = {arm.strip(" []") or "this tree": f"{n}/{args.cold_calls}"
+                                         for arm, n in notes.items()}
         results["rows"] = {name: summary(samples) for name, samples in rows.items()}
     finally:
         _stop_daemons(runtime)
@@ -152,6 +165,8 @@ def main() -> None:
     for name, row in results["rows"].items():
         print(f"{name.ljust(width)}  {row['n']:>3}  {row['p50_ms']:>8}  {row['p95_ms']:>8}  "
               f"{row['max_ms']:>8}")
+    print("first prompts (no daemon) that got notes: " + ", ".join(
+        f"{arm} {n}" for arm, n in results["first_prompt_notes"].items()))
     print(f"first call (starts the daemon): {results['first_call_starts_daemon_ms']} ms; "
           f"embedder {args.embedder}; load {results['machine']['load1']} on "
           f"{results['machine']['cpus']} cpus")
@@ -159,6 +174,15 @@ def main() -> None:
     print(text)
     if args.json_out:
         args.json_out.write_text(text + "\n")
+
+
+def _archive(ref: str, folder: Path) -> Path:
+    """The ``src`` folder of ``ref`` (``git archive``), to run as the baseline's package."""
+    folder.mkdir()
+    tar = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "src"], capture_output=True,
+                         check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=tar, check=True)
+    return folder / "src"
 
 
 def _round_trips(home: Path, prompts: list[dict[str, Any]], env: dict[str, str]) -> list[float]:

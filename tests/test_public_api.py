@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import deltamem
 
 CORE = Path(deltamem.__file__).parent / "core"
@@ -77,6 +79,22 @@ def test_import_is_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_import_loads_the_surface_when_used():
+    """`import deltamem` loads neither numpy, pydantic nor the engine (PEP 562: a public name
+    loads its module when first used), so any ``deltamem.*`` import starts cheap; the map of
+    names to modules covers ``__all__`` exactly."""
+    code = ("import sys, deltamem; heavy = {'numpy', 'pydantic', 'deltamem.engine.memory', "
+            "'onnxruntime', 'asyncio'} & set(sys.modules); print(sorted(heavy)); "
+            "from deltamem import DeltaMem; print(DeltaMem.__module__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out == ["[]", "deltamem.engine.memory"]
+    assert set(deltamem._HOME) == set(deltamem.__all__) - {"__version__"}
+    assert set(dir(deltamem)) >= set(deltamem.__all__)
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = deltamem.Nope  # type: ignore[attr-defined]
 
 
 def test_one_version_everywhere() -> None:

@@ -22,63 +22,68 @@ The five extension points are protocols: ``Store``, ``Embedder``, ``LLM``, ``Ext
 
 from typing import TYPE_CHECKING, Any
 
-import deltamem.formats.transcripts  # noqa: F401  (registers Episode.from_messages)
-import deltamem.privacy.redact  # noqa: F401  (registers the redactor of error texts)
-from deltamem._util.usage import Usage
-from deltamem.config import Settings
-from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, compose, diff
-from deltamem.core.model import (
-    Episode,
-    Experience,
-    Knowledge,
-    Lesson,
-    Node,
-    NodeKind,
-    Outcome,
-    Skill,
-    Step,
-    Tree,
-)
-from deltamem.core.ranking import Candidate
-from deltamem.core.render import Style
-from deltamem.core.tree import Action
-from deltamem.embed.base import Embedder
-from deltamem.engine.aio import AsyncDeltaMem
-from deltamem.engine.corrections import Correction
-from deltamem.engine.memory import DeltaMem
-from deltamem.engine.results import (
-    BatchResult,
-    ChainLink,
-    Consolidation,
-    LearnResult,
-    OutcomeRecord,
-    Recall,
-    TreeRecall,
-    TreeWrite,
-)
-from deltamem.errors import (
-    BudgetExceeded,
-    ConfigError,
-    DeltaMemError,
-    EmbedderMismatch,
-    EpisodeError,
-    ExtractionError,
-    InvalidExport,
-    NodeNotFound,
-    PatchError,
-    ProviderError,
-    RemoteError,
-    SchemaError,
-    SpaceNotFound,
-    StoreError,
-)
-from deltamem.extract.base import Extractor
-from deltamem.llm.base import LLM
-from deltamem.scenes import Scene
-from deltamem.store.base import EpisodeRecord, Store
+# Imported now, for what they register (cheap, standard library and the core only): the reader
+# behind ``Episode.from_messages`` and the redactor of error texts (``errors.redacted``).
+import deltamem.formats.transcripts  # noqa: F401
+import deltamem.privacy.redact  # noqa: F401
 
+# Everything else loads when first used (PEP 562): ``import deltamem`` stays cheap, and so does
+# any ``deltamem.*`` import, which runs this module first. The hook daemon's start, which the
+# first prompt of a session waits for, pays only for what a recall needs.
 if TYPE_CHECKING:
+    from deltamem._util.usage import Usage
     from deltamem.client import AsyncClient, Client
+    from deltamem.config import Settings
+    from deltamem.core.delta import Edit, Patch, Put, SetText, Splice, apply, compose, diff
+    from deltamem.core.model import (
+        Episode,
+        Experience,
+        Knowledge,
+        Lesson,
+        Node,
+        NodeKind,
+        Outcome,
+        Skill,
+        Step,
+        Tree,
+    )
+    from deltamem.core.ranking import Candidate
+    from deltamem.core.render import Style
+    from deltamem.core.tree import Action
+    from deltamem.embed.base import Embedder
+    from deltamem.engine.aio import AsyncDeltaMem
+    from deltamem.engine.corrections import Correction
+    from deltamem.engine.memory import DeltaMem
+    from deltamem.engine.results import (
+        BatchResult,
+        ChainLink,
+        Consolidation,
+        LearnResult,
+        OutcomeRecord,
+        Recall,
+        TreeRecall,
+        TreeWrite,
+    )
+    from deltamem.errors import (
+        BudgetExceeded,
+        ConfigError,
+        DeltaMemError,
+        EmbedderMismatch,
+        EpisodeError,
+        ExtractionError,
+        InvalidExport,
+        NodeNotFound,
+        PatchError,
+        ProviderError,
+        RemoteError,
+        SchemaError,
+        SpaceNotFound,
+        StoreError,
+    )
+    from deltamem.extract.base import Extractor
+    from deltamem.llm.base import LLM
+    from deltamem.scenes import Scene
+    from deltamem.store.base import EpisodeRecord, Store
 
 __version__ = "0.1.0"
 
@@ -143,10 +148,77 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    # The clients import httpx; load them only when asked for.
-    if name in ("Client", "AsyncClient"):
-        from deltamem import client
+# Public name -> the module that defines it.
+_HOME: dict[str, str] = {
+    "Action": "deltamem.core.tree",
+    "AsyncClient": "deltamem.client",
+    "AsyncDeltaMem": "deltamem.engine.aio",
+    "BatchResult": "deltamem.engine.results",
+    "BudgetExceeded": "deltamem.errors",
+    "Candidate": "deltamem.core.ranking",
+    "ChainLink": "deltamem.engine.results",
+    "Client": "deltamem.client",
+    "ConfigError": "deltamem.errors",
+    "Consolidation": "deltamem.engine.results",
+    "Correction": "deltamem.engine.corrections",
+    "DeltaMem": "deltamem.engine.memory",
+    "DeltaMemError": "deltamem.errors",
+    "Edit": "deltamem.core.delta",
+    "Embedder": "deltamem.embed.base",
+    "EmbedderMismatch": "deltamem.errors",
+    "Episode": "deltamem.core.model",
+    "EpisodeError": "deltamem.errors",
+    "EpisodeRecord": "deltamem.store.base",
+    "Experience": "deltamem.core.model",
+    "ExtractionError": "deltamem.errors",
+    "Extractor": "deltamem.extract.base",
+    "InvalidExport": "deltamem.errors",
+    "Knowledge": "deltamem.core.model",
+    "LLM": "deltamem.llm.base",
+    "LearnResult": "deltamem.engine.results",
+    "Lesson": "deltamem.core.model",
+    "Node": "deltamem.core.model",
+    "NodeKind": "deltamem.core.model",
+    "NodeNotFound": "deltamem.errors",
+    "Outcome": "deltamem.core.model",
+    "OutcomeRecord": "deltamem.engine.results",
+    "Patch": "deltamem.core.delta",
+    "PatchError": "deltamem.errors",
+    "ProviderError": "deltamem.errors",
+    "Put": "deltamem.core.delta",
+    "Recall": "deltamem.engine.results",
+    "RemoteError": "deltamem.errors",
+    "Scene": "deltamem.scenes",
+    "SchemaError": "deltamem.errors",
+    "SetText": "deltamem.core.delta",
+    "Settings": "deltamem.config",
+    "Skill": "deltamem.core.model",
+    "SpaceNotFound": "deltamem.errors",
+    "Splice": "deltamem.core.delta",
+    "Step": "deltamem.core.model",
+    "Store": "deltamem.store.base",
+    "StoreError": "deltamem.errors",
+    "Style": "deltamem.core.render",
+    "Tree": "deltamem.core.model",
+    "TreeRecall": "deltamem.engine.results",
+    "TreeWrite": "deltamem.engine.results",
+    "Usage": "deltamem._util.usage",
+    "apply": "deltamem.core.delta",
+    "compose": "deltamem.core.delta",
+    "diff": "deltamem.core.delta",
+}
 
-        return getattr(client, name)
-    raise AttributeError(f"module 'deltamem' has no attribute {name!r}")
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'deltamem' has no attribute {name!r}")
+    from importlib import import_module
+
+    value = getattr(import_module(home), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -398,3 +398,18 @@ def test_the_daemon_answers_a_first_session_before_it_has_loaded(home, monkeypat
     daemon.warm()
     assert daemon.ready.is_set() and daemon._embedder is not None
     assert daemon.handle(request) == {"output": {}}  # warm: still nothing stored
+
+
+def test_the_daemon_listens_before_it_loads_the_engine():
+    """Importing the daemon's module loads neither the engine, numpy nor an embedder runtime:
+    it listens first and loads them in the background (``Daemon.warm``), so a hook that just
+    started it finds its socket at once."""
+    import subprocess
+    import sys
+
+    code = ("import sys, deltamem.integrations.hookd; print(sorted({'numpy', 'pydantic', "
+            "'onnxruntime', 'deltamem.engine.memory', 'deltamem.integrations.claude_code'} "
+            "& set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"

@@ -98,9 +98,11 @@ Reason = Annotated[str, Field(max_length=MAX_REASON)]
 
 
 class Model(BaseModel):
-    """Base of the wire models: frozen, unknown fields ignored (when a client parses)."""
+    """Base of the wire models: frozen, unknown fields ignored (when a client parses). Each is
+    built when first used (``defer_build``): a process that answers one operation, such as the
+    hook daemon, does not pay for all of them at import."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore", defer_build=True)
 
     @classmethod
     def build(cls, **fields: Any) -> Self:

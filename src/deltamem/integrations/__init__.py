@@ -11,6 +11,19 @@ outcome) after the run, and expose recall/learn as tools. :class:`RecallLoop` ho
 they share.
 """
 
-from deltamem.integrations.base import RecallLoop
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from deltamem.integrations.base import RecallLoop
 
 __all__ = ["RecallLoop"]
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when asked for: the hook daemon (``integrations.hookd``) imports this package first
+    # and needs the engine only after it listens.
+    if name == "RecallLoop":
+        from deltamem.integrations.base import RecallLoop
+
+        return RecallLoop
+    raise AttributeError(f"module 'deltamem.integrations' has no attribute {name!r}")

@@ -39,20 +39,10 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from deltamem.config import Settings
-from deltamem.embed.base import Embedder
-from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.errors import EpisodeError, SpaceNotFound, redacted
-from deltamem.extract.base import Extractor
 from deltamem.integrations import env
-from deltamem.integrations.claude_code import (
-    hook_extractor,
-    learn_turn,
-    read_turn,
-    run_hook,
-)
 from deltamem_hook import (
     Target,
     answered_here,
@@ -64,6 +54,14 @@ from deltamem_hook import (
     spool_stop,
     target,
 )
+
+# The engine, the embedder and the coding rules are imported where they are used, not here: a
+# daemon listens first and loads them in the background (``Daemon.warm``), the embedder's
+# weights beside the engine's modules, and the first prompt of a session waits for that.
+if TYPE_CHECKING:
+    from deltamem.embed.base import Embedder
+    from deltamem.engine.memory import DeltaMem
+    from deltamem.extract.base import Extractor
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
@@ -86,6 +84,9 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
         local = Path(db.removeprefix("sqlite:")).expanduser()
         local.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the user's alone
         db = str(local)
+    from deltamem.engine.memory import DeltaMem, check_space
+    from deltamem.integrations.claude_code import run_hook
+
     try:
         # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)
         # just adds nothing.
@@ -125,6 +126,7 @@ class Daemon:
         """One embedder in memory, shared by the reader and the writer."""
         with self._load_lock:
             if self._embedder is None:
+                from deltamem.config import Settings
                 from deltamem.embed import make_embedder
 
                 self._embedder = make_embedder(self.target.embedder
@@ -135,22 +137,41 @@ class Daemon:
         """Open the memory and load the embedder, its weights included (``warm()`` where the
         embedder has one), in the background right after the daemon starts listening: a
         request meanwhile either finds nothing to recall (``nothing_stored``) or waits
-        for it, never for the daemon's start."""
+        for it, never for the daemon's start. The weights load in a thread of their own while
+        this one imports the engine and opens the memory (ONNX Runtime builds its session
+        outside Python's lock, so on two cores the two overlap)."""
+        loading: threading.Thread | None = None
         try:
+            warm = getattr(self.embedder(), "warm", None)
+            if callable(warm):
+                loading = threading.Thread(target=self._warm_embedder, args=(warm,),
+                                           name="deltamem-embedder", daemon=True)
+                loading.start()
+            from deltamem.integrations.claude_code import run_hook  # noqa: F401 - load it now
+
             if not self.pending():  # else the learner opens the writer, on this embedder
                 with self._read_lock:
                     self.reader()
-            warm = getattr(self.embedder(), "warm", None)
-            if callable(warm):
-                warm()
         except Exception as exc:  # noqa: BLE001 - a request retries the load, and says why
             log.warning("%s", redacted(f"loading the memory failed: {type(exc).__name__}: "
                                        f"{exc}"))
         finally:
+            if loading is not None:
+                loading.join()
             self.ready.set()
+
+    @staticmethod
+    def _warm_embedder(warm: Any) -> None:
+        try:
+            warm()
+        except Exception as exc:  # noqa: BLE001 - the first embed retries, and says why
+            log.warning("%s", redacted(f"loading the embedder failed: {type(exc).__name__}: "
+                                       f"{exc}"))
 
     def writer(self) -> DeltaMem:
         if self._writer is None:
+            from deltamem.engine.memory import DeltaMem, check_space
+
             t = self.target
             self._writer = DeltaMem.open(t.db, space=check_space(t.space),
                                          embedder=self.embedder(),
@@ -161,12 +182,16 @@ class Daemon:
         """The configured extractor under the coding rules (``claude_code.hook_extractor``),
         built once: with ``DELTAMEM_EXTRACTOR=llm`` turns are distilled by that model."""
         if self._coding_extractor is None:
+            from deltamem.integrations.claude_code import hook_extractor
+
             self._coding_extractor = hook_extractor()
         return self._coding_extractor
 
     def reader(self) -> DeltaMem | None:
         """The memory recalls read (None while the database or space does not exist)."""
         if self._reader is None:
+            from deltamem.engine.memory import DeltaMem, check_space
+
             t = self.target
             try:
                 self._reader = DeltaMem.open(t.db, space=check_space(t.space),
@@ -197,6 +222,8 @@ class Daemon:
         scope = request.get("scope")
         if not self.ready.is_set() and nothing_stored(self.target):
             return {"output": {}}
+        from deltamem.integrations.claude_code import run_hook
+
         try:
             with self._read_lock:
                 mem = self.reader()
@@ -228,6 +255,8 @@ class Daemon:
 
     def learn_entry(self, entry: Path) -> bool:
         """Learn one spool entry; True when it is finished with (learned, or moved to failed/)."""
+        from deltamem.integrations.claude_code import learn_turn, read_turn
+
         try:
             data = json.loads(entry.read_text(encoding="utf-8"))
             path, size = str(data["transcript_path"]), int(data.get("size") or 0)

@@ -603,7 +603,7 @@ def s_vendor_prose() -> Item:
     if form == 1:
         return f"{RNG.choice(['SLACK_BOT_TOKEN', 'STRIPE_KEY', 'OPENAI_API_KEY', 'HF_TOKEN', 'SENTRY_AUTH_TOKEN', 'LINEAR_KEY'])}: {t}", [t], []
     if form == 2:
-        return f"settings.{RNG.choice(['integrations', 'providers'])}.{name.replace('-', '_')} = {json.dumps(t)}", [t], [f"settings."]
+        return f"settings.{RNG.choice(['integrations', 'providers'])}.{name.replace('-', '_')} = {json.dumps(t)}", [t], ["settings."]
     if form == 3:
         return f"gh secret set DEPLOY_TOKEN --body {t} --repo {RNG.choice(ORGS)}/{RNG.choice(PROJECTS)}", [t], ["gh secret set DEPLOY_TOKEN"]
     if form == 4:
@@ -766,7 +766,7 @@ def i_url() -> str:
     org, p = RNG.choice(ORGS), proj()
     return RNG.choice([f"https://github.com/{org}/{p}/pull/{RNG.randrange(1, 5000)}", f"https://github.com/{org}/{p}/blob/{hexrun(40)}/src/auth/token.py#L{RNG.randrange(1, 300)}",
                        f"git@github.com:{org}/{p}.git", f"ssh://git@gitlab.{org}.com:2222/{org}/{p}.git", f"https://{RNG.choice(FIRST).replace('.', '')}@bitbucket.org/{org}/{p}.git",
-                       f"postgres://localhost:5432/{RNG.choice(DBS)}_test", f"redis://redis:6379/{RNG.randrange(0, 15)}", f"mongodb://mongo:27017/{RNG.choice(DBS)}", f"amqp://rabbitmq:5672/%2F",
+                       f"postgres://localhost:5432/{RNG.choice(DBS)}_test", f"redis://redis:6379/{RNG.randrange(0, 15)}", f"mongodb://mongo:27017/{RNG.choice(DBS)}", "amqp://rabbitmq:5672/%2F",
                        "https://oauth2.googleapis.com/token", f"https://{org}.okta.com/oauth2/default/v1/authorize?client_id=0oa{run(17)}&response_type=code&scope=openid",
                        f"https://console.aws.amazon.com/secretsmanager/secret?name=prod%2F{p}%2Fdb&region=eu-west-1", f"http://localhost:{RNG.randrange(3000, 9000)}/auth/reset-password",
                        f"https://vault.{org}.internal:8200/v1/secret/data/{p}", f"jdbc:postgresql://{RNG.choice(HOSTS)}:5432/{RNG.choice(DBS)}?sslmode=verify-full", f"https://hub.docker.com/r/{org}/{p}/tags"])
@@ -775,12 +775,12 @@ def i_url() -> str:
 def i_reference() -> str:
     k = RNG.choice(CRED_KEYS)
     return RNG.choice([f"{k}=${{{k}}}", f"{k}=${{{k}:-}}", f'-e {k}="${k}"', f"password: ${{{k}}}", f"{k}=$(op read op://Private/{proj()}/password)",
-                       f"{k}=$(pass show deploy/{RNG.choice(DBS)})", f"{k}: ${{{{ secrets.{k} }}}}", f"token: ${{{{ secrets.GITHUB_TOKEN }}}}", f"password: {{{{ .Values.auth.{RNG.choice(['password', 'rootPassword'])} }}}}",
+                       f"{k}=$(pass show deploy/{RNG.choice(DBS)})", f"{k}: ${{{{ secrets.{k} }}}}", "token: ${{ secrets.GITHUB_TOKEN }}", f"password: {{{{ .Values.auth.{RNG.choice(['password', 'rootPassword'])} }}}}",
                        f"const key = process.env.{k};", f'password = os.environ["{k}"]', f'api_key = os.getenv("{k}", "")', f'ENV.fetch("{k}")', f"System.getenv(\"{k}\")", f"$env:{k}", f"%{k}%",
                        f"          valueFrom:\n            secretKeyRef:\n              name: {RNG.choice(['db-credentials', 'api-keys'])}\n              key: {RNG.choice(['password', 'token'])}",
-                       f"{k}_FILE=/run/secrets/{k.lower()}", f"//registry.npmjs.org/:_authToken=${{NPM_TOKEN}}", f"Authorization: Bearer ${{{k}}}", f'curl -H "Authorization: Bearer $(gh auth token)" https://api.github.com/user',
-                       f"RUN --mount=type=secret,id=npmrc,target=/root/.npmrc npm ci", f"ARG {k}", f"password: \"<your-password>\"", f"{k}=<{k.lower().replace('_', '-')}>", f"api_key: '********'",
-                       f"{k}=", f"password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256", f"docker login -u AWS --password-stdin {RNG.randrange(10**11, 10**12)}.dkr.ecr.eu-west-1.amazonaws.com",
+                       f"{k}_FILE=/run/secrets/{k.lower()}", "//registry.npmjs.org/:_authToken=${NPM_TOKEN}", f"Authorization: Bearer ${{{k}}}", 'curl -H "Authorization: Bearer $(gh auth token)" https://api.github.com/user',
+                       "RUN --mount=type=secret,id=npmrc,target=/root/.npmrc npm ci", f"ARG {k}", "password: \"<your-password>\"", f"{k}=<{k.lower().replace('_', '-')}>", "api_key: '********'",
+                       f"{k}=", "password: !vault |\n  $ANSIBLE_VAULT;1.1;AES256", f"docker login -u AWS --password-stdin {RNG.randrange(10**11, 10**12)}.dkr.ecr.eu-west-1.amazonaws.com",
                        f"{k}=\"$(aws secretsmanager get-secret-value --secret-id prod/db --query SecretString --output text)\""])
 
 

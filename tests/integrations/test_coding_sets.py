@@ -77,8 +77,8 @@ def test_source_sets_cover_transcript_formats_split_within_each_family() -> None
     secrets = rows("source_secrets.jsonl")
     identities = rows("source_identities.jsonl")
     assert len(secrets) >= 150 and len(identities) >= 400
-    assert {r["where"] for r in secrets} >= {"config", "dsn", "http", "shell", "output", "pem", "jwt",
-                                             "vendor", "code"}
+    assert {r["where"] for r in secrets} >= {"config", "dsn", "http", "shell", "output", "pem",
+                                             "jwt", "vendor", "code"}
     for r in secrets:
         assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
         assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]

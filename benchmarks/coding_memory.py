@@ -765,15 +765,21 @@ def evaluate_sets(split: str) -> dict[str, Any]:
     # The second pair, from the tools' documented option grammars (make_grammar_sets.py).
     grammar_identities = set_rows("grammar_identities.jsonl", split)
     grammar_secrets = set_rows("grammar_secrets.jsonl", split)
+    # The third pair, from the documented formats a transcript holds (make_source_sets.py).
+    source_identities = set_rows("source_identities.jsonl", split)
+    source_secrets = set_rows("source_secrets.jsonl", split)
     out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets),
                                      "prompts": len(prompts),
                                      "grammar_identities": len(grammar_identities),
-                                     "grammar_secrets": len(grammar_secrets)}}
+                                     "grammar_secrets": len(grammar_secrets),
+                                     "source_identities": len(source_identities),
+                                     "source_secrets": len(source_secrets)}}
     for name, fn in (("deltamem", redact), ("entropy", entropy_redact)):
         started = time.perf_counter()
         out[name] = {"seconds": 0.0}
         for prefix, ids, secs in (("", identities, secrets),
-                                  ("grammar_", grammar_identities, grammar_secrets)):
+                                  ("grammar_", grammar_identities, grammar_secrets),
+                                  ("source_", source_identities, source_secrets)):
             changed = [r for r in ids if fn(r["text"]) != r["text"]]
             missed = [r for r in secs if any(x in fn(r["text"]) for x in r["secrets"])]
             lost = [r for r in secs if any(k not in fn(r["text"]) for k in r["keep"])]
@@ -812,6 +818,11 @@ def sets_table(sets: Mapping[str, Any]) -> str:
             ("grammar secrets removed", "grammar_secrets_removed", f"/{n['grammar_secrets']}",
              f"{n['grammar_secrets']}"),
             ("grammar secret context lost", "grammar_context_lost", "", "0"),
+            ("source identities changed", "source_identities_changed",
+             f"/{n['source_identities']}", "0"),
+            ("source secrets removed", "source_secrets_removed", f"/{n['source_secrets']}",
+             f"{n['source_secrets']}"),
+            ("source secret context lost", "source_context_lost", "", "0"),
             ("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9")]
     lines = [f"{'':34}{'deltamem':>12}{'baseline':>12}  target"]
     for label, key, tail, target in rows:

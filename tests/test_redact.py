@@ -390,3 +390,44 @@ def test_the_grammar_sets_dev_split():
     assert [r["id"] for r in secrets if any(s in R.redact(r["text"]) for s in r["secrets"])] == []
     assert [r["id"] for r in secrets if any(k not in R.redact(r["text"]) for k in r["keep"])] == []
     assert [r["text"] for r in identities if R.redact(r["text"]) != r["text"]] == []
+
+
+# ---- the source-format set (benchmarks/coding_sets/make_source_sets.py) ----------------------
+@pytest.mark.parametrize("text,secret", [
+    # a quoted string after '=' or ':' is a literal: brackets in it are characters, not code
+    ('MAIL_PASSWORD: "q(7Lm]2x#Np9"', "q(7Lm]2x#Np9"),
+    ("SECRET_KEY = 'k3y-(w1th)-br4ck3ts[0]'", "k3y-(w1th)-br4ck3ts[0]"),
+    # Oracle's JDBC thin URL: jdbc:oracle:thin:USER/PASSWORD@host
+    ("jdbc:oracle:thin:scott/tiger-lily-42@orahost:1521/XEPDB1", "tiger-lily-42"),
+])
+def test_source_formats_are_read_as_documented(text, secret):
+    assert secret not in R.redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    # a boolean, not a password
+    "ERROR 1045 (28000): Access denied for user 'ops'@'localhost' (using password: NO)",
+    'password: "$(vault read -field=pw kv/db)"',  # a substitution: the value is elsewhere
+    "arn:aws:secretsmanager:us-east-2:210987654321:secret:ci/npm-Ab12Cd",  # an ARN: no names
+    "golang.org/x/text v0.14.0 h1:ScX5w1eTa3QqT8oi6+ziP7dTV1S2+ALU0bI+0zXKWiQ=",  # go.sum
+    "--- PASS: TestSecretRotation/expired_key (0.01s)",  # go test's result line
+    '{"kid": "Zk4mQ8vL2pR6tN0wX3yB7cD9fG1hJ5kM", "alg": "RS256"}',  # a key's id (RFC 7517)
+    "X-Correlation-Id: evt_Qm8Xk2Lz9Np4Rs6Tv8Wz",  # a name that says it identifies
+    "cf-ray: 8a1b2c3d4e5f6a7b-AMS",  # a hex id and a site code
+    "certificate-authority-data: Qm8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4",  # public
+    "Your branch is up to date with 'origin/fix/CVE-2025-1234-oauth'.",  # prose, not a name
+    "ldapwhoami -x -y /etc/ldap.secret '(uid=ops)'",  # a path's file name, a filter
+])
+def test_identities_of_the_source_formats_pass(text):
+    assert R.redact(text) == text
+
+
+def test_the_source_sets_dev_split():
+    secrets = [r for r in _rows("source_secrets.jsonl") if r["split"] == "dev"]
+    identities = [r for r in _rows("source_identities.jsonl") if r["split"] == "dev"]
+    missed = [r["id"] for r in secrets if any(s in R.redact(r["text"]) for s in r["secrets"])]
+    # Known misses: a hexadecimal password alone on an output line, told only by the prose
+    # above it (a commit hash has the same shape); see docs/results.md.
+    assert len(missed) <= 2, missed
+    assert [r["id"] for r in secrets if any(k not in R.redact(r["text"]) for k in r["keep"])] == []
+    assert [r["text"] for r in identities if R.redact(r["text"]) != r["text"]] == []

@@ -70,14 +70,39 @@ def test_grammar_sets_cover_the_credential_grammars_and_a_thousand_identities() 
         assert set(splits) == {"dev", "test"} and min(splits.values()) >= len(data) // 3
 
 
+def test_source_sets_cover_transcript_formats_split_within_each_family() -> None:
+    """The third set (make_source_sets.py): config, connection-string, HTTP, cloud, tool-output,
+    PEM, JWT and vendor-token formats, and the identities a transcript holds; every family has
+    rows in both splits."""
+    secrets = rows("source_secrets.jsonl")
+    identities = rows("source_identities.jsonl")
+    assert len(secrets) >= 150 and len(identities) >= 400
+    assert {r["where"] for r in secrets} >= {"config", "dsn", "http", "shell", "output", "pem",
+                                             "jwt", "vendor", "code"}
+    for r in secrets:
+        assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
+        assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
+    assert len({r["text"] for r in identities}) == len(identities)
+    for data in (secrets, identities):
+        by_family: dict[str, Counter[str]] = {}
+        for r in data:
+            by_family.setdefault(str(r["family"]), Counter())[str(r["split"])] += 1
+        assert len(by_family) >= 15
+        for family, splits in by_family.items():
+            assert set(splits) == {"dev", "test"}, family
+            assert abs(splits["dev"] - splits["test"]) <= 1, family
+
+
 @pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),
                                            ("make_secrets.py", "secrets.jsonl"),
                                            ("make_prompts.py", "prompts.jsonl"),
                                            ("make_grammar_sets.py", "grammar_secrets.jsonl"),
-                                           ("make_grammar_sets.py", "grammar_identities.jsonl")])
+                                           ("make_grammar_sets.py", "grammar_identities.jsonl"),
+                                           ("make_source_sets.py", "source_secrets.jsonl"),
+                                           ("make_source_sets.py", "source_identities.jsonl")])
 def test_sets_regenerate_byte_for_byte(script: str, output: str, tmp_path: Path) -> None:
     for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt",
-                 "make_grammar_sets.py"):
+                 "make_grammar_sets.py", "make_source_sets.py"):
         shutil.copy(SETS / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / script)], check=True, capture_output=True,
                    timeout=120, cwd=tmp_path)

@@ -133,7 +133,7 @@ PHRASES = ["{v} some {o} and put it in {d}", "put a {v} {o} in {d}.",
 
 episodes = st.lists(st.tuples(st.integers(0, len(VERBS) - 1), st.sampled_from(OBJECTS),
                               st.sampled_from(PLACES), st.integers(0, len(PHRASES) - 1),
-                              st.booleans(), st.integers(0, 3), st.sampled_from(["a", "b"])),
+                              st.booleans(), st.integers(0, 4), st.sampled_from(["a", "b"])),
                     min_size=20, max_size=56)
 queries = st.lists(st.tuples(st.integers(0, len(VERBS) - 1), st.sampled_from(OBJECTS + UNSEEN),
                              st.sampled_from(PLACES + ["floor"]),
@@ -152,6 +152,8 @@ def _episode(verb: int, obj: str, place: str, phrase: int, success: bool, shape:
         actions.append(f"look at {v} 1")
     elif shape == 3:  # another trajectory of a repeated key: other slots
         actions = actions[2:]
+    elif shape == 4:  # acts on no word of its key: stored without slots
+        actions = ["look around", "wait 1"]
     return make_episode(task=task, actions=tuple(actions), success=success, project=project)
 
 

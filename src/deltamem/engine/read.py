@@ -15,7 +15,7 @@ matched node; its chain is composed as usual, whatever episodes wrote the ancest
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, TypeVar
@@ -204,10 +204,22 @@ class Reader:
         missing = [c.id for c in pool if c.id not in found]
         if missing:
             found.update(self.store.vectors(self.space, missing))
+        # A key's slots are those the first node keyed so and stored with slots holds (a
+        # consolidated root or a node stored before slots were kept shares its key, so it ties
+        # as it did); its template is cut by the pool's votes (``core.slots.pool_template``).
+        stored = _stored_slots(nodes.values(), {})
+        cut: dict[str, str] = {}
+
+        def template_of(node: Node | None) -> str | None:
+            if node is None or node.key not in stored:
+                return None
+            if node.key not in cut:
+                cut[node.key] = slots.pool_template(node.key, stored[node.key], votes)
+            return cut[node.key]
+
         # The query's template and the pool's templates in one embedding call.
-        templates = _key_templates(nodes, votes)
-        first = sorted({templates[n.key] for c in pool
-                        if (n := nodes.get(c.id)) is not None and n.key in templates} - {shape})
+        first = sorted({t for c in pool if (t := template_of(nodes.get(c.id))) is not None}
+                       - {shape})
         shaped, *rest = self.embed([shape, *first])
         embedded = {shape: shaped, **dict(zip(first, rest, strict=True))}
         extra: list[Candidate] = []
@@ -215,8 +227,11 @@ class Reader:
             scanned, rows = self.scan_vectors(Tree.TASK, shaped, POOL)
             extra = [c for c in scanned if c.id not in have]
             found.update((c.id, rows[c.id]) for c in extra)
+            before = nodes
             nodes = self.nodes_of(extra, nodes)
-            templates = _key_templates(nodes, votes)  # an extra may lend a pool key its slots
+            # The new nodes come last: they lend their slots only to keys no node before had
+            # slots for, whose templates were not cut yet.
+            _stored_slots((n for i, n in nodes.items() if i not in before), stored)
         pool_vectors = {c.id: v for c in (*pool, *extra) if (v := found.get(c.id)) is not None}
         added = []
         for candidate in extra:
@@ -228,8 +243,7 @@ class Reader:
             added.append(Candidate(candidate.id, sim, failure, candidate.depth,
                                    score(sim, failure, self.settings.penalty),
                                    discredited=failure and not candidate.failure))
-        shapes = {i: templates[node.key] for i in pool_vectors
-                  if (node := nodes.get(i)) is not None and node.key in templates}
+        shapes = {i: t for i in pool_vectors if (t := template_of(nodes.get(i))) is not None}
         late = sorted(set(shapes.values()) - embedded.keys())
         if late:
             embedded.update(zip(late, self.embed(late), strict=True))
@@ -410,15 +424,14 @@ class Reader:
                          link.score)
 
 
-def _key_templates(nodes: dict[str, Node], votes: dict[str, int]) -> dict[str, str]:
-    """Each key's template as the pool cuts it (``core.slots.pool_template``): a key's slots
-    are those the first of ``nodes`` keyed so and stored with slots holds (a consolidated root
-    or a node stored before slots were kept shares its key, so it ties as it did)."""
-    stored: dict[str, tuple[str, ...]] = {}
-    for node in nodes.values():
-        if node.key not in stored and (held := _slots(node)):
-            stored[node.key] = held
-    return {key: slots.pool_template(key, held, votes) for key, held in stored.items()}
+def _stored_slots(nodes: Iterable[Node], into: dict[str, tuple[str, ...]]
+                  ) -> dict[str, tuple[str, ...]]:
+    """``into`` with, for each key it lacks, the stored slots of the first of ``nodes`` keyed
+    so that has any."""
+    for node in nodes:
+        if node.key not in into and (held := _slots(node)):
+            into[node.key] = held
+    return into
 
 
 def _slots(node: Node) -> tuple[str, ...]:

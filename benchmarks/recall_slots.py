@@ -99,7 +99,8 @@ def first_difference(a: Any, b: Any, path: str = "") -> str:
             if x != y:
                 return first_difference(x, y, f"{path}[{i}]")
     if isinstance(a, str) and isinstance(b, str):
-        at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        at = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                  min(len(a), len(b)))
         return f"{path}: ...{a[max(0, at - 40):at + 60]!r} != ...{b[max(0, at - 40):at + 60]!r}"
     return f"{path}: {str(a)[:120]} != {str(b)[:120]}"
 

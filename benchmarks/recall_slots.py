@@ -8,9 +8,11 @@ tree, the other the tree under ``--before`` (e.g. ``git archive <commit> src ben
 DIR``). Queries: the dev split of the templated tasks (no scene), the dev games' tasks of a
 probe run's JSON (``--games-json``, no scene) and the gold episodes' own tasks with their
 scenes. Each worker first recalls every query once (top 3, with every scoring term) and the
-two answers must be equal (usage fields aside); the embedding cache is then warm, as in the
-turn-6 measurement. Then rounds alternate between the workers, each timing one recall per
-query; p50 / p95 over all rounds. ``kind_weight`` 0 (the cosine alone) is timed the same way
+two answers must be equal (usage fields aside, node ids named by insertion order); the
+embedding cache is then warm, as in the turn-6 measurement. Then each round times one recall
+per query on each side, in chunks of 20 queries with the sides taking turns (their order
+rotated each round), so that a change of the machine's load falls on all sides alike; p50 /
+p95 over all rounds. ``kind_weight`` 0 (the cosine alone) is timed the same way
 in the "after" worker as the floor. Prints a table and one JSON object.
 
     python benchmarks/probe.py --env alfworld --games 60 --train 120 --memories deltamem \\
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent.parent
+CHUNK = 20  # queries timed on one side before the next side's turn
 
 
 def worker(gold: Path, queries: list[list[str]]) -> None:
@@ -63,7 +66,7 @@ def worker(gold: Path, queries: list[list[str]]) -> None:
             elif command[0] == "time":
                 mem.reader.kind_weight = float(command[1])
                 times = []
-                for task, scene in queries:
+                for task, scene in queries[int(command[2]):int(command[3])]:
                     started = time.perf_counter()
                     mem.recall(task, scene)
                     times.append((time.perf_counter() - started) * 1000)
@@ -174,10 +177,12 @@ def main() -> None:
     differ = [i for i, (a, b) in enumerate(zip(answers["before"], answers["after"], strict=True))
               if a != b]
     times: dict[str, list[float]] = {"before": [], "after": [], "cosine alone": []}
-    for _ in range(args.rounds):
-        times["before"] += workers["before"].ask("time 8")["times"]
-        times["after"] += workers["after"].ask("time 8")["times"]
-        times["cosine alone"] += workers["after"].ask("time 0")["times"]
+    sides = [("before", workers["before"], 8), ("after", workers["after"], 8),
+             ("cosine alone", workers["after"], 0)]
+    for turn in range(args.rounds):  # chunks of queries, the sides in turn, their order rotated
+        for start in range(0, len(queries), CHUNK):
+            for name, w, weight in sides[turn % 3:] + sides[:turn % 3]:
+                times[name] += w.ask(f"time {weight} {start} {start + CHUNK}")["times"]
     for w in workers.values():
         w.close()
     os.unlink(f.name)

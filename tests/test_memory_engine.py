@@ -3,6 +3,7 @@ failure after an acknowledged write does."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import deltamem.engine.memory
@@ -12,6 +13,8 @@ from deltamem.engine.memory import DeltaMem
 from deltamem.errors import ProviderError
 from deltamem.extract.base import Extraction, ExtractRequest
 from deltamem.extract.trace import TraceExtractor
+from deltamem.store.base import UNIT_TOLERANCE
+from deltamem.store.integrity import sound_rows, vector_problem
 from deltamem.store.sqlite import SQLiteStore
 from helpers import TEST_SETTINGS, make_episode
 
@@ -268,3 +271,36 @@ def test_a_task_recalls_its_own_skill_when_one_episode_acted_on_a_frame_word(tmp
         assert water.matched_node is not None
         assert water.matched_node.key == "water the plant in the garden"
         assert "the" in water.matched_node.meta["slots"]  # the case this guards
+
+
+class _BadEmbedder(HashingEmbedder):
+    """A test double: the hashing embedder, but a text holding ``bad`` embeds to a vector of
+    norm 2 and one holding ``nan`` to NaNs."""
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        out = super().embed(texts)
+        for i, text in enumerate(texts):
+            if "bad" in text:
+                out[i] = 2 * out[i]
+            if "nan" in text:
+                out[i] = np.nan
+        return out
+
+
+def test_a_bad_embedding_is_refused_whether_computed_or_cached(tmp_path):
+    """The facade checks a batch of embeddings at once and, when one may be bad, each in turn:
+    the text whose vector is bad is named, also when its vector comes from the cache."""
+    with DeltaMem(SQLiteStore(tmp_path / "b.db"), _BadEmbedder(), TraceExtractor(),
+                  settings=TEST_SETTINGS) as mem:
+        mem.learn(make_episode())
+        for _ in range(2):  # the second time the vector is the cache's
+            with pytest.raises(ProviderError, match="'a bad task'.*norm is 2"):
+                mem.recall("a bad task", "kitchen")
+        with pytest.raises(ProviderError, match="'nan soup'.*NaN"):
+            mem.recall("heat the apple", "nan soup")
+        assert mem.recall("heat the apple", "kitchen").task.matched
+    rows = np.eye(3)
+    assert sound_rows(rows, 3) and sound_rows(np.zeros((2, 3), np.float32), 3)
+    rows[1] *= 1 + UNIT_TOLERANCE - 5e-10  # within the margin: vector_problem's to judge
+    assert not sound_rows(rows, 3) and vector_problem(rows[1], 3) is None
+    assert not sound_rows(rows[:, :2], 3)

@@ -28,6 +28,9 @@ OPERATIONS = {
 }
 CONVENIENCES = ("get_node", "chain", "vector")
 OPTIONAL = ("changes",)  # a store may answer None: callers then assume a change
+# Written once in the base over ``scan`` + ``vectors``; a backend that scans rows it holds may
+# answer in one pass (SQL stores do; tests/store/test_scan_vectors.py checks both answer alike).
+ONE_PASS = ("scan_vectors",)
 BACKENDS = (SQLiteStore, PostgresStore, InMemoryStore)
 
 
@@ -40,6 +43,11 @@ def test_backends_inherit_the_conveniences(backend: type[Store]) -> None:
     assert issubclass(backend, Store)
     for name in CONVENIENCES:
         assert getattr(backend, name) is getattr(Store, name), f"{backend.__name__}.{name}"
+
+
+def test_the_one_pass_operations_are_written_once_and_overridden_only_by_sql_stores() -> None:
+    assert InMemoryStore.scan_vectors is Store.scan_vectors
+    assert SQLiteStore.scan_vectors is PostgresStore.scan_vectors is not Store.scan_vectors
 
 
 def test_a_store_missing_an_operation_cannot_be_made() -> None:
@@ -78,7 +86,7 @@ def _store_calls(path: Path) -> set[tuple[str, str, int]]:
 
 def test_the_library_calls_a_store_only_through_the_contract() -> None:
     src = Path(deltamem.__file__).parent
-    allowed = OPERATIONS | set(CONVENIENCES) | set(OPTIONAL) | {"url"}
+    allowed = OPERATIONS | set(CONVENIENCES) | set(OPTIONAL) | set(ONE_PASS) | {"url"}
     outside = [(name, attr, line)
                for path in sorted(src.rglob("*.py")) if "store" not in path.relative_to(src).parts
                for name, attr, line in _store_calls(path) if attr not in allowed]

@@ -31,9 +31,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from functools import lru_cache
 
 _WORD = re.compile(r"[^\W\d_]+")
 _SPLIT = re.compile(r"\S+")
+WORDS_CACHED = 8192  # texts whose word split (:func:`_words`) is kept: recall cuts the same keys
 
 
 def tokens(text: str) -> list[str]:
@@ -54,18 +56,34 @@ def slots_of(key: str, actions: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(w for w in set(tokens(key)) if w in arguments and w not in verbs))
 
 
+@lru_cache(maxsize=WORDS_CACHED)
+def _words(text: str) -> tuple[tuple[str, frozenset[str]], ...]:
+    """``text``'s whitespace-separated words, each with its letters' :func:`tokens` (a pure
+    function of ``text``, kept: recall cuts the templates of the same stored keys again and
+    again)."""
+    return tuple((word, frozenset(tokens(word))) for word in _SPLIT.findall(text))
+
+
+@lru_cache(maxsize=WORDS_CACHED)
+def key_words(text: str) -> frozenset[str]:
+    """The distinct :func:`tokens` of ``text`` (kept, as :func:`_words`)."""
+    return frozenset(tokens(text))
+
+
 def template(text: str, slots: Collection[str]) -> str:
     """``text`` without its slot words: each whitespace-separated word whose letters are all
     slots is dropped ("put a clean mug in countertop." with ``mug``, ``countertop`` -> "put a
     clean in"); punctuation goes with its word."""
     if not slots:
         return text
-    kept = []
-    for word in _SPLIT.findall(text):
-        letters = tokens(word)
-        if not letters or not all(w in slots for w in letters):
-            kept.append(word)
-    return " ".join(kept)
+    return _cut(text, frozenset(slots))
+
+
+@lru_cache(maxsize=WORDS_CACHED)
+def _cut(text: str, cut: frozenset[str]) -> str:
+    """:func:`template` of ``text`` by ``cut`` (kept: recall cuts the same keys by the same
+    votes again and again)."""
+    return " ".join(word for word, letters in _words(text) if not letters or not letters <= cut)
 
 
 def slot_votes(stored: Iterable[tuple[str, Collection[str]]]) -> dict[str, int]:
@@ -74,7 +92,7 @@ def slot_votes(stored: Iterable[tuple[str, Collection[str]]]) -> dict[str, int]:
     the pool when its vote is positive (:func:`query_slots`, :func:`pool_template`)."""
     votes: dict[str, int] = {}
     for key, slots in stored:
-        for word in set(tokens(key)):
+        for word in key_words(key):
             votes[word] = votes.get(word, 0) + (1 if word in slots else -1)
     return votes
 
@@ -86,7 +104,7 @@ def query_slots(query: str, stored: Iterable[tuple[str, Collection[str]]]) -> fr
     vote. A word no stored key acted on stays in the template: an alignment with the stored
     keys would also take a new kind word ("cold" where a key has "hot") for a slot."""
     votes = slot_votes(stored)
-    return frozenset(w for w in set(tokens(query)) if votes.get(w, 0) > 0)
+    return frozenset(w for w in key_words(query) if votes.get(w, 0) > 0)
 
 
 def pool_template(key: str, slots: Collection[str], votes: Mapping[str, int]) -> str:

@@ -73,7 +73,12 @@ from deltamem.scenes.base import contents_of
 from deltamem.store import open_store, transfer
 from deltamem.store import scrub as scrubbing
 from deltamem.store.base import EpisodeRecord, Store, Vector
-from deltamem.store.integrity import space_info, space_problems, vector_problem
+from deltamem.store.integrity import (
+    sound_rows,
+    space_info,
+    space_problems,
+    vector_problem,
+)
 
 __all__ = ["TREES", "DeltaMem", "check_space", "new_node_id"]
 
@@ -273,6 +278,8 @@ class DeltaMem:
             usage.embed_calls += 1
             usage.embed_texts += computed
         out = [vectors[i] for i in range(len(texts))]
+        if sound_rows(vectors, self.embedder.dim):  # one check for the whole batch
+            return out
         for text, vector in zip(texts, out, strict=True):
             problem = vector_problem(vector, self.embedder.dim)
             if problem:

@@ -15,7 +15,7 @@ matched node; its chain is composed as usual, whatever episodes wrote the ancest
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache, partial
 from typing import Any, TypeVar
@@ -33,6 +33,16 @@ from deltamem.store.base import Store, Vector
 
 _R = TypeVar("_R")
 SIGNATURES = 8192  # scene signatures remembered per reader
+
+
+@dataclass(frozen=True, slots=True)
+class Scanned:
+    """What :meth:`Reader.task_ranked` read beside its ranking: the last scan's nodes' vectors
+    (``Store.scan_vectors``) and the nodes it fetched ahead for the template rule but did not
+    need (``spare``)."""
+
+    vectors: dict[str, Vector]
+    spare: dict[str, Node]
 
 
 @dataclass(slots=True)
@@ -95,10 +105,12 @@ class Reader:
             read.scanned = found if len(found) < POOL or max(k, POOL) == POOL else None
             ranked, read.nodes = self.same_scene(key, found, limit=max(k, 1))
         else:
-            ranked, read.nodes, read.scanned = self.task_ranked(query, max(k, 1))
+            ranked, read.nodes, read.scanned, scanned = self.task_ranked(
+                query, max(k, 1), pool=self.kind_weight > 0 and self.embed is not None)
             read.ranked = ranked
-            ranked, read.nodes, result.slots = self.kind_first(key, query, ranked, read.nodes,
-                                                               threshold)
+            ranked, read.nodes, result.slots = self.kind_first(
+                key, query, ranked, read.nodes, threshold, vectors=scanned.vectors,
+                spare=scanned.spare)
             ties = ranking.best_ties(ranked)
             read.nodes = self.nodes_of(ties, read.nodes)
             ranked = ranking.started_here(ranked, read.nodes, self.signature(scene))
@@ -143,7 +155,9 @@ class Reader:
         return [c.id for c in found], nodes
 
     def kind_first(self, key: str, query: Vector, ranked: list[Candidate],
-                   nodes: dict[str, Node], threshold: float, *, widen: bool = True
+                   nodes: dict[str, Node], threshold: float, *, widen: bool = True,
+                   vectors: dict[str, Vector] | None = None,
+                   spare: dict[str, Node] | None = None
                    ) -> tuple[list[Candidate], dict[str, Node], frozenset[str]]:
         """``core.ranking.kind_first`` over the first :data:`POOL` ranked task candidates (the
         scan, discredited skills re-scored; a filtered read: of the matching ones), by the
@@ -159,32 +173,69 @@ class Reader:
 
         ``widen``: the query template's own scan of the best :data:`POOL` adds its candidates
         (scored by the query like the others), so that a key of the query's kind that shares no
-        slot with it is among them. Store calls: one ``get_nodes`` for the pool (and one for the
-        template's new candidates), one scan, one ``vectors``; one embedding call (templates are
-        cached by text). Also returns the query's slots."""
+        slot with it is among them. ``vectors``: the stored vectors of ``ranked``'s
+        candidates, as the query's scan returned them (``Store.scan_vectors``; the missing
+        ones are read); ``spare``: nodes fetched ahead for the pool (:meth:`task_ranked`).
+
+        Cost: one ``get_nodes`` for the pool when :meth:`task_ranked` did not fetch it, one
+        template scan that returns its rows' vectors (``Store.scan_vectors``) and one
+        ``get_nodes`` for its new candidates; one embedding call for the query's template and
+        the pool's templates together (all cached by text), and one more only for templates
+        the template scan's candidates bring. Also returns the query's slots.
+
+        ``tests/test_kind_fold.py`` checks this against the rule as first written (template
+        scan, then one ``vectors`` call for every candidate, then the templates embedded)."""
         pool = ranked[:POOL]
         if self.kind_weight <= 0 or self.embed is None or not pool or not accepts(
                 max(c.score for c in pool), threshold):
             return ranked, nodes, frozenset()
-        nodes = self.nodes_of(pool, nodes)
+        nodes = self.nodes_of(pool, nodes, spare)
         known = [(node.key, _slots(node)) for c in pool if (node := nodes.get(c.id)) is not None]
         votes = slots.slot_votes(known)
-        mine = frozenset(w for w in set(slots.tokens(key)) if votes.get(w, 0) > 0)
+        mine = frozenset(w for w in slots.key_words(key) if votes.get(w, 0) > 0)
         shape = slots.template(key, mine)
         if shape == key or not slots.tokens(shape):
             return ranked, nodes, mine  # no slot known: the template is the key
         top = nodes.get(pool[0].id)
         if top is None or not mine.intersection(_slots(top)):
             return ranked, nodes, mine  # the best score does not rest on a shared slot
-        [shaped] = self.embed([shape])
         have = {c.id for c in pool}
-        extra = [c for c in self.scan(Tree.TASK, shaped, POOL) if c.id not in have] \
-            if widen else []
-        nodes = self.nodes_of(extra, nodes)
-        vectors = self.store.vectors(self.space, [c.id for c in (*pool, *extra)])
+        found = dict(vectors or {})
+        missing = [c.id for c in pool if c.id not in found]
+        if missing:
+            found.update(self.store.vectors(self.space, missing))
+        # A key's slots are those the first node keyed so and stored with slots holds (a
+        # consolidated root or a node stored before slots were kept shares its key, so it ties
+        # as it did); its template is cut by the pool's votes (``core.slots.pool_template``).
+        stored = _stored_slots(nodes.values(), {})
+        cut: dict[str, str] = {}
+
+        def template_of(node: Node | None) -> str | None:
+            if node is None or node.key not in stored:
+                return None
+            if node.key not in cut:
+                cut[node.key] = slots.pool_template(node.key, stored[node.key], votes)
+            return cut[node.key]
+
+        # The query's template and the pool's templates in one embedding call.
+        first = sorted({t for c in pool if (t := template_of(nodes.get(c.id))) is not None}
+                       - {shape})
+        shaped, *rest = self.embed([shape, *first])
+        embedded = {shape: shaped, **dict(zip(first, rest, strict=True))}
+        extra: list[Candidate] = []
+        if widen:
+            scanned, rows = self.scan_vectors(Tree.TASK, shaped, POOL)
+            extra = [c for c in scanned if c.id not in have]
+            found.update((c.id, rows[c.id]) for c in extra)
+            before = nodes
+            nodes = self.nodes_of(extra, nodes)
+            # The new nodes come last: they lend their slots only to keys no node before had
+            # slots for, whose templates were not cut yet.
+            _stored_slots((n for i, n in nodes.items() if i not in before), stored)
+        pool_vectors = {c.id: v for c in (*pool, *extra) if (v := found.get(c.id)) is not None}
         added = []
         for candidate in extra:
-            node, vector = nodes.get(candidate.id), vectors.get(candidate.id)
+            node, vector = nodes.get(candidate.id), pool_vectors.get(candidate.id)
             if node is None or vector is None:  # deleted since the scan
                 continue
             sim = cosine(query, vector)
@@ -192,18 +243,12 @@ class Reader:
             added.append(Candidate(candidate.id, sim, failure, candidate.depth,
                                    score(sim, failure, self.settings.penalty),
                                    discredited=failure and not candidate.failure))
-        # A key's slots are those any node of that key was stored with (a consolidated root
-        # or a node stored before slots were kept shares its key, so it ties as it did).
-        keyed: dict[str, str] = {}
-        for node in nodes.values():
-            if node.key not in keyed and (stored := _slots(node)):
-                keyed[node.key] = slots.pool_template(node.key, stored, votes)
-        shapes = {i: keyed[node.key] for i in vectors
-                  if (node := nodes.get(i)) is not None and node.key in keyed}
-        texts = sorted(set(shapes.values()))
-        embedded = dict(zip(texts, self.embed(texts), strict=True)) if texts else {}
+        shapes = {i: t for i in pool_vectors if (t := template_of(nodes.get(i))) is not None}
+        late = sorted(set(shapes.values()) - embedded.keys())
+        if late:
+            embedded.update(zip(late, self.embed(late), strict=True))
         kinds = {i: cosine(shaped, embedded[shapes[i]] if i in shapes else v)
-                 for i, v in vectors.items()}
+                 for i, v in pool_vectors.items()}
         merged = sorted([*ranked, *added], key=lambda c: -c.score)  # stable: ties keep order
         order = ranking.kind_first(merged[: len(pool) + len(added)], kinds, threshold,
                                    self.kind_weight)
@@ -227,7 +272,8 @@ class Reader:
         metas: dict[str, dict[str, Any]] = {}
         nodes: dict[str, Node] = {}
         while True:
-            found = self.scan(tree, query, k)
+            found, vectors = self.scan_vectors(tree, query, k) if tree is Tree.TASK \
+                else (self.scan(tree, query, k), {})
             unseen = [c.id for c in found if c.id not in metas]
             if unseen:
                 metas.update(self.store.metas(self.space, unseen))
@@ -248,7 +294,7 @@ class Reader:
                 if ranked.candidates is not None:
                     order, nodes, _ = self.kind_first(key, query, ranked.candidates, nodes,
                                                       self.settings.threshold(tree),
-                                                      widen=False)
+                                                      widen=False, vectors=vectors)
                     return ranking.started_here(order, nodes, self.signature(scene)), nodes
             k *= 4
 
@@ -256,23 +302,42 @@ class Reader:
         return self.store.scan(self.space, tree, query, penalty=self.settings.penalty, k=k,
                                approximate_from=self.settings.ann_from)
 
-    def task_ranked(self, query: Vector, need: int
-                    ) -> tuple[list[Candidate], dict[str, Node], list[Candidate] | None]:
+    def scan_vectors(self, tree: Tree, query: Vector, k: int
+                     ) -> tuple[list[Candidate], dict[str, Vector]]:
+        """:meth:`scan` with the returned nodes' vectors (``Store.scan_vectors``)."""
+        return self.store.scan_vectors(self.space, tree, query, penalty=self.settings.penalty,
+                                       k=k, approximate_from=self.settings.ann_from)
+
+    def task_ranked(self, query: Vector, need: int, *, pool: bool = False
+                    ) -> tuple[list[Candidate], dict[str, Node], list[Candidate] | None,
+                               Scanned]:
         """Task-tree candidates best first, discredited skills scored as failures
-        (``core.ranking.task_ranked``), with the nodes fetched for them and the first scan when
-        it was of :data:`POOL` nodes: per round one scan and at most two batch fetches, the
-        scan widened ×4 until the answer is exact."""
+        (``core.ranking.task_ranked``), with the nodes fetched for them, the first scan when
+        it was of :data:`POOL` nodes, and the last scan's vectors: per round one scan and at
+        most two batch fetches, the scan widened ×4 until the answer is exact.
+
+        ``pool``: the template rule (:meth:`kind_first`) follows, and reads the nodes of the
+        first :data:`POOL` candidates when the best score clears the threshold; then the first
+        fetch reads them all in the same call, and those the ranking did not need come back
+        as ``Scanned.spare`` (so the nodes enter ``nodes`` in the order they would have been
+        fetched in)."""
         k = max(need, POOL)
         first: list[Candidate] | None = None
+        threshold = self.settings.threshold(Tree.TASK)
         while True:
-            found = self.scan(Tree.TASK, query, k)
+            found, vectors = self.scan_vectors(Tree.TASK, query, k)
             if k == POOL:
                 first = found
             rule = partial(ranking.task_ranked, found, need=need, penalty=self.settings.penalty,
                            exhausted=len(found) < k)
-            ranked, nodes = self.fetching(found, ranking.first_round(found, need), rule)
+            fetch = ranking.first_round(found, need)
+            ahead: dict[str, Node] = {}
+            if pool and found and accepts(found[0].score, threshold):
+                ahead = self.store.get_nodes(self.space, [c.id for c in found[:POOL]])
+            ranked, nodes = self.fetching(found, fetch, rule, spare=ahead)
             if ranked.candidates is not None:
-                return ranked.candidates, nodes, first
+                spare = {i: n for i, n in ahead.items() if i not in nodes}
+                return ranked.candidates, nodes, first, Scanned(vectors, spare)
             k *= 4
 
     def same_scene(self, key: str, found: list[Candidate], limit: int | None = None, *,
@@ -295,23 +360,38 @@ class Reader:
                 "overlap": self.scene_overlap, "threshold": self.settings.threshold(Tree.ENV)}
 
     def fetching(self, found: Sequence[Candidate], first: int,
-                 rule: Callable[..., _R], have: dict[str, Node] | None = None
-                 ) -> tuple[_R, dict[str, Node]]:
+                 rule: Callable[..., _R], have: dict[str, Node] | None = None, *,
+                 spare: dict[str, Node] | None = None) -> tuple[_R, dict[str, Node]]:
         """Run a ranking ``rule(nodes, fetched=n)`` over ``found`` with the nodes of its first
         ``first`` candidates fetched in one call, then (if it asks for more) the rest in one
-        more call; nodes in ``have`` are not fetched again."""
-        nodes = self.nodes_of(found[:first], dict(have or {}))
+        more call; nodes in ``have`` are not fetched again, nor those in ``spare``."""
+        nodes = self.nodes_of(found[:first], dict(have or {}), spare)
         answer = rule(nodes, fetched=first)
         if _asks_more(answer) and first < len(found):
-            nodes = self.nodes_of(found[first:], nodes)
+            nodes = self.nodes_of(found[first:], nodes, spare)
             answer = rule(nodes, fetched=len(found))
         return answer, nodes
 
-    def nodes_of(self, candidates: Sequence[Candidate], have: dict[str, Node]
-                 ) -> dict[str, Node]:
-        """``have`` completed with the nodes of ``candidates`` it lacks (one call, or none)."""
+    def nodes_of(self, candidates: Sequence[Candidate], have: dict[str, Node],
+                 spare: dict[str, Node] | None = None) -> dict[str, Node]:
+        """``have`` completed with the nodes of ``candidates`` it lacks, in their order: from
+        ``spare`` (nodes fetched ahead) where it holds them, the others in one call (or
+        none)."""
         missing = [c.id for c in candidates if c.id not in have]
-        return {**have, **self.store.get_nodes(self.space, missing)} if missing else have
+        if not missing:
+            return have
+        fetch = [i for i in missing if spare is None or i not in spare]
+        fetched = self.store.get_nodes(self.space, fetch) if fetch else {}
+        if not spare:
+            return {**have, **fetched}
+        out = dict(have)
+        for i in missing:
+            node = spare.get(i)
+            if node is None:
+                node = fetched.get(i)
+            if node is not None:
+                out[i] = node
+        return out
 
     def same_trace(self, recall: TreeMatch, signature: str,
                    read: TreeRead | None = None) -> Node | None:
@@ -324,7 +404,7 @@ class Reader:
             if read is not None and read.ranked is not None:
                 found, nodes = read.ranked, read.nodes
             else:
-                found, nodes, _ = self.task_ranked(recall.query, 1)
+                found, nodes, _, _ = self.task_ranked(recall.query, 1)
         elif read is not None and read.scanned is not None:
             found, nodes = read.scanned, read.nodes
         else:
@@ -342,6 +422,16 @@ class Reader:
                             self.settings.penalty)
         return ChainLink(node.id, node.kind.value, node.outcome.value, link.similarity,
                          link.score)
+
+
+def _stored_slots(nodes: Iterable[Node], into: dict[str, tuple[str, ...]]
+                  ) -> dict[str, tuple[str, ...]]:
+    """``into`` with, for each key it lacks, the stored slots of the first of ``nodes`` keyed
+    so that has any."""
+    for node in nodes:
+        if node.key not in into and (held := _slots(node)):
+            into[node.key] = held
+    return into
 
 
 def _slots(node: Node) -> tuple[str, ...]:

@@ -141,6 +141,7 @@ class Daemon:
         this one imports the engine and opens the memory (ONNX Runtime builds its session
         outside Python's lock, so on two cores the two overlap)."""
         loading: threading.Thread | None = None
+        started = time.monotonic()
         try:
             warm = getattr(self.embedder(), "warm", None)
             if callable(warm):
@@ -159,6 +160,8 @@ class Daemon:
             if loading is not None:
                 loading.join()
             self.ready.set()
+            log.info("warm: memory and embedder loaded in %.0f ms",
+                     (time.monotonic() - started) * 1000)
 
     @staticmethod
     def _warm_embedder(warm: Any) -> None:

@@ -196,6 +196,16 @@ class Store(ABC):
         committed rows larger than ``approximate_from`` (0: never) may be scanned through an
         approximate index whose candidates are re-scored exactly (``store.ann``)."""
 
+    def scan_vectors(self, space: str, tree: Tree, query: Vector, *, penalty: float,
+                     k: int = 1, approximate_from: int = 0
+                     ) -> tuple[list[Candidate], dict[str, Vector]]:
+        """:meth:`scan`, with the vectors of the nodes it returns (as :meth:`vectors` gives
+        them). This default makes both calls; a store that scans rows it holds in memory
+        answers from the rows it scanned, in one pass."""
+        found = self.scan(space, tree, query, penalty=penalty, k=k,
+                          approximate_from=approximate_from)
+        return found, self.vectors(space, [c.id for c in found])
+
     # -- episodes -------------------------------------------------------------------------
     @abstractmethod
     def add_episode(self, space: str, record: EpisodeRecord) -> None:

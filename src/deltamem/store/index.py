@@ -159,6 +159,19 @@ class VectorIndex:
         Raises:
             StoreError: ``query`` is not a vector of the index's width.
         """
+        return [c for c, _ in self._scan(query, penalty=penalty, k=k,
+                                         approximate_from=approximate_from)]
+
+    def scan_vectors(self, query: Vector, *, penalty: float, k: int,
+                     approximate_from: int = 0) -> tuple[list[Candidate], dict[str, Vector]]:
+        """:meth:`scan`, with a copy of each returned row's vector (by id), from the same
+        pass: the float32, int8 and approximate paths all end in the rows they re-scored."""
+        hits = self._scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
+        return [c for c, _ in hits], {c.id: self._matrix[p].copy() for c, p in hits}
+
+    def _scan(self, query: Vector, *, penalty: float, k: int,
+              approximate_from: int = 0) -> list[tuple[Candidate, int]]:
+        """:meth:`scan`'s candidates, each with its row position."""
         if np.shape(query) != (self.dim,):
             raise StoreError(f"query vector has shape {np.shape(query)}; the space is "
                              f"{self.dim}-d")
@@ -176,8 +189,8 @@ class VectorIndex:
             hits = [Scored(int(rows[h.position]), h.similarity, h.failure, h.score)
                     for h in found]
         return [
-            Candidate(self.ids[h.position], h.similarity, h.failure,
-                      int(self._depths[h.position]), h.score)
+            (Candidate(self.ids[h.position], h.similarity, h.failure,
+                       int(self._depths[h.position]), h.score), h.position)
             for h in hits
         ]
 

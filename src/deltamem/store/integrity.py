@@ -36,6 +36,18 @@ def vector_problem(vector: Any, dim: int) -> str | None:
     return None
 
 
+def sound_rows(vectors: Any, dim: int) -> bool:
+    """Whether every row of ``vectors`` (``(n, dim)``) is certainly free of a
+    :func:`vector_problem`, checked at once: finite, and of a norm within the tolerance less a
+    margin (so that a row passing here passes :func:`vector_problem`'s own norm too), or
+    zero. ``False`` says only that some row must be checked one by one."""
+    v = np.asarray(vectors)
+    if v.ndim != 2 or v.shape[1] != dim or not np.isfinite(v).all():
+        return False
+    norms = np.linalg.norm(v.astype(np.float64), axis=1)
+    return bool(((norms == 0.0) | (np.abs(norms - 1.0) <= NORM_TOLERANCE - 1e-9)).all())
+
+
 def space_info(store: Store, space: str) -> SpaceInfo | None:
     """The space's record, or None when the store has no such space."""
     return next((s for s in store.spaces() if s.space == space), None)

@@ -400,33 +400,49 @@ class SQLStore(Store):
     # -- retrieval --------------------------------------------------------------------------
     def scan(self, space: str, tree: Tree, query: Vector, *, penalty: float, k: int = 1,
              approximate_from: int = 0) -> list[Candidate]:
+        return self._scan(space, tree, query, penalty, k, approximate_from, rows=False)[0]
+
+    def scan_vectors(self, space: str, tree: Tree, query: Vector, *, penalty: float,
+                     k: int = 1, approximate_from: int = 0
+                     ) -> tuple[list[Candidate], dict[str, Vector]]:
+        return self._scan(space, tree, query, penalty, k, approximate_from, rows=True)
+
+    def _scan(self, space: str, tree: Tree, query: Vector, penalty: float, k: int,
+              approximate_from: int, *, rows: bool
+              ) -> tuple[list[Candidate], dict[str, Vector]]:
+        """:meth:`scan`, and with ``rows`` the returned nodes' vectors from the indexes that
+        scanned them (:meth:`VectorIndex.scan_vectors`)."""
         block = self._block()
         with self._read() as conn:
             if block is None or block.space != space or not (block.added or block.deleted):
                 return self._scan_shared(conn, space, tree, query, penalty, k, upto=None,
-                                         approximate_from=approximate_from)
+                                         approximate_from=approximate_from, rows=rows)
             state = conn.execute(self.sql.SPACE_STATE, (space,)).fetchone()
             assert state is not None
             position, dim = int(state[1]), int(state[2])
             if block.deleted:  # the shared index still holds what this block deleted
                 private = TreeIndex(dim)
                 self._catch_up(conn, private, space, tree, upto=position)
-                return private.scan(query, penalty=penalty, k=k)
-            committed = self._scan_shared(conn, space, tree, query, penalty, k,
-                                          upto=block.base, approximate_from=approximate_from)
+                return _scanned(private, query, penalty, k, 0, rows)
+            committed, theirs = self._scan_shared(conn, space, tree, query, penalty, k,
+                                                  upto=block.base,
+                                                  approximate_from=approximate_from, rows=rows)
             own = TreeIndex(dim)
             own.position = block.base
             self._catch_up(conn, own, space, tree, upto=position)
-            return merge(own.scan(query, penalty=penalty, k=k), committed, k)
+            mine, vectors = _scanned(own, query, penalty, k, 0, rows)
+            found = merge(mine, committed, k)
+            vectors.update(theirs)
+            return found, {c.id: vectors[c.id] for c in found} if rows else {}
 
     def _scan_shared(self, conn: Conn, space: str, tree: Tree, query: Vector, penalty: float,
-                     k: int, *, upto: int | None,
-                     approximate_from: int = 0) -> list[Candidate]:
+                     k: int, *, upto: int | None, approximate_from: int = 0,
+                     rows: bool = False) -> tuple[list[Candidate], dict[str, Vector]]:
         """Scan the shared index of committed rows, caught up with ``conn``'s snapshot (or only
-        up to position ``upto``)."""
+        up to position ``upto``); with ``rows``, the returned nodes' vectors too."""
         state = self._state(conn, space)
         if state is None:
-            return []
+            return [], {}
         generation, position, dim = int(state[0]), int(state[1]), int(state[2])
         if upto is not None:
             position = min(position, upto)
@@ -441,7 +457,7 @@ class SQLStore(Store):
             if index.generation == generation and position > index.position:
                 self._catch_up(conn, index, space, tree, upto=position)
                 self._caught_up(conn, space, tree, index)
-            return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from)
+            return _scanned(index, query, penalty, k, approximate_from, rows)
 
     def _new_index(self, conn: Conn, space: str, tree: Tree, generation: int,
                    dim: int) -> TreeIndex:
@@ -519,6 +535,14 @@ def _sound(rows: Iterable[tuple[str, bool, int, Vector]]
         squares = np.einsum("ij,ij->i", matrix, matrix, dtype=np.float64)
         ok = (squares == 0.0) | (np.abs(np.sqrt(squares) - 1.0) <= NORM_TOLERANCE)
         yield from (row for row, good in zip(chunk, ok.tolist(), strict=True) if good)
+
+
+def _scanned(index: TreeIndex, query: Vector, penalty: float, k: int, approximate_from: int,
+             rows: bool) -> tuple[list[Candidate], dict[str, Vector]]:
+    """``index``'s scan, with the returned rows' vectors when ``rows``."""
+    if rows:
+        return index.scan_vectors(query, penalty=penalty, k=k, approximate_from=approximate_from)
+    return index.scan(query, penalty=penalty, k=k, approximate_from=approximate_from), {}
 
 
 def _width(vector: Any, dim: int) -> Vector:

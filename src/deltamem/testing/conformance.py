@@ -211,6 +211,21 @@ class StoreConformance:
             for c, w in zip(got, want, strict=True):
                 assert c.score == pytest.approx(w.score, abs=1e-5)
                 assert c.failure == w.failure and c.depth == depths[w.position]
+            self._scan_vectors_agree(store, space, q)
+        with store.write(space):  # a block's own rows, then a block that deleted
+            store.add_node(space, make_root("late"), vec(5))
+            self._scan_vectors_agree(store, space, vec(5))
+            store.delete_subtree(space, "n1")
+            self._scan_vectors_agree(store, space, vec(5))
+
+    @staticmethod
+    def _scan_vectors_agree(store: Store, space: str, query: Any) -> None:
+        """scan_vectors() answers scan() with the vectors vectors() gives those nodes."""
+        found, vectors = store.scan_vectors(space, Tree.TASK, query, penalty=0.05, k=4)
+        assert found == store.scan(space, Tree.TASK, query, penalty=0.05, k=4)
+        stored = store.vectors(space, [c.id for c in found])
+        assert list(vectors) == [c.id for c in found] and vectors.keys() == stored.keys()
+        assert all(np.array_equal(vectors[i], stored[i]) for i in stored)
 
     def test_scan_sees_later_writes(self, store: Store, space: str) -> None:
         """A scan picks up nodes written after the index was first built."""

@@ -91,7 +91,7 @@ def test_a_langgraph_graph_learns_then_recalls_through_the_store(store: DeltaMem
     other = app.invoke({"user": "bob", "task": "heat the apple", "env": KITCHEN})
     assert other["recalled"] == []  # namespaces are separate spaces
     assert store.list_namespaces() == [("agent", "alice"), ("agent", "bob")]
-    assert store.memory(("agent", "alice")).stats()["task"]["nodes"] >= 1
+    assert store.memory(("agent", "alice")).stats().task.nodes >= 1
 
 
 def test_the_async_graph_uses_abatch(store: DeltaMemStore) -> None:

@@ -236,7 +236,7 @@ class DeltaMem:
         nodes gives; the filter applies to the matched node, whose chain is composed as usual
         (its ancestors may come from other episodes: use spaces to isolate tenants).
 
-        ``explain`` makes the answer (``to_wire``/``to_dict``) carry every scoring term.
+        ``explain`` makes the answer carry every scoring term (its ``explain`` field).
         """
         if budget_tokens is not None and budget_tokens < 0:
             raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")

@@ -1,7 +1,11 @@
-"""Result objects returned by the facade, each with the JSON form the CLI and servers print.
+"""The facade's answers: each operation of the table answers its answer model of
+:mod:`deltamem.formats.api` (a subclass of it here, where the library keeps the engine's detail
+beside the wire fields: :class:`Recall`, :class:`LearnResult`), so the model is the one
+definition of the shape on every face, and the library and the clients answer the same one.
+``wire()`` is the JSON every face prints or sends.
 
-Each JSON form is built as its wire model of :mod:`deltamem.formats.api` (``to_wire``) and
-dumped from it (``to_dict``), so the model is the one definition of the shape on every face.
+Behind them, the engine's working records (:class:`TreeMatch`, :class:`TreeWriting`,
+:class:`Learning`), which the facade turns into answers with ``answer()``.
 """
 
 from __future__ import annotations

@@ -477,9 +477,8 @@ class DeltamemArm(Arm):
         except SpaceNotFound:
             return {}
         try:
-            return {row["id"]: (str(row["outcome"]), int(row["successes"]),
-                                int(row["failures"]))
-                    for row in mem.list_nodes() if row["tree"] == "task"}
+            return {row.id: (row.outcome, row.successes, row.failures)
+                    for row in mem.list_nodes("task").nodes}
         finally:
             mem.close()
 

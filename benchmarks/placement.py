@@ -85,7 +85,7 @@ class Twins:
         self.episodes += 1
         same = True
         for a, b in ((old.task, new.task), (old.env, new.env)):
-            if a.action is not b.action or a.patch_ops != b.patch_ops:
+            if a.action != b.action or a.patch_ops != b.patch_ops:
                 same = False
             if a.node not in self.ids:
                 self.ids[a.node] = b.node  # a node written now

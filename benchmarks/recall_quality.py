@@ -231,7 +231,7 @@ class Deltas:
         self.learn_s = time.perf_counter() - started
 
     def stats(self) -> dict[str, Any]:
-        return self.mem.stats()
+        return self.mem.stats().wire()
 
     def recall(self, episode: Episode, budget: int | None) -> Query:
         recall = self.mem.recall(episode.task, episode.env, budget_tokens=budget)

@@ -99,7 +99,7 @@ def measure(n: int, tmp: Path, rng: np.random.Generator) -> dict[str, Any]:
     fill(mem, n, rng)
     items = {"nodes": n, "episodes": n // 2}
     out: dict[str, Any] = {"size": n, **items}
-    seconds, rows = timed(lambda: mem.list_nodes())
+    seconds, rows = timed(lambda: mem.list_nodes().nodes)
     assert len(rows) == n
     out["list_nodes"] = seconds
     lines: list[str] = []
@@ -107,7 +107,7 @@ def measure(n: int, tmp: Path, rng: np.random.Generator) -> dict[str, Any]:
     out["export"] = seconds
     copy = DeltaMem(SQLiteStore(tmp / f"dst{n}.db"), _FixedDim(), TraceExtractor(), space=SPACE)
     seconds, counts = timed(lambda: copy.import_lines(lines))
-    assert counts["nodes"] == n, counts
+    assert counts.nodes == n, counts
     out["import"] = seconds
     copy.close()
     seconds, written = timed(lambda: export_skills(mem, tmp / f"skills{n}"))

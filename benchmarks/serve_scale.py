@@ -86,7 +86,7 @@ def seeded(base: str, embedder: str) -> str:
 
 def check(url: str, embedder: str) -> tuple[int, list[str]]:
     with DeltaMem.open(url, embedder=embedder, settings=Settings(embedder=embedder)) as mem:
-        return mem.stats()["episodes"], mem.check()
+        return mem.stats().episodes, mem.check()
 
 
 def in_process(base: str, embedder: str, clients: int, requests: int) -> dict[str, Any]:

@@ -174,14 +174,14 @@ def seeded(db: str, embedder: str) -> list[str]:
     """Seed the memory at ``db``; the ids of its task-tree nodes."""
     with DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder)) as mem:
         seed(mem)
-        return [row["id"] for row in mem.list_nodes("task")]
+        return [row.id for row in mem.list_nodes("task").nodes]
 
 
 def in_process(db: str, embedder: str, clients: int, requests: int) -> dict[str, Any]:
     ids = seeded(db, embedder)
     mem = DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder))
     out = run_all(local_calls(mem, ids), clients, requests)
-    out["episodes_stored"] = mem.stats()["episodes"]
+    out["episodes_stored"] = mem.stats().episodes
     mem.close()
     return out
 

@@ -56,9 +56,9 @@ def run_ours(episodes: list[Any], llm_spec: str, embedder: str) -> dict[str, Any
                             extractor=extractor, settings=Settings(k_cons=3))
         for episode in episodes:
             result = mem.learn(episode)
-            total.add(result.usage)
+            total.add(Usage.of(result.usage))
             consolidations += len(result.consolidated)
-        stats = mem.stats()
+        stats = mem.stats().wire()
         mem.close()
     n = len(episodes)
     scheme = "trace extractor" if llm_spec == "none" else "ours (llm extractor)"

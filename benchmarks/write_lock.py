@@ -96,7 +96,7 @@ def case(name: str, stored: list[Episode], probe: Episode, *, race: bool = False
         wall = time.perf_counter() - started
         mem.close()
     return {"case": name, "steps": len(probe.steps), "lock_s": round(max(timer.held), 4),
-            "learn_s": round(wall, 3), "task": result.task.action.value,
+            "learn_s": round(wall, 3), "task": result.task.action,
             "patch_ops": result.task.patch_ops}
 
 

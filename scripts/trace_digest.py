@@ -41,7 +41,7 @@ def fixture_digest(path: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp, \
             DeltaMem(SQLiteStore(Path(tmp) / "m.db"), HashingEmbedder(), TraceExtractor(),
                      settings=SETTINGS) as mem:
-        actions = [(r.task.action.value, r.env.action.value)
+        actions = [(r.task.action, r.env.action)
                    for r in (mem.learn(e) for e in episodes)]
         contexts = [mem.recall(e.task, e.env).context for e in episodes]
         nodes = sorted(json.dumps([n.tree.value, n.key, n.kind.value, n.depth,

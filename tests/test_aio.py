@@ -27,12 +27,12 @@ def test_async_facade_learns_recalls_and_overlaps(tmp_path: Path) -> None:
                 raise AssertionError("show of a missing node must raise")
             stats = await mem.stats()
             return ([r.episode_id for r in learned], [r.task.node for r in recalls],
-                    {"episodes": stats["episodes"]})
+                    {"episodes": stats.episodes})
 
     episodes, recalled, stats = asyncio.run(scenario())
     assert len(set(episodes)) == 3 and stats == {"episodes": 3}
     with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS) as mem:
-        ids = {r["id"] for r in mem.list_nodes()}
+        ids = {r.id for r in mem.list_nodes().nodes}
     assert all(node in ids for node in recalled)
 
 

@@ -24,7 +24,7 @@ def test_steps_edited_supersede_the_skill_and_keep_history(mem):
     assert "edit cart.py" in before
     done = mem.correct(node, steps=["run pytest -q tests/test_checkout.py",
                                     "fix Cart.total", "run the whole suite"], reason="shorter")
-    assert done.kind == "steps" and done.of == node and done.tree is Tree.TASK
+    assert done.kind == "steps" and done.of == node and done.tree == Tree.TASK
     recalled = mem.recall(TASK, ENV)
     assert recalled.task.node == done.node
     assert "fix Cart.total" in recalled.context and "edit cart.py" not in recalled.context

@@ -67,12 +67,12 @@ def test_recall_and_list_keep_only_the_matching_user(url: str) -> None:
         assert not nobody.task.matched and not nobody.env.matched and nobody.context == ""
         assert mem.recall("heat the apple", KITCHEN, filters={}).task.matched
 
-        rows = mem.list_nodes(filters={"user": "alice"})
-        assert {r["id"] for r in rows} == {alice.task.node, alice.env.node}
-        assert [r["id"] for r in mem.list_nodes(Tree.TASK, filters={"user": "bob"})] == \
+        rows = mem.list_nodes(filters={"user": "alice"}).nodes
+        assert {r.id for r in rows} == {alice.task.node, alice.env.node}
+        assert [r.id for r in mem.list_nodes(Tree.TASK, filters={"user": "bob"}).nodes] == \
             [bob.task.node]
-        assert mem.list_nodes(filters={"agent": "x"}) == []
-        assert len(mem.list_nodes(filters={"project": "shop"})) == 4
+        assert mem.list_nodes(filters={"agent": "x"}).nodes == []
+        assert len(mem.list_nodes(filters={"project": "shop"}).nodes) == 4
 
 
 def test_consolidated_and_corrected_roots_keep_the_episode_meta(url: str) -> None:
@@ -82,16 +82,16 @@ def test_consolidated_and_corrected_roots_keep_the_episode_meta(url: str) -> Non
         mem.learn(make_episode(user="alice"))
         delta = mem.learn(make_episode(actions=("go to kitchen", "open microwave",
                                                 "take apple", "heat apple"), user="alice"))
-        assert delta.task.action.value == "delta"
+        assert delta.task.action == "delta"
         compiled = [c for _ in range(3)
                     for c in mem.record_outcome([delta.task.node], True).consolidated]
         assert compiled and compiled[0].root is not None
         assert matches(mem.get(compiled[0].root), {"user": "alice"})
         fixed = mem.correct(delta.task.node, steps=["heat apple"], reason="shorter")
         assert matches(mem.get(fixed.node), {"user": "alice"})
-        ids = {r["id"] for r in mem.list_nodes(Tree.TASK, filters={"user": "alice"})}
+        ids = {r.id for r in mem.list_nodes(Tree.TASK, filters={"user": "alice"}).nodes}
         assert {compiled[0].root, fixed.node} <= ids
-        assert not mem.list_nodes(Tree.TASK, filters={"user": "bob"})
+        assert not mem.list_nodes(Tree.TASK, filters={"user": "bob"}).nodes
 
 
 WORDS = ("heat", "cool", "apple", "milk", "kitchen", "fridge", "bread", "slice", "wash",
@@ -217,12 +217,12 @@ def test_bad_filters_fail_before_anything_is_read(mem: DeltaMem) -> None:
 
 def test_json_equality_keeps_booleans_apart_from_numbers(mem: DeltaMem) -> None:
     mem.learn(make_episode(user="alice", team=1, flag=True))
-    assert mem.list_nodes(filters={"team": 1})
-    assert mem.list_nodes(filters={"team": 1.0})
-    assert not mem.list_nodes(filters={"team": True})
-    assert mem.list_nodes(filters={"flag": True})
-    assert not mem.list_nodes(filters={"flag": 1})
-    assert not mem.list_nodes(filters={"missing": None})
+    assert mem.list_nodes(filters={"team": 1}).nodes
+    assert mem.list_nodes(filters={"team": 1.0}).nodes
+    assert not mem.list_nodes(filters={"team": True}).nodes
+    assert mem.list_nodes(filters={"flag": True}).nodes
+    assert not mem.list_nodes(filters={"flag": 1}).nodes
+    assert not mem.list_nodes(filters={"missing": None}).nodes
 
 
 def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: str) -> None:
@@ -232,16 +232,16 @@ def test_a_duplicate_from_another_scope_is_still_found_by_its_own_filter(url: st
     with memory(url) as mem:
         alice = mem.learn(make_episode(user="alice"))
         bob = mem.learn(make_episode(user="bob"))
-        assert bob.task.action.value == "delta" and bob.task.parent == alice.task.node
+        assert bob.task.action == "delta" and bob.task.parent == alice.task.node
         assert bob.task.patch_ops == 0
         assert mem.experience(bob.task.node) == mem.experience(alice.task.node)
         again = mem.learn(make_episode(user="bob"))
-        assert again.task.action.value == "dedup" and again.task.node == bob.task.node
-        assert again.env.action.value == "dedup" and again.env.node == bob.env.node
+        assert again.task.action == "dedup" and again.task.node == bob.task.node
+        assert again.env.action == "dedup" and again.env.node == bob.env.node
         unscoped = mem.learn(make_episode())  # no scope: an ordinary dedup on the best
-        assert unscoped.task.action.value == "dedup"
+        assert unscoped.task.action == "dedup"
         same = mem.learn(make_episode(user="alice", team="x"))  # free keys do not scope
-        assert same.task.action.value == "dedup" and same.task.node == alice.task.node
+        assert same.task.action == "dedup" and same.task.node == alice.task.node
         got = mem.recall("heat the apple", KITCHEN, filters={"user": "bob"})
         assert got.task.node is not None and got.task.node == bob.task.node
         assert got.env.node is not None and got.env.node == bob.env.node
@@ -257,11 +257,11 @@ def test_async_facade_takes_the_same_filters(mem: DeltaMem) -> None:
     alice = mem.learn(make_episode(user="alice"))
     mem.learn(make_episode(actions=("open fridge", "heat apple"), user="bob"))
 
-    async def run() -> tuple[Any, list[dict[str, Any]]]:
+    async def run() -> tuple[Any, list[Any]]:
         amem = AsyncDeltaMem(mem)
         return (await amem.recall("heat the apple", KITCHEN, filters={"user": "alice"}),
-                await amem.list_nodes(Tree.TASK, filters={"user": "alice"}))
+                (await amem.list_nodes(Tree.TASK, filters={"user": "alice"})).nodes)
 
     recall, rows = asyncio.run(run())
     assert recall.task.node is not None and recall.task.node == alice.task.node
-    assert [r["id"] for r in rows] == [alice.task.node]
+    assert [r.id for r in rows] == [alice.task.node]

@@ -121,8 +121,8 @@ def test_manual_consolidate_and_no_double_compilation(tmp_path):
         mem.learn(make_episode(actions=LONGER))
         for _ in range(2):
             mem.learn(make_episode(actions=LONGER))
-        assert len([c for c in mem.consolidate() if c.tree == "task"]) == 1
-        assert [c for c in mem.consolidate() if c.tree == "task"] == []
+        assert len([c for c in mem.consolidate().consolidated if c.tree == "task"]) == 1
+        assert [c for c in mem.consolidate().consolidated if c.tree == "task"] == []
 
 
 def test_max_depth_turns_deltas_into_siblings(tmp_path):
@@ -160,7 +160,7 @@ def test_stats_reports_compression(mem):
     """stored_chars counts roots and patches; flat_chars the full experiences."""
     for actions in [("a", "b", "c", "d"), ("a", "b", "c", "d", "e"), ("a", "x", "c", "d")]:
         mem.learn(make_episode(actions=actions))
-    stats = mem.stats()
+    stats = mem.stats().wire()
     assert stats["episodes"] == 3
     assert stats["task"]["roots"] == 1 and stats["task"]["deltas"] == 2
     assert 0 < stats["stored_chars"] < stats["flat_chars"]
@@ -174,7 +174,7 @@ def test_export_import_round_trip(mem, tmp_path):
     mem.export(path)
     with DeltaMem(SQLiteStore(tmp_path / "copy.db"), HashingEmbedder(), TraceExtractor(),
                   settings=TEST_SETTINGS) as copy:
-        assert copy.import_(path) == {"nodes": 4, "episodes": 2}
+        assert copy.import_(path).wire() == {"nodes": 4, "episodes": 2}
         copy.export(tmp_path / "y.jsonl")
         assert (tmp_path / "y.jsonl").read_text() == path.read_text()
         assert copy.recall("heat the apple").to_dict()["task"] == \
@@ -192,12 +192,12 @@ def test_delete_and_forget(mem):
     """delete removes a subtree; forget empties the space; both are audited."""
     root = mem.learn(make_episode()).task.node
     child = mem.learn(make_episode(actions=LONGER)).task.node
-    assert sorted(mem.delete(root)) == sorted([root, child])
+    assert sorted(mem.delete(root).deleted) == sorted([root, child])
     with pytest.raises(NodeNotFound):
         mem.show(child)
     # Left: the two environment nodes (the same scene, the longer episode's new observation).
     assert [n.tree.value for n in mem.nodes()] == ["env", "env"]
-    assert mem.forget() == 2
+    assert mem.forget().deleted_nodes == 2
     assert list(mem.nodes()) == []
     assert [a["action"] for a in mem.store.audit_log(mem.space)] == ["delete_subtree",
                                                                      "forget_space"]
@@ -207,7 +207,7 @@ def test_show_reports_chain_patch_and_counters(mem):
     """show() returns the CLI contract's fields."""
     mem.learn(make_episode())
     node = mem.learn(make_episode(actions=LONGER)).task.node
-    shown = mem.show(node)
+    shown = mem.show(node).wire()
     assert set(shown) >= {"id", "tree", "kind", "outcome", "parent", "chain", "experience",
                           "patch", "stats"}
     assert shown["kind"] == "delta" and len(shown["chain"]) == 2

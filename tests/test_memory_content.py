@@ -56,7 +56,7 @@ def test_other_maps_facts_are_not_recalled_and_nothing_contradicts(loose):
     """Bad case: one block held both "North ... the laundry room" and "North ... the backyard"."""
     loose.learn(MAP_A)
     loose.learn(MAP_B)
-    assert loose.stats()["env"]["roots"] == 2  # two layouts, two roots
+    assert loose.stats().env.roots == 2  # two layouts, two roots
     for episode in (MAP_A, MAP_B):
         recall = loose.recall(episode.task, episode.env)
         knowledge = recall.env.experience
@@ -72,7 +72,7 @@ def test_a_newer_fact_supersedes_and_history_keeps_the_old(loose):
     changed = coin_episode(KITCHEN_A, (("north", "bathroom"), ("east", "pantry")))
     second = loose.learn(changed)
     assert second.env.action == "delta" and second.env.parent == first.env.node
-    shown = loose.show(second.env.node)
+    shown = loose.show(second.env.node).wire()
     assert len(shown["patch"]) == 1 and shown["patch"][0][0] == "edit"
     facts = loose.experience(second.env.node).facts
     assert "North of the kitchen: the bathroom (through the door)" in facts
@@ -132,7 +132,7 @@ def test_first_episode_of_another_task_is_a_root_when_a_patch_costs_more(loose):
     varied = loose.learn(make_episode(task="deploy the web service",
                                       actions=("build image", "test", "apply")))
     assert varied.task.action == "delta"
-    stats = loose.stats()
+    stats = loose.stats().wire()
     assert stats["stored_chars"] < stats["flat_chars"]
 
 
@@ -144,7 +144,7 @@ def test_consolidated_roots_count_in_stored_chars(mem):
         mem.learn(make_episode(actions=("go to kitchen", "open microwave", "take apple",
                                         "heat apple")))
     assert any(n.is_consolidated_root for n in mem.nodes())
-    stats = mem.stats()
+    stats = mem.stats().wire()
     footprint = mem.store.footprint(mem.space)
     assert stats["stored_chars"] == footprint.total > 0
     assert stats["task"]["stored_chars"] + stats["env"]["stored_chars"] + \

@@ -37,18 +37,18 @@ def test_a_failed_consolidation_defers_instead_of_failing_the_learn(tmp_path):
         mem.learn(make_episode())
         result = mem.learn(make_episode(actions=LONGER))
         delta = result.task.node
-        assert result.task.action.value == "delta"
+        assert result.task.action == "delta"
         again = mem.learn(make_episode(actions=LONGER))  # a success on the delta: due now
         assert again.task.matched == delta
         assert delta in again.deferred and again.consolidated == []
-        assert again.to_dict()["deferred"] == again.deferred
+        assert again.wire()["deferred"] == again.deferred
         assert mem.store.count_episodes(mem.space) == 3
         assert not mem.get(delta).consolidated
         record = mem.record_outcome([delta], success=True)
         assert record.deferred == [delta] and record.nodes == [delta]
         mem.extractor = TraceExtractor()
         done = mem.consolidate()
-        assert delta in [c.source for c in done]
+        assert delta in [c.source for c in done.consolidated]
 
 
 class LockProbe(TraceExtractor):
@@ -87,7 +87,7 @@ def test_placement_is_planned_outside_the_write_block(tmp_path):
 
         mem.writer.plan = probe  # type: ignore[method-assign]
         mem.learn(make_episode())
-        assert mem.learn(make_episode(actions=LONGER)).task.action.value == "delta"
+        assert mem.learn(make_episode(actions=LONGER)).task.action == "delta"
     assert in_block == [False] * 4
 
 
@@ -101,7 +101,7 @@ def test_learn_renders_no_context(tmp_path, monkeypatch):
         mem.learn(make_episode())
         monkeypatch.setattr(deltamem.engine.memory, "render_context", no_rendering)
         result = mem.learn(make_episode(actions=LONGER))
-        assert result.task.action.value == "delta"
+        assert result.task.action == "delta"
         with pytest.raises(AssertionError):
             mem.recall("heat the apple")
 
@@ -124,7 +124,7 @@ def test_a_plan_made_outside_the_lock_is_redone_when_the_memory_changed(tmp_path
             write = mem.writer.write_tree(Tree.TASK, episode.task,
                                           reads[Tree.TASK].recall.query, extraction, episode,
                                           "ep-x", stale)
-        assert write.action.value == "root" and write.parent is None
+        assert write.action == "root" and write.parent is None
 
 
 class CountingStore(SQLiteStore):
@@ -178,7 +178,7 @@ def test_a_learn_on_an_unchanged_memory_scans_nothing_inside_the_write_block(tmp
         first = mem.learn(make_episode()).task.node
         store.scan = probe  # type: ignore[method-assign]
         result = mem.learn(make_episode(actions=LONGER))
-    assert result.task.action.value == "delta" and result.task.parent == first
+    assert result.task.action == "delta" and result.task.parent == first
     assert scans_in_block and not any(scans_in_block)
 
 
@@ -201,7 +201,7 @@ def test_a_write_between_the_plan_and_the_block_is_placed_against(tmp_path):
 
         mem.writer.plan = late  # type: ignore[method-assign]
         result = mem.learn(make_episode(actions=LONGER))
-    assert result.task.action.value == "dedup" and result.task.node == written[0]
+    assert result.task.action == "dedup" and result.task.node == written[0]
 
 
 def _kind_episode(verb: str, obj: str, dest: str, appliance: str):  # type: ignore[no-untyped-def]

@@ -29,7 +29,7 @@ def test_record_outcome_counts_on_the_recalled_nodes(mem):
     assert (after.hits, after.successes) == (before.hits + 1, before.successes + 1)
     mem.record_outcome([task_node], success=False)
     assert mem.get(task_node).failures == before.failures + 1
-    assert record.to_dict() == {"nodes": [task_node, env_node], "success": True,
+    assert record.wire() == {"nodes": [task_node, env_node], "success": True,
                                 "consolidated": [], "deferred": []}
 
 
@@ -47,7 +47,7 @@ def test_learn_with_the_recall_counts_the_outcome_on_the_recalled_skill(mem):
     assert recall.task.node == shoes
     result = mem.learn(make_episode(task=TIDY, actions=COATS, success=False, env=HALL), recall)
     assert result.recalled[0] == shoes and result.task.matched != shoes
-    assert result.to_dict()["recalled"] == result.recalled
+    assert result.wire()["recalled"] == result.recalled
     assert (mem.get(shoes).hits, mem.get(shoes).failures) == (1, 1)
     mem.learn(make_episode(task=TIDY, actions=COATS, success=False))
     assert mem.get(shoes).failures == 1
@@ -112,10 +112,10 @@ def test_consolidate_dry_run_lists_due_chains_and_writes_nothing(tmp_path):
         for _ in range(2):
             mem.learn(make_episode(actions=LONGER))
         count = len(list(mem.nodes()))
-        due = [c for c in mem.consolidate(dry_run=True) if c.tree == "task"]
-        assert [(c.source, c.root, c.chain) for c in due] == [(delta, None, (root, delta))]
+        due = [c for c in mem.consolidate(dry_run=True).consolidated if c.tree == "task"]
+        assert [(c.source, c.root, c.chain) for c in due] == [(delta, None, [root, delta])]
         assert len(list(mem.nodes())) == count and not mem.get(delta).consolidated
-        done = [c for c in mem.consolidate() if c.tree == "task"]
+        done = [c for c in mem.consolidate().consolidated if c.tree == "task"]
         assert [c.source for c in done] == [delta] and done[0].root is not None
 
 
@@ -124,15 +124,16 @@ def test_list_nodes_filters_by_tree_kind_outcome_and_text(mem):
     mem.learn(make_episode(actions=LONGER))
     mem.learn(make_episode(task="wash the plate", actions=("go to sink", "wash plate"),
                            success=False))
-    rows = mem.list_nodes()
-    assert {r["tree"] for r in rows} == {"task", "env"}
-    task_rows = mem.list_nodes(Tree.TASK)
+    rows = mem.list_nodes().nodes
+    assert {r.tree for r in rows} == {"task", "env"}
+    task_rows = mem.list_nodes(Tree.TASK).nodes
     assert len(task_rows) == 3
-    assert [r["key"] for r in mem.list_nodes(Tree.TASK, outcome=Outcome.FAILURE)] == [
+    assert [r.key for r in mem.list_nodes(Tree.TASK, outcome=Outcome.FAILURE).nodes] == [
         "wash the plate"]
-    assert len(mem.list_nodes(Tree.TASK, kind=NodeKind.DELTA)) == 1
-    assert [r["key"] for r in mem.list_nodes(Tree.TASK, contains="PLATE")] == ["wash the plate"]
-    assert set(task_rows[0]) >= {"id", "kind", "outcome", "key", "parent", "depth", "hits"}
+    assert len(mem.list_nodes(Tree.TASK, kind=NodeKind.DELTA).nodes) == 1
+    assert [r.key for r in mem.list_nodes(Tree.TASK, contains="PLATE").nodes] == [
+        "wash the plate"]
+    assert set(task_rows[0].wire()) >= {"id", "kind", "outcome", "key", "parent", "depth", "hits"}
 
 
 def test_discredited_skills_beyond_the_scan_pool_give_way_to_the_next(tmp_path):

@@ -82,7 +82,7 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @rule()
     def consolidate(self):
-        self.compiled(self.mem.consolidate())
+        self.compiled(self.mem.consolidate().consolidated)
 
     @rule()
     def reopen(self):
@@ -107,7 +107,7 @@ class MemoryMachine(RuleBasedStateMachine):
             assert copy.check() == []
             # the same trees and texts; the characters may differ by the digits of the text
             # numbers, which the copy assigns afresh
-            assert _shape(copy.stats()) == _shape(self.mem.stats())
+            assert _shape(copy.stats().wire()) == _shape(self.mem.stats().wire())
             for node_id, experience in self.written.items():
                 assert copy.experience(node_id) == experience
         finally:
@@ -117,7 +117,7 @@ class MemoryMachine(RuleBasedStateMachine):
     def delete(self, data):
         nodes = [n.id for n in self.mem.nodes()]
         if nodes:
-            for gone in self.mem.delete(data.draw(st.sampled_from(nodes))):
+            for gone in self.mem.delete(data.draw(st.sampled_from(nodes))).deleted:
                 self.written.pop(gone, None)
 
     @invariant()
@@ -127,7 +127,7 @@ class MemoryMachine(RuleBasedStateMachine):
             assert self.mem.experience(node_id) == experience
         nodes = list(self.mem.nodes())
         assert max((n.depth for n in nodes), default=0) <= 3
-        stats = self.mem.stats()
+        stats = self.mem.stats().wire()
         assert stats["episodes"] == self.episodes
         for tree in ("task", "env"):
             mine = [n for n in nodes if n.tree.value == tree]

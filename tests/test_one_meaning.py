@@ -5,6 +5,7 @@ model."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -34,13 +35,14 @@ def test_list_nodes_takes_enums_or_their_values(mem: DeltaMem) -> None:
     silently found nothing (enums compared with ``is``)."""
     for tree, kind, outcome in ((Tree.TASK, NodeKind.DELTA, Outcome.FAILURE),
                                 ("task", "delta", "failure")):
-        assert mem.list_nodes(tree) == mem.list_nodes(Tree.TASK) != []
-        deltas = mem.list_nodes(kind=kind)
-        assert deltas and all(r["kind"] == "delta" for r in deltas)
-        failures = mem.list_nodes(outcome=outcome)
-        assert failures and all(r["outcome"] == "failure" for r in failures)
+        assert mem.list_nodes(tree) == mem.list_nodes(Tree.TASK)
+        assert mem.list_nodes(tree).nodes != []
+        deltas = mem.list_nodes(kind=kind).nodes
+        assert deltas and all(r.kind == "delta" for r in deltas)
+        failures = mem.list_nodes(outcome=outcome).nodes
+        assert failures and all(r.outcome == "failure" for r in failures)
     listing = mem.list_nodes(limit=1)
-    assert len(listing) == 1 and listing.total > 1 and listing.truncated
+    assert len(listing.nodes) == 1 and listing.total > 1 and listing.truncated
     with pytest.raises(ConfigError, match="tree must be one of"):
         mem.list_nodes("tasks")
 
@@ -118,3 +120,82 @@ def test_a_clients_recall_scores_in_the_library(mem: DeltaMem) -> None:
     recall = mem.recall("heat the apple")
     parsed = api.RecallOut.model_validate(recall.wire())
     assert mem.record_outcome(parsed, True).nodes == [recall.task.node]
+
+
+# Operations of the table that neither the facade nor the clients have: the files of
+# `export_skills` are written by the skills face (MCP tool, `deltamem skills export`).
+NOT_ON_THE_FACADE = {"export_skills"}
+
+
+def test_library_and_client_answer_one_model_for_every_operation(tmp_path: Path) -> None:
+    """Every operation of the table answers the same shape in the library and in the client:
+    its answer model, with the same fields (``learn``, ``record_outcome``, ``consolidate``,
+    ``show``, ``list_nodes``, ``stats``, ``delete``, ``forget``, ``correct`` and the imports
+    returned engine objects, dicts, lists or counts in the library and models in the client,
+    or ``consolidate`` a list in one and a report in the other). Reads on the same data answer
+    the same values."""
+    from deltamem.core.model import Knowledge
+    from deltamem.formats.operations import OPERATIONS, operation
+
+    mine_db, theirs_db = tmp_path / "mine.db", tmp_path / "theirs.db"
+    with DeltaMem.open(mine_db, embedder="hashing", settings=TEST_SETTINGS) as seed:
+        seed.learn(make_episode())
+        seed.learn(make_episode(actions=("go to kitchen", "open microwave", "take apple",
+                                         "heat apple")))
+        seed.learn(make_episode(actions=("look around",), success=False))
+        [knowledge] = seed.add_roots([(Tree.ENV, "a pantry", Knowledge(
+            "a pantry", ("shelf: flour", "shelf: sugar")), {})])
+        seed.export(tmp_path / "seed.jsonl")
+    theirs_db.write_bytes(mine_db.read_bytes())
+    library = DeltaMem.open(mine_db, embedder="hashing", settings=TEST_SETTINGS)
+    app = create_app(theirs_db, embedder=HashingEmbedder(), settings=TEST_SETTINGS,
+                     require_keys=False)
+    root = library.list_nodes("task", kind="root").nodes[0].id
+    delta = library.list_nodes("task", kind="delta").nodes[0].id
+    assert knowledge is not None
+    calls: list[tuple[str, bool, Any]] = [  # (operation, same values, the call)
+        ("recall", True, lambda f: f.recall("heat the apple", "a kitchen", explain=True)),
+        ("list_nodes", True, lambda f: f.list_nodes("task", kind="delta", limit=5)),
+        ("show", True, lambda f: f.show(delta)),
+        ("stats", True, lambda f: f.stats()),
+        ("consolidate", True, lambda f: f.consolidate(dry_run=True)),
+        ("export", True, lambda f: f.export(tmp_path / f"{id(f)}.jsonl")),
+        ("learn", False, lambda f: f.learn(make_episode(task="wash the plate"))),
+        ("learn_many", False, lambda f: f.learn_many([make_episode(task="cool the egg"),
+                                                      make_episode(task="slice the bread")])),
+        ("record_outcome", False, lambda f: f.record_outcome([root], True)),
+        ("correct", False, lambda f: f.correct(delta, steps=["heat apple"], reason="short")),
+        ("forget_fact", False, lambda f: f.forget_fact(knowledge, "sugar", reason="eaten")),
+        ("delete", False, lambda f: f.delete(delta)),
+        ("forget", True, lambda f: f.forget()),
+        ("import_", True, lambda f: f.import_(tmp_path / "seed.jsonl")),
+    ]
+    with library, TestClient(app) as http:
+        client = Client("http://testserver", retries=0,
+                        transport=httpx.MockTransport(lambda r: _forward(http, r)))
+        for name, same, call in calls:
+            mine, theirs = call(library), call(client)
+            if name == "export":  # a file written, and its count of records
+                assert type(mine) is type(theirs) is int and mine == theirs
+                continue
+            model = operation(name).answer
+            assert isinstance(mine, model) and isinstance(theirs, model), name
+            assert mine.model_fields_set == theirs.model_fields_set, name
+            assert _keys(mine.wire()) == _keys(theirs.wire()), name
+            if same:
+                assert _without_usage(mine.wire()) == _without_usage(theirs.wire()), name
+    assert {name for name, _, _ in calls} == \
+        {op.name for op in OPERATIONS} - NOT_ON_THE_FACADE
+
+
+def _keys(value: object) -> object:
+    """The shape of a JSON value: its keys, nested (the first item of a list)."""
+    if isinstance(value, dict):
+        return {k: _keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_keys(value[0])] if value else []
+    return type(value).__name__ if value is not None else None
+
+
+def _without_usage(value: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in value.items() if k != "usage"}

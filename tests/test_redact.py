@@ -247,7 +247,7 @@ def test_scrub_removes_every_byte_of_old_secrets(tmp_path):
         counts = mem.scrub(every_space=True)
         assert counts["nodes"] > 0 and counts["episodes"] == len(SAMPLES) + 1
         assert mem.check() == []
-        assert mem.stats()["episodes"] == before["episodes"]
+        assert mem.stats().episodes == before.episodes
         assert mem.scrub()["nodes"] == 0  # nothing left to redact
         files = [db, Path(str(db) + "-wal")]
         blob = b"".join(f.read_bytes() for f in files if f.exists())

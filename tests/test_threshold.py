@@ -41,4 +41,4 @@ def test_a_score_exactly_at_the_threshold_is_recalled_and_placed_on(tmp_path):
         with DeltaMem(SQLiteStore(path), HashingEmbedder(), TraceExtractor(),
                       settings=TEST_SETTINGS.with_(tau_task=tau)) as mem:
             mem.learn(episode)
-            assert mem.learn(make_episode(task=query)).task.action.value == action
+            assert mem.learn(make_episode(task=query)).task.action == action

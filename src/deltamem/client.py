@@ -1,9 +1,10 @@
 """Python clients for a deltamem REST server: :class:`Client` (sync) and :class:`AsyncClient`.
 
 They speak the facade's vocabulary (``recall``, ``learn``, ``learn_many``, ``record_outcome``,
-``show``, ``list_nodes``, ``stats``, ``consolidate``, ``export``, ``import_``, ``delete``,
-``forget``),
-return the typed models of :mod:`deltamem.formats.api`, and raise the library's exceptions: an
+``correct``, ``forget_fact``, ``show``, ``list_nodes``, ``stats``, ``consolidate``, ``export``,
+``import_``, ``delete``, ``forget``), return the same answer models of
+:mod:`deltamem.formats.api` as the library (:class:`~deltamem.DeltaMem` answers these models,
+with the engine's detail in a subclass), and raise the library's exceptions: an
 error the server reports as ``NodeNotFound`` or ``EpisodeError`` is raised as that class with the
 server's message; anything else (auth, scope, rate limit, an unreachable server) is a
 :class:`~deltamem.errors.RemoteError`.
@@ -281,16 +282,17 @@ class Client(_Base):
         """Tree shapes, episodes, and stored vs flat size."""
         return self._send(self._call("stats"), api.StatsOut)
 
-    def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
-        """Count a success or a failure on recalled nodes (see DeltaMem.record_outcome)."""
-        return self._send(self._call("record_outcome", nodes=list(nodes), success=success),
-                          api.OutcomeOut)
+    def record_outcome(self, nodes: api.RecallOut | Iterable[str], success: bool
+                       ) -> api.OutcomeOut:
+        """Count a success or a failure on recalled nodes: a recall's matched nodes, or node
+        ids (see DeltaMem.record_outcome)."""
+        return self._send(self._call("record_outcome", nodes=_node_ids(nodes),
+                                     success=success), api.OutcomeOut)
 
-    def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
+    def consolidate(self, *, dry_run: bool = False) -> api.ConsolidateOut:
         """Compile every frequently successful chain into a new root (``dry_run``: only list
         the chains that are due)."""
-        return self._send(self._call("consolidate", dry_run=dry_run),
-                          api.ConsolidateOut).consolidated
+        return self._send(self._call("consolidate", dry_run=dry_run), api.ConsolidateOut)
 
     def correct(self, node_id: str, *, success: bool | None = None,
                 steps: Iterable[str] | None = None, wrong: bool = False,
@@ -305,13 +307,13 @@ class Client(_Base):
         return self._send(self._call("forget_fact", node_id, fact=fact, reason=reason),
                           api.CorrectionOut)
 
-    def delete(self, node_id: str) -> list[str]:
-        """Delete a node and its subtree; return the deleted ids."""
-        return self._send(self._call("delete", node_id), api.DeleteOut).deleted
+    def delete(self, node_id: str) -> api.DeleteOut:
+        """Delete a node and its subtree (``deleted``: the ids)."""
+        return self._send(self._call("delete", node_id), api.DeleteOut)
 
-    def forget(self) -> int:
-        """Delete everything in the space; return the number of nodes removed."""
-        return self._send(self._call("forget"), api.ForgetOut).deleted_nodes
+    def forget(self) -> api.ForgetOut:
+        """Delete everything in the space (``deleted_nodes``: how many nodes went)."""
+        return self._send(self._call("forget"), api.ForgetOut)
 
     def import_(self, path: str | Path) -> api.ImportOut:
         """Load an export file into the space in one transaction (all or nothing)."""
@@ -422,15 +424,15 @@ class AsyncClient(_Base):
         """See :meth:`Client.stats`."""
         return await self._send(self._call("stats"), api.StatsOut)
 
-    async def record_outcome(self, nodes: Iterable[str], success: bool) -> api.OutcomeOut:
+    async def record_outcome(self, nodes: api.RecallOut | Iterable[str], success: bool
+                             ) -> api.OutcomeOut:
         """See :meth:`Client.record_outcome`."""
-        return await self._send(self._call("record_outcome", nodes=list(nodes),
+        return await self._send(self._call("record_outcome", nodes=_node_ids(nodes),
                                            success=success), api.OutcomeOut)
 
-    async def consolidate(self, *, dry_run: bool = False) -> list[api.ConsolidationOut]:
+    async def consolidate(self, *, dry_run: bool = False) -> api.ConsolidateOut:
         """See :meth:`Client.consolidate`."""
-        return (await self._send(self._call("consolidate", dry_run=dry_run),
-                                 api.ConsolidateOut)).consolidated
+        return await self._send(self._call("consolidate", dry_run=dry_run), api.ConsolidateOut)
 
     async def correct(self, node_id: str, *, success: bool | None = None,
                       steps: Iterable[str] | None = None, wrong: bool = False,
@@ -447,13 +449,13 @@ class AsyncClient(_Base):
         return await self._send(self._call("forget_fact", node_id, fact=fact, reason=reason),
                                 api.CorrectionOut)
 
-    async def delete(self, node_id: str) -> list[str]:
+    async def delete(self, node_id: str) -> api.DeleteOut:
         """See :meth:`Client.delete`."""
-        return (await self._send(self._call("delete", node_id), api.DeleteOut)).deleted
+        return await self._send(self._call("delete", node_id), api.DeleteOut)
 
-    async def forget(self) -> int:
+    async def forget(self) -> api.ForgetOut:
         """See :meth:`Client.forget`."""
-        return (await self._send(self._call("forget"), api.ForgetOut)).deleted_nodes
+        return await self._send(self._call("forget"), api.ForgetOut)
 
     async def import_(self, path: str | Path) -> api.ImportOut:
         """See :meth:`Client.import_`."""
@@ -497,6 +499,13 @@ def _derived(name: str) -> operations.Operation:
 
 def _filters(filters: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(filters) if filters else None
+
+
+def _node_ids(nodes: api.RecallOut | Iterable[str]) -> list[str]:
+    """A recall's matched nodes (as the library takes them), or the ids given."""
+    if isinstance(nodes, api.RecallOut):
+        return [t.node for t in (nodes.task, nodes.env) if t.node is not None]
+    return list(nodes)
 
 
 def _list(items: Iterable[str] | None) -> list[str] | None:

@@ -39,7 +39,7 @@ def learned(episodes, tmp_path_factory):
 def test_learning_produces_deltas(learned):
     """Variations of one task become deltas under a shared root, not new roots."""
     mem, results = learned
-    stats = mem.stats()
+    stats = mem.stats().wire()
     assert stats["task"]["deltas"] > 0 and stats["env"]["deltas"] > 0
     assert stats["task"]["roots"] <= 6 + 2  # about one root per task family
     assert mem.check() == []
@@ -66,7 +66,7 @@ def test_storage_is_below_flat(learned):
     placement and scene facts): newly explored rooms are genuinely new content. See
     docs/results.md for the breakdown and the larger fixture.
     """
-    stats = learned[0].stats()
+    stats = learned[0].stats().wire()
     assert stats["stored_chars"] / stats["flat_chars"] < 0.82
 
 

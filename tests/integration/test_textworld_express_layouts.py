@@ -46,7 +46,7 @@ def test_the_maps_are_alike_to_the_embedder_and_apart_by_layout(learned):
 def test_each_map_recalls_only_its_own_facts(learned):
     """Revisiting a map recalls its own knowledge: nothing from another map, no contradiction."""
     mem, train, _ = learned
-    assert mem.stats()["env"]["roots"] == len(train)
+    assert mem.stats().env.roots == len(train)
     for episode in train:
         knowledge = mem.recall(episode.task, episode.env).env.experience
         assert isinstance(knowledge, Knowledge)

@@ -139,7 +139,7 @@ def test_hooks_recall_at_start_and_per_request_and_learn_each_turn(tmp_path: Pat
         assert not episodes["deploy the shop to production"].success
         lesson = [n for n in mem.nodes() if n.outcome.value == "failure"]
         assert [n.key for n in lesson] == ["deploy the shop to production"]
-        assert mem.stats()["episodes"] == 3
+        assert mem.stats().episodes == 3
         codex_actions = [s["action"] for s in list(mem.store.episodes(mem.space))[-1].steps]
         assert codex_actions[0] == "shell: pytest -q tests/test_checkout.py"
         assert codex_actions[2].startswith("apply_patch: *** Begin Patch")

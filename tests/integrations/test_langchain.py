@@ -55,7 +55,7 @@ def test_middleware_recalls_into_the_model_input_and_learns_the_run(mem):
     middleware = DeltaMemMiddleware(mem, env=ENV)
     agent = create_agent(model, [heat], system_prompt="You are a kitchen robot.",
                          middleware=[middleware])
-    before = mem.stats()["episodes"]
+    before = mem.stats().episodes
 
     out = agent.invoke({"messages": [{"role": "user", "content": "heat the apple"}]})
 
@@ -67,10 +67,10 @@ def test_middleware_recalls_into_the_model_input_and_learns_the_run(mem):
         assert system.type == "system" and system.text.startswith("You are a kitchen robot.")
         assert "# Skill memory" in system.text and "1. go to kitchen" in system.text
     # The run was learned as one episode, against the recall it made.
-    assert mem.stats()["episodes"] == before + 1
+    assert mem.stats().episodes == before + 1
     learned = middleware.learned
-    assert learned is not None and learned.task.action.value in ("delta", "dedup")
-    shown = mem.show(learned.task.node or learned.task.matched or "")
+    assert learned is not None and learned.task.action in ("delta", "dedup")
+    shown = mem.show(learned.task.node or learned.task.matched or "").wire()
     assert "heat: apple" in shown["experience"]["steps"]
     episode = next(e for e in mem.store.episodes(mem.space) if e.id == learned.episode_id)
     assert episode.success and episode.steps[0]["observation"] == "The apple is hot."
@@ -97,7 +97,7 @@ def test_default_judge_and_a_failed_run_become_a_failure_lesson(mem):
     assert middleware.learned is not None
     node = mem.get(middleware.learned.task.node or "")
     assert node.tree is Tree.TASK and node.outcome.value == "failure"
-    [failed] = mem.show(node.id)["experience"]["failed"]
+    [failed] = mem.show(node.id).wire()["experience"]["failed"]
     assert failed.startswith("open_fridge()") and "the fridge is locked" in failed
 
 

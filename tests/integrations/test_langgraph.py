@@ -91,7 +91,7 @@ def test_a_langgraph_graph_learns_then_recalls_through_the_store(store: DeltaMem
     other = app.invoke({"user": "bob", "task": "heat the apple", "env": KITCHEN})
     assert other["recalled"] == []  # namespaces are separate spaces
     assert store.list_namespaces() == [("agent", "alice"), ("agent", "bob")]
-    assert store.memory(("agent", "alice")).stats()["task"]["nodes"] >= 1
+    assert store.memory(("agent", "alice")).stats().task.nodes >= 1
 
 
 def test_the_async_graph_uses_abatch(store: DeltaMemStore) -> None:
@@ -226,3 +226,33 @@ def test_listing_is_the_latest_put_per_key_newest_first(store: DeltaMemStore) ->
     mem = store.memory(ns)
     assert [r.meta for r in mem.episodes() if r.id.startswith("x-")] == [
         {"langgraph_key": "k3", "langgraph_deleted": True}]
+
+
+def test_listing_and_search_read_the_store_in_batches(store: DeltaMemStore,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Listing reads the episode log once, whatever the number of items (it was quadratic:
+    one log scan per key), and a query search reads its candidates' chains in one batch (it
+    fetched nodes one by one). Counted as store calls, not timed."""
+    ns = ("agent", "batched")
+    for i in range(12):
+        store.put(ns, f"k{i}", _episode(i, 0.5, "alice"))
+    backing = store.memory(ns).store
+    calls: dict[str, int] = {}
+    for name in ("episodes", "chains", "chain", "get_node"):
+        method = getattr(backing, name)
+
+        def counted(*args: Any, _name: str = name, _method: Any = method, **kwargs: Any) -> Any:
+            calls[_name] = calls.get(_name, 0) + 1
+            return _method(*args, **kwargs)
+
+        monkeypatch.setattr(backing, name, counted)
+    assert len(store.search(ns, limit=100)) == 12
+    assert calls == {"episodes": 1}
+    reads = []
+    for limit in (2, 10):
+        calls.clear()
+        hits = store.search(ns, query="task 3", limit=limit)
+        reads.append((len(hits), dict(calls)))
+    (few, few_calls), (many, many_calls) = reads
+    assert few < many and few_calls == many_calls  # as many reads for 10 items as for 2
+    assert many_calls.get("get_node", 0) == 0

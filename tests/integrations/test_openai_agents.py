@@ -64,7 +64,7 @@ def test_input_filter_recalls_into_instructions_and_the_run_is_learned(mem):
                   tools=[heat])
     memory = DeltaMemAgents(mem, env=ENV)
     config = memory.run_config(tracing_disabled=True)  # no trace export: nothing leaves the box
-    before = mem.stats()["episodes"]
+    before = mem.stats().episodes
 
     async def run() -> Any:
         return await Runner.run(agent, "heat the apple", run_config=config)
@@ -76,7 +76,7 @@ def test_input_filter_recalls_into_instructions_and_the_run_is_learned(mem):
         assert instructions is not None and instructions.startswith("You are a kitchen robot.")
         assert "# Skill memory" in instructions and "1. go to kitchen" in instructions
     learned = memory.learn(result)
-    assert mem.stats()["episodes"] == before + 1
+    assert mem.stats().episodes == before + 1
     episode = next(e for e in mem.store.episodes(mem.space) if e.id == learned.episode_id)
     assert episode.task == "heat the apple" and episode.success
     assert [s["action"] for s in episode.steps] == ["heat: apple", "reply: The apple is hot."]

@@ -71,7 +71,8 @@ def test_client_speaks_the_facade_vocabulary(client: Client, tmp_path: Path) -> 
     assert counted == api.OutcomeOut(nodes=[node], success=False, consolidated=[])
     assert client.show(node).stats.failures == 1
     consolidated = client.consolidate()
-    assert all(isinstance(c, api.ConsolidationOut) for c in consolidated)
+    assert isinstance(consolidated, api.ConsolidateOut) and consolidated.dry_run is False
+    assert all(isinstance(c, api.ConsolidationOut) for c in consolidated.consolidated)
 
     export = tmp_path / "a.jsonl"
     records = client.export(export)
@@ -81,8 +82,8 @@ def test_client_speaks_the_facade_vocabulary(client: Client, tmp_path: Path) -> 
     assert info.value.status == 401 and info.value.kind == "Unauthorized"
 
     deleted = client.delete(node)
-    assert deleted[0] == node
-    assert client.forget() >= 1
+    assert deleted.deleted[0] == node
+    assert client.forget().deleted_nodes >= 1
     imported = client.import_(export)
     assert imported.nodes == records - 1 - imported.episodes
 
@@ -200,7 +201,7 @@ def test_client_corrects_and_forgets_a_node(client: Client, live: LiveServer) ->
             return await aclient.correct(done.node, wrong=True, reason="retracted")
 
     assert asyncio.run(wrong()).kind == "wrong"
-    assert done.node in client.delete(done.node)
+    assert done.node in client.delete(done.node).deleted
 
 
 def test_client_filters_recall_and_list_by_episode_meta(client: Client,

@@ -155,7 +155,7 @@ def test_hostile_bodies_never_500_and_the_store_stays_exact(live: LiveServer) ->
                 assert copy.check() == [], f"import #{i}"
                 assert c.delete("/v1/spaces/b").status_code == 200
             else:
-                assert copy.stats()["episodes"] == 0 and list(copy.nodes()) == [], i
+                assert copy.stats().episodes == 0 and list(copy.nodes()) == [], i
         copy.close()
         for i, value in enumerate(HOSTILE + ["t-1", "../a", "%00", "a" * 5000]):
             node = quote(str(value).encode("utf-8", "surrogatepass")[:6000], safe="")

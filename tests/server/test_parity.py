@@ -113,40 +113,40 @@ class LibraryFace:
                             settings=SETTINGS)
 
     def learn(self, episode: dict[str, Any]) -> Any:
-        return exact(api.LearnOut, self.mem.learn(episode_from_dict(episode)).to_dict())
+        return exact(api.LearnOut, self.mem.learn(episode_from_dict(episode)).wire())
 
     def learn_many(self, episodes: list[dict[str, Any]]) -> Any:
         batch = self.mem.learn_many([episode_from_dict(e) for e in episodes])
-        return exact(api.BatchOut, batch.to_dict())
+        return exact(api.BatchOut, batch.wire())
 
     def recall(self, task: str, env: str, explain: bool,
                filters: dict[str, str] | None = None) -> Any:
         return exact(api.RecallOut,
-                     self.mem.recall(task, env, filters=filters, explain=explain).to_dict())
+                     self.mem.recall(task, env, filters=filters, explain=explain).wire())
 
     def record_outcome(self, nodes: list[str], success: bool) -> Any:
-        return exact(api.OutcomeOut, self.mem.record_outcome(nodes, success).to_dict())
+        return exact(api.OutcomeOut, self.mem.record_outcome(nodes, success).wire())
 
     def list(self, tree: str, limit: int, filters: dict[str, str] | None = None) -> Any:
         return exact(api.NodeListOut,
-                     self.mem.list_nodes(tree, filters=filters, limit=limit).to_dict())
+                     self.mem.list_nodes(tree, filters=filters, limit=limit).wire())
 
     def show(self, node_id: str) -> Any:
-        return exact(api.ShowOut, self.mem.show(node_id))
+        return exact(api.ShowOut, self.mem.show(node_id).wire())
 
     def stats(self) -> Any:
-        return exact(api.StatsOut, self.mem.stats())
+        return exact(api.StatsOut, self.mem.stats().wire())
 
     def consolidate(self, dry_run: bool) -> Any:
-        return exact(api.ConsolidateOut, self.mem.consolidate(dry_run=dry_run).to_dict())
+        return exact(api.ConsolidateOut, self.mem.consolidate(dry_run=dry_run).wire())
 
     def correct(self, node_id: str, steps: list[str], reason: str) -> Any:
         return exact(api.CorrectionOut,
-                     self.mem.correct(node_id, steps=steps, reason=reason).to_dict())
+                     self.mem.correct(node_id, steps=steps, reason=reason).wire())
 
     def forget_fact(self, node_id: str, fact: str, reason: str) -> Any:
         return exact(api.CorrectionOut,
-                     self.mem.forget_fact(node_id, fact, reason=reason).to_dict())
+                     self.mem.forget_fact(node_id, fact, reason=reason).wire())
 
     def export(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.mem.iter_export()]

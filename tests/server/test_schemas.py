@@ -202,12 +202,12 @@ def test_a_field_added_to_the_episode_model_reaches_every_face(
 def test_answers_are_built_as_their_wire_models(mem: DeltaMem) -> None:
     """The library's JSON is its wire model dumped; a model refuses a field it lacks."""
     learned = mem.learn(episode_from_dict(EPISODE))
-    assert isinstance(learned.to_wire(), api.LearnOut)
-    assert learned.to_dict() == learned.to_wire().wire()
+    assert isinstance(learned, api.LearnOut)
+    assert api.LearnOut.model_validate(learned.wire()).wire() == learned.wire()
     recall = mem.recall("heat the apple", "a kitchen")
     assert isinstance(recall.to_wire(explain=True), api.RecallOut)
     assert recall.to_dict(explain=True)["explain"]["task"]["tree"] == "task"
-    batch = BatchResult([learned]).to_wire([(0, 7)])
+    batch = BatchResult.of([learned]).placed([(0, 7)])
     assert isinstance(batch, api.BatchOut) and batch.results[0].line == 7
     with pytest.raises(TypeError, match="no field 'mood'"):
         api.WriteOut.build(action="root", node=None, parent=None, mood="calm")

@@ -162,7 +162,7 @@ def test_import_into_a_space_with_data_may_hang_under_its_nodes(mem, exported):
     """Nodes whose parents the space already holds are accepted; the result is sound."""
     delta = first(exported, record="node", kind="delta")
     child = {**delta, "id": "t-child", "parent_id": delta["id"], "depth": 3, "patch": []}
-    assert mem.import_records(iter([exported[0], child])) == {"nodes": 1, "episodes": 0}
+    assert mem.import_records(iter([exported[0], child])).wire() == {"nodes": 1, "episodes": 0}
     assert mem.check() == []
     assert [n.id for n in mem.chain("t-child")][-2:] == [delta["id"], "t-child"]
 
@@ -219,7 +219,7 @@ def test_recall_over_a_stored_cycle_ends_with_a_store_error(mem, exported):
         mem.learn(make_episode(actions=STEPS))
     with pytest.raises(StoreError, match="does not compose"):
         mem.show(delta["id"])
-    assert mem.delete(delta["id"]) == [delta["id"]]
+    assert mem.delete(delta["id"]).deleted == [delta["id"]]
 
 
 @pytest.mark.parametrize("breakage", ["missing parent", "root without content",

@@ -51,7 +51,7 @@ def _learn_worker(url: str, worker: int, count: int, barrier: Any, out: Any) -> 
                        settings=TEST_SETTINGS)
         try:
             barrier.wait(timeout=120)
-            out.put((worker, [mem.learn(episode(worker, i)).to_dict() for i in range(count)]))
+            out.put((worker, [mem.learn(episode(worker, i)).wire() for i in range(count)]))
         finally:
             mem.close()
     except BaseException:

@@ -104,7 +104,7 @@ def test_recall_stats_and_check_answer_while_a_writer_holds_the_lock(tmp_path):
             assert started.wait(30)
             try:
                 assert reader.recall("heat the apple").task.matched
-                assert reader.stats()["episodes"] == 1
+                assert reader.stats().episodes == 1
                 assert reader.check() == []
             finally:
                 release.set()

@@ -106,7 +106,7 @@ def test_stats_count_each_repeated_step_once(tmp_path: Path) -> None:
                  "take the apple from the fridge")
         mem.learn(make_episode(task="heat the apple in the microwave", actions=steps))
         mem.learn(make_episode(task="wash every plate in the sink", actions=steps[::-1]))
-        stats = mem.stats()
+        stats = mem.stats().wire()
         assert stats["task"]["roots"] == 2
         held = {t for n in mem.nodes() for t in node_texts(n)}
         assert set(steps) <= held

@@ -184,11 +184,11 @@ class DeltaMemMemory:
         except ExtractionError as exc:
             usage = exc.usage if isinstance(exc.usage, Usage) else Usage()
             return Update(usage, {"stored": False, "reason": f"extraction failed: {exc}"[:300]})
-        return Update(result.usage, result.to_dict())
+        return Update(Usage.of(result.usage), result.wire())
 
     def size(self) -> dict[str, int]:
         """Nodes in both trees and characters stored."""
-        stats = self.mem.stats()
+        stats = self.mem.stats().wire()
         return {"entries": int(stats["task"]["nodes"]) + int(stats["env"]["nodes"]),
                 "chars": int(stats["stored_chars"])}
 

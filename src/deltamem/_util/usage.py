@@ -22,6 +22,13 @@ class Usage:
     embed_texts: int = 0
     wall_ms: float = 0.0
 
+    @classmethod
+    def of(cls, other: Any) -> Usage:
+        """The usage an answer reports (``deltamem.formats.api.UsageOut``, or any object with
+        these fields), as a :class:`Usage` that adds up."""
+        return cls(other.llm_calls, other.prompt_tokens, other.completion_tokens,
+                   other.llm_calls_saved, other.embed_calls, other.embed_texts, other.wall_ms)
+
     def add(self, other: Usage) -> Usage:
         """Accumulate ``other`` into this object (in place) and return it."""
         self.llm_calls += other.llm_calls

@@ -70,7 +70,7 @@ class Consolidator:
                               replaces=lambda n: carried_meta(n) == scope)
             self.store.add_node(self.space, root, vector)
             self.store.retire(self.space, root.id, plan.retired, plan.moved)
-        return [Consolidation(node.id, root.id, node.tree, root.lineage, compiled.note)]
+        return [Consolidation.of(node.id, root.id, node.tree, root.lineage, compiled.note)]
 
     def _around(self, chain: list[Node]) -> list[Node]:
         """What :func:`~deltamem.core.tree.retirement` reads of the tree: the chain, the

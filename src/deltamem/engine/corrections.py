@@ -36,8 +36,7 @@ import secrets
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from deltamem.config import Settings
 from deltamem.core.delta import diff, patch_to_json
@@ -66,25 +65,10 @@ MAX_STEPS = api.MAX_SKILL_STEPS  # the bounds of every face (deltamem.formats.ap
 MAX_TEXT = api.MAX_REASON
 
 
-@dataclass
-class Correction:
-    """What a correction wrote: the correction root, the node it corrects, and the nodes whose
-    record was given failures (discredited)."""
-
-    node: str
-    of: str
-    kind: str
-    tree: Tree
-    reason: str = ""
-    discredited: list[str] = field(default_factory=list)
-
-    def to_wire(self) -> api.CorrectionOut:
-        return api.CorrectionOut.build(node=self.node, of=self.of, kind=self.kind,
-                                       tree=self.tree.value, reason=self.reason,
-                                       discredited=list(self.discredited))
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+class Correction(api.CorrectionOut):
+    """What a correction wrote: the correction root (``node``), the node it corrects (``of``),
+    and the nodes whose record was given failures (``discredited``); the answer model every
+    face returns."""
 
 
 def corrected(node_tree: Tree, current: Experience, *, success: bool | None,
@@ -220,7 +204,8 @@ def correct(mem: Memory, node_id: str, *, success: bool | None = None,
                     if need > 0:
                         mem.store.bump(mem.space, old.id, failures=need)
                         discredited.append(old.id)
-    return Correction(root.id, node.id, kind, node.tree, reason, discredited)
+    return Correction.build(node=root.id, of=node.id, kind=kind, tree=node.tree.value,
+                            reason=reason, discredited=list(discredited))
 
 
 def withdrawn(nodes: Sequence[Node]) -> set[str]:

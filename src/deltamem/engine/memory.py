@@ -46,11 +46,13 @@ from deltamem.engine.results import (
     BatchResult,
     Consolidation,
     Consolidations,
+    Learning,
     LearnResult,
     NodeListing,
     OutcomeRecord,
     Recall,
     node_row,
+    usage_wire,
 )
 from deltamem.engine.write import Writer
 from deltamem.errors import (
@@ -239,7 +241,7 @@ class DeltaMem:
         nodes gives; the filter applies to the matched node, whose chain is composed as usual
         (its ancestors may come from other episodes: use spaces to isolate tenants).
 
-        ``explain`` makes the answer (``to_wire``/``to_dict``) carry every scoring term.
+        ``explain`` makes the answer carry every scoring term (its ``explain`` field).
         """
         if budget_tokens is not None and budget_tokens < 0:
             raise ConfigError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -310,8 +312,8 @@ class DeltaMem:
 
     # -- write path -----------------------------------------------------------------------
     @memory_span("upsert_memory", lambda r: {
-        "gen_ai.memory.record.id": r.episode_id, "deltamem.task.action": r.task.action.value,
-        "deltamem.env.action": r.env.action.value, "deltamem.consolidated": len(r.consolidated)})
+        "gen_ai.memory.record.id": r.episode, "deltamem.task.action": r.task.action,
+        "deltamem.env.action": r.env.action, "deltamem.consolidated": len(r.consolidated)})
     def learn(self, episode: Episode, recall: Recall | None = None) -> LearnResult:
         """Learn one finished episode; atomic (all of it is stored, or none of it).
 
@@ -333,7 +335,7 @@ class DeltaMem:
         check_episode(episode)
         episode = self._redacted(episode)
         with self._intact():
-            return self._learn(episode, recall, Usage(), started)
+            return self._learn(episode, recall, Usage(), started).answer()
 
     def learn_many(self, episodes: Sequence[Episode]) -> BatchResult:
         """Learn episodes in order, all in one transaction: every one is stored, or none is.
@@ -348,20 +350,21 @@ class DeltaMem:
         for i, episode in enumerate(episodes):
             check_episode(episode, where=f"episodes[{i}]")
         episodes = [self._redacted(episode) for episode in episodes]
-        batch = BatchResult([])
+        learned: list[Learning] = []
+        usage = Usage()
         with self._intact(), self._writing():
             token = self._batch.set(True)
             try:
                 for episode in episodes:
                     result = self._learn(episode, None, Usage(), time.perf_counter())
-                    batch.usage.add(result.usage)
-                    batch.results.append(result)
+                    usage.add(result.usage)
+                    learned.append(result)
             finally:
                 self._batch.reset(token)
-        return batch
+        return BatchResult.of([result.answer() for result in learned], usage_wire(usage))
 
     def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
-               started: float) -> LearnResult:
+               started: float) -> Learning:
         """Read and extract outside the write block, then place and write inside it."""
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
                                                                            episode.env)
@@ -401,8 +404,8 @@ class DeltaMem:
                 flat_chars=sum(experience_chars(x.flat) for x in extractions.values()),
                 created_at=time.time(),
             ))
-        result = LearnResult(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage,
-                             recalled=recalled)
+        result = Learning(episode_id, writes[Tree.TASK], writes[Tree.ENV], usage=usage,
+                          recalled=recalled)
         if self.settings.auto_consolidate:
             matched = [w.matched for w in writes.values() if w.matched is not None]
             result.consolidated, result.deferred = self.consolidator.after_write(
@@ -422,17 +425,17 @@ class DeltaMem:
         ``root=None``.
         """
         if dry_run:
-            return Consolidations(
-                (Consolidation(n.id, None, n.tree,
-                               tuple(c.id for c in self.store.chain(self.space, n.id)),
-                               "due (dry run: nothing compiled)") for n in self.due()),
+            return Consolidations.of(
+                (Consolidation.of(n.id, None, n.tree,
+                                  (c.id for c in self.store.chain(self.space, n.id)),
+                                  "due (dry run: nothing compiled)") for n in self.due()),
                 dry_run=True)
         usage = Usage()
-        done = Consolidations()
+        done: list[Consolidation] = []
         with self._intact():
             for node in self.due():
                 done += self.consolidator.if_due(node.id, usage)
-        return done
+        return Consolidations.of(done)
 
     def record_outcome(self, nodes: api.RecallOut | Sequence[str], success: bool
                        ) -> OutcomeRecord:
@@ -459,12 +462,13 @@ class DeltaMem:
             for node_id in ids:
                 self.store.bump(self.space, node_id, hits=1, successes=int(success),
                                 failures=int(not success))
-        record = OutcomeRecord(ids, success)
+        done: list[Consolidation] = []
+        deferred: list[str] = []
         if success and self.settings.auto_consolidate:
             with self._intact():
-                record.consolidated, record.deferred = self.consolidator.after_write(ids,
-                                                                                     Usage())
-        return record
+                done, deferred = self.consolidator.after_write(ids, Usage())
+        return OutcomeRecord.model_construct(nodes=ids, success=success, consolidated=done,
+                                             deferred=deferred)
 
     def add_roots(self, roots: Sequence[tuple[Tree, str, Experience, dict[str, Any]]]
                   ) -> list[str | None]:
@@ -630,27 +634,29 @@ class DeltaMem:
                 if (want_kind is None or n.kind is want_kind)
                 and (want_outcome is None or n.outcome is want_outcome)
                 and needle in n.key.lower() and matches(n, wanted)]
-        return NodeListing(rows if limit is None else rows[:limit], total=len(rows))
+        return NodeListing.of(rows, limit)
 
-    def delete(self, node_id: str) -> list[str]:
-        """Delete a node and its whole subtree in one transaction; return the deleted ids."""
+    def delete(self, node_id: str) -> api.DeleteOut:
+        """Delete a node and its whole subtree in one transaction; the answer lists the
+        deleted ids (``deleted``)."""
         self.get(node_id)
         with self._writing():
-            return self.store.delete_subtree(self.space, node_id)
+            return api.DeleteOut.build(deleted=self.store.delete_subtree(self.space, node_id))
 
-    def forget(self) -> int:
-        """Delete everything in this space; return the number of nodes removed (0 for a space
-        nobody wrote to, which is not created)."""
+    def forget(self) -> api.ForgetOut:
+        """Delete everything in this space; the answer counts the nodes removed
+        (``deleted_nodes``: 0 for a space nobody wrote to, which is not created)."""
         if not self.exists:
-            return 0
+            return api.ForgetOut.build(space=self.space, deleted_nodes=0)
         with self._writing():
-            return self.store.forget_space(self.space)
+            count = self.store.forget_space(self.space)
+        return api.ForgetOut.build(space=self.space, deleted_nodes=count)
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> api.StatsOut:
         """Tree shapes, episodes, and stored vs flat characters (see ``reports.stats``)."""
         return reports.stats(self.store, self.space)
 
-    def show(self, node_id: str) -> dict[str, Any]:
+    def show(self, node_id: str) -> api.ShowOut:
         """A node's chain, composed experience, patch and counters (a retired id: the root
         it was retired into, as in :meth:`get`)."""
         with self._intact():
@@ -684,7 +690,7 @@ class DeltaMem:
                 count += 1
         return count
 
-    def import_records(self, records: Iterable[dict[str, Any]]) -> dict[str, int]:
+    def import_records(self, records: Iterable[dict[str, Any]]) -> api.ImportOut:
         """Verify exported records as a whole and load them in one transaction (all or nothing).
 
         Raises:
@@ -695,14 +701,14 @@ class DeltaMem:
         counts = transfer.import_records(self.store, self.space, records,
                                          max_depth=self.settings.max_depth)
         self._exists = True
-        return counts
+        return api.ImportOut.build(**counts)
 
-    def import_lines(self, lines: Iterable[str | bytes], source: str = "line") -> dict[str, int]:
+    def import_lines(self, lines: Iterable[str | bytes], source: str = "line") -> api.ImportOut:
         """Load an export's JSON Lines (see :meth:`import_records`); a line that is not a JSON
         object is a StoreError naming ``source`` and the line number, and nothing is written."""
         return self.import_records(transfer.parse_lines(lines, source))
 
-    def import_(self, path: str | Path) -> dict[str, int]:
+    def import_(self, path: str | Path) -> api.ImportOut:
         """Load an export file into this space (see :meth:`import_lines`).
 
         Raises:

@@ -1,8 +1,6 @@
-"""Read-only views of a memory: ``stats`` and ``show`` (the JSON the CLI prints)."""
+"""Read-only views of a memory: ``stats`` and ``show``, as their answer models."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
@@ -19,7 +17,7 @@ def node_chars(node: Node) -> int:
     return patch_chars(node.patch or ())
 
 
-def stats(store: Store, space: str) -> dict[str, Any]:
+def stats(store: Store, space: str) -> api.StatsOut:
     """Tree shapes, episode count, and stored vs flat size.
 
     ``stored_chars`` is what the store keeps live for recall (``Store.footprint``): the stored
@@ -53,10 +51,10 @@ def stats(store: Store, space: str) -> dict[str, Any]:
         stored_chars=stored,
         flat_chars=flat,
         compression=round(stored / flat, 4) if flat else None,
-    ).wire()
+    )
 
 
-def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
+def show(store: Store, space: str, node_id: str) -> api.ShowOut | None:
     """A node with its chain, composed experience, own patch and counters (None if absent)."""
     chain = store.chain(space, node_id)
     if not chain:
@@ -74,5 +72,5 @@ def show(store: Store, space: str, node_id: str) -> dict[str, Any] | None:
         children=[c.id for c in store.children(space, node.id)],
         stats=node_summary(node),
         meta=node.meta,
-    ).wire()
+    )
 

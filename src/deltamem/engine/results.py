@@ -1,7 +1,11 @@
-"""Result objects returned by the facade, each with the JSON form the CLI and servers print.
+"""The facade's answers: each operation of the table answers its answer model of
+:mod:`deltamem.formats.api` (a subclass of it here, where the library keeps the engine's detail
+beside the wire fields: :class:`Recall`, :class:`LearnResult`), so the model is the one
+definition of the shape on every face, and the library and the clients answer the same one.
+``wire()`` is the JSON every face prints or sends.
 
-Each JSON form is built as its wire model of :mod:`deltamem.formats.api` (``to_wire``) and
-dumped from it (``to_dict``), so the model is the one definition of the shape on every face.
+Behind them, the engine's working records (:class:`TreeMatch`, :class:`TreeWriting`,
+:class:`Learning`), which the facade turns into answers with ``answer()``.
 """
 
 from __future__ import annotations
@@ -280,8 +284,9 @@ class Recall(api.RecallOut):
 
 
 @dataclass(frozen=True, slots=True)
-class TreeWrite:
-    """What learning did in one tree: a new root, a delta under ``parent``, or a dedup hit."""
+class TreeWriting:
+    """What learning did in one tree, as the engine works with it: a new root, a delta under
+    ``parent``, or a dedup hit. The caller gets it as the answer model :class:`TreeWrite`."""
 
     action: Action
     node: str | None
@@ -291,83 +296,114 @@ class TreeWrite:
     experience: Experience | None = None  # what the extractor wrote (== the node's composition)
     matched: str | None = None  # the node whose counters this episode bumped (None: no match)
 
-    def to_wire(self) -> api.WriteOut:
+    def answer(self) -> TreeWrite:
         out: dict[str, Any] = {"action": self.action.value, "node": self.node,
                                "parent": self.parent}
         if self.note:
             out["note"] = self.note
-        return api.WriteOut.build(**out)
+        answer = TreeWrite.build(**out)
+        answer._writing = self
+        return answer
 
     def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+        """The JSON kept in the episode log (``EpisodeRecord.result``)."""
+        return self.answer().wire()
 
 
-@dataclass(frozen=True, slots=True)
-class Consolidation:
-    """A chain compiled into a new root (``root`` is None for a dry run: the chain is only due)."""
+class TreeWrite(api.WriteOut):
+    """What learning did in one tree: the answer model every face returns (``action``,
+    ``node``, ``parent``, ``note``), plus, in the library, the engine's detail (``patch_ops``,
+    ``experience``, ``matched``; a client's answer has none of it). ``action`` is the
+    :class:`~deltamem.core.tree.Action`'s value, so ``write.action == Action.DELTA`` holds."""
 
-    source: str
-    root: str | None
-    tree: Tree
-    chain: tuple[str, ...]
-    note: str = ""
-
-    def to_wire(self) -> api.ConsolidationOut:
-        return api.ConsolidationOut.build(source=self.source, root=self.root,
-                                          tree=self.tree.value, chain=list(self.chain),
-                                          note=self.note)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
-
-
-class Consolidations(list[Consolidation]):
-    """What :meth:`DeltaMem.consolidate` did: the chains compiled (or, in a dry run, due), a
-    list, and whether it was a dry run."""
-
-    def __init__(self, done: Iterable[Consolidation] = (), *, dry_run: bool = False) -> None:
-        super().__init__(done)
-        self.dry_run = dry_run
-
-    def to_wire(self) -> api.ConsolidateOut:
-        return api.ConsolidateOut.build(dry_run=self.dry_run,
-                                        consolidated=[c.to_wire() for c in self])
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
-
-
-def consolidation_report(done: Sequence[Consolidation], *, dry_run: bool = False
-                         ) -> dict[str, Any]:
-    """What ``consolidate`` prints and serves: whether it was a dry run, and each chain."""
-    return Consolidations(done, dry_run=dry_run).to_dict()
-
-
-class NodeListing(list[dict[str, Any]]):
-    """What :meth:`DeltaMem.list_nodes` found: the rows (at most ``limit``), a list, with the
-    number that matched before the limit."""
-
-    def __init__(self, rows: Iterable[dict[str, Any]] = (), *, total: int | None = None
-                 ) -> None:
-        super().__init__(rows)
-        self.total = len(self) if total is None else total
+    _writing: TreeWriting | None = PrivateAttr(None)
 
     @property
-    def truncated(self) -> bool:
-        return len(self) < self.total
+    def writing(self) -> TreeWriting:
+        """The engine's detail of this write (library answers only)."""
+        if self._writing is None:
+            raise AttributeError("this write carries no engine detail (a client's answer)")
+        return self._writing
 
-    def to_wire(self) -> api.NodeListOut:
-        return api.NodeListOut.build(nodes=list(self), total=self.total,
-                                     truncated=self.truncated)
+    @property
+    def patch_ops(self) -> int:
+        return self.writing.patch_ops
 
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+    @property
+    def experience(self) -> Experience | None:
+        """What the extractor wrote (the node's composed experience)."""
+        return self.writing.experience
+
+    @property
+    def matched(self) -> str | None:
+        """The node whose counters this episode bumped (None: nothing matched)."""
+        return self.writing.matched
+
+
+class Consolidation(api.ConsolidationOut):
+    """A chain compiled into a new root (``root`` is None for a dry run: the chain is only due):
+    the answer model every face returns."""
+
+    @classmethod
+    def of(cls, source: str, root: str | None, tree: Tree, chain: Iterable[str],
+           note: str = "") -> Consolidation:
+        return cls.build(source=source, root=root, tree=tree.value, chain=list(chain),
+                         note=note)
+
+
+class Consolidations(api.ConsolidateOut):
+    """What :meth:`DeltaMem.consolidate` did: the chains compiled (or, in a dry run, due) in
+    ``consolidated``, and whether it was a dry run."""
+
+    consolidated: list[Consolidation]  # type: ignore[assignment]  # the library's own items
+
+    @classmethod
+    def of(cls, done: Iterable[Consolidation] = (), *, dry_run: bool = False) -> Consolidations:
+        return cls.model_construct(dry_run=dry_run, consolidated=list(done))
+
+
+class NodeListing(api.NodeListOut):
+    """What :meth:`DeltaMem.list_nodes` found: the rows (at most ``limit``) in ``nodes``, the
+    ``total`` that matched before the limit, and whether the rows were cut (``truncated``)."""
+
+    @classmethod
+    def of(cls, rows: Sequence[api.NodeRowOut], limit: int | None = None) -> NodeListing:
+        kept = list(rows if limit is None else rows[:limit])
+        return cls.model_construct(nodes=kept, total=len(rows), truncated=len(kept) < len(rows))
 
 
 @dataclass(slots=True)
-class LearnResult:
-    """Outcome of learning one episode.
+class Learning:
+    """Learning one episode, as the engine works with it (mutable while the write and the
+    consolidation after it run). The caller gets it as the answer model :class:`LearnResult`.
+    """
 
+    episode_id: str
+    task: TreeWriting
+    env: TreeWriting
+    consolidated: list[Consolidation] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    recalled: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
+
+    def fields(self) -> dict[str, Any]:
+        """The answer's fields (:class:`deltamem.formats.api.LearnOut`, also those of a batch's
+        result)."""
+        return {"episode": self.episode_id, "task": self.task.answer(),
+                "env": self.env.answer(), "recalled": list(self.recalled),
+                "consolidated": list(self.consolidated), "deferred": list(self.deferred),
+                "usage": usage_wire(self.usage)}
+
+    def answer(self) -> LearnResult:
+        return LearnResult.model_construct(**self.fields())
+
+
+class LearnResult(api.LearnOut):
+    """Outcome of learning one episode: the answer model every face returns
+    (:class:`deltamem.formats.api.LearnOut`; :class:`deltamem.Client` parses the same).
+
+    ``episode`` is the logged episode's id (``episode_id`` too). ``task`` and ``env`` say what
+    each tree did (:class:`TreeWrite`, with the engine's detail in the library).
     ``recalled``: the nodes the agent was handed (the ``recall`` passed to ``learn``) that
     counted the episode's outcome besides the nodes it was placed on.
     ``deferred``: nodes whose chains became due for consolidation but could not be compiled
@@ -375,71 +411,66 @@ class LearnResult:
     for the next success or ``consolidate()``. Do not learn the episode again.
     """
 
-    episode_id: str
     task: TreeWrite
     env: TreeWrite
-    consolidated: list[Consolidation] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    recalled: list[str] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)
+    consolidated: list[Consolidation]  # type: ignore[assignment]  # the library's own items
 
-    def fields(self) -> dict[str, Any]:
-        """The wire fields of :class:`deltamem.formats.api.LearnOut` (also those of a batch's
-        result)."""
-        return {"episode": self.episode_id, "task": self.task.to_wire(),
-                "env": self.env.to_wire(), "recalled": list(self.recalled),
-                "consolidated": [c.to_wire() for c in self.consolidated],
-                "deferred": list(self.deferred), "usage": usage_wire(self.usage)}
-
-    def to_wire(self) -> api.LearnOut:
-        return api.LearnOut.build(**self.fields())
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+    @property
+    def episode_id(self) -> str:
+        """The logged episode's id (the answer's ``episode``)."""
+        return self.episode
 
 
-@dataclass(slots=True)
-class BatchResult:
-    """Outcome of :meth:`DeltaMem.learn_many`: one result per episode, in order, and the total."""
+class BatchItem(LearnResult, api.BatchResultOut):
+    """One episode of a batch: its :class:`LearnResult` and its place in the batch."""
 
-    results: list[LearnResult]
-    usage: Usage = field(default_factory=Usage)
 
-    def to_wire(self, places: Sequence[tuple[int, int]] | None = None,
-                errors: Sequence[api.BatchErrorOut] = ()) -> api.BatchOut:
-        """The wire model. The CLI's ``learn FILE`` gives each result's place (its index among
-        the file's episodes, and its line) and the bad lines it skipped."""
+class BatchResult(api.BatchOut):
+    """Outcome of :meth:`DeltaMem.learn_many`: one result per episode, in order, and the total
+    usage (the answer model every face returns; ``errors`` is always empty in the library)."""
+
+    results: list[BatchItem]  # type: ignore[assignment]  # the library's own items
+
+    @classmethod
+    def of(cls, results: Sequence[LearnResult], usage: api.UsageOut | None = None
+           ) -> BatchResult:
+        """The batch of these results, in order; ``usage`` is the batch's total (the sum of
+        the results' when None)."""
+        total = usage if usage is not None else usage_sum(r.usage for r in results)
+        return cls.model_construct(
+            episodes=len(results), errors=[], usage=total,
+            results=[BatchItem.model_construct(index=i, **dict(r))
+                     for i, r in enumerate(results)])
+
+    def placed(self, places: Sequence[tuple[int, int]],
+               errors: Sequence[api.BatchErrorOut] = ()) -> api.BatchOut:
+        """This batch as the CLI's ``learn FILE`` reports it: each result's place (its index
+        among the file's episodes, and its line) and the bad lines it skipped."""
         results = [api.BatchResultOut.build(
-            **({"index": i} if places is None else {"index": places[i][0], "line": places[i][1]}),
-            **r.fields()) for i, r in enumerate(self.results)]
-        return api.BatchOut.build(episodes=len(self.results), results=results,
-                                  errors=list(errors), usage=usage_wire(self.usage))
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+            **{**dict(r), "index": places[i][0], "line": places[i][1]})
+            for i, r in enumerate(self.results)]
+        return api.BatchOut.build(episodes=self.episodes, results=results,
+                                  errors=list(errors), usage=self.usage)
 
 
-@dataclass(slots=True)
-class OutcomeRecord:
+class OutcomeRecord(api.OutcomeOut):
     """What :meth:`DeltaMem.record_outcome` counted: the nodes bumped and any consolidation
-    (``deferred``: due chains that could not be compiled now, as in :class:`LearnResult`)."""
+    (``deferred``: due chains that could not be compiled now, as in :class:`LearnResult`); the
+    answer model every face returns."""
 
-    nodes: list[str]
-    success: bool
-    consolidated: list[Consolidation] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)
-
-    def to_wire(self) -> api.OutcomeOut:
-        return api.OutcomeOut.build(nodes=self.nodes, success=self.success,
-                                    consolidated=[c.to_wire() for c in self.consolidated],
-                                    deferred=list(self.deferred))
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
+    consolidated: list[Consolidation]  # type: ignore[assignment]  # the library's own items
 
 
 def usage_wire(usage: Usage) -> api.UsageOut:
     return api.UsageOut.model_construct(**usage.to_dict())
+
+
+def usage_sum(usages: Iterable[api.UsageOut]) -> api.UsageOut:
+    """The total of several operations' usage."""
+    total = Usage()
+    for u in usages:
+        total.add(Usage.of(u))
+    return usage_wire(total)
 
 
 def _fields(exp: Experience) -> dict[str, Any]:
@@ -448,28 +479,23 @@ def _fields(exp: Experience) -> dict[str, Any]:
     return out
 
 
-def node_summary(node: Node) -> dict[str, Any]:
-    """Counters and flags of a node, as ``show`` reports them (:class:`api.NodeStatsOut`)."""
+def node_summary(node: Node) -> api.NodeStatsOut:
+    """Counters and flags of a node, as ``show`` reports them."""
     return api.NodeStatsOut.build(
         hits=node.hits, successes=node.successes, failures=node.failures, depth=node.depth,
         consolidated=node.consolidated, consolidated_root=node.is_consolidated_root,
         lineage=list(node.lineage), episode=node.episode_id, created_at=node.created_at,
-        key=node.key).wire()
+        key=node.key)
 
 
-def node_row(node: Node) -> dict[str, Any]:
+def node_row(node: Node) -> api.NodeRowOut:
     """One line of a node listing: identity, place in its tree, and counters
     (:class:`api.NodeRowOut`)."""
     return api.NodeRowOut.build(
         id=node.id, tree=node.tree.value, kind=node.kind.value, outcome=node.outcome.value,
         key=node.key, parent=node.parent_id, depth=node.depth, hits=node.hits,
         successes=node.successes, failures=node.failures,
-        consolidated_root=node.is_consolidated_root).wire()
-
-
-def node_listing(rows: list[dict[str, Any]], limit: int | None) -> dict[str, Any]:
-    """``list`` output: the first ``limit`` rows (all when None), the total, and if it was cut."""
-    return NodeListing(rows if limit is None else rows[:limit], total=len(rows)).to_dict()
+        consolidated_root=node.is_consolidated_root)
 
 
 def patch_json(node: Node) -> list[list[Any]] | None:

@@ -47,7 +47,7 @@ from deltamem.core.tree import (
 )
 from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.read import Reader, TreeRead
-from deltamem.engine.results import Recall, TreeMatch, TreeWrite
+from deltamem.engine.results import Recall, TreeMatch, TreeWriting
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.base import Scene
 from deltamem.store.base import Store, Vector
@@ -155,7 +155,7 @@ class Writer:
     # -- inside the lock --------------------------------------------------------------------
     def write_tree(self, tree: Tree, key: str, query: Vector | None, extraction: Extraction,
                    episode: Episode, episode_id: str, plan: Plan | None, *,
-                   unchanged: bool = False) -> TreeWrite:
+                   unchanged: bool = False) -> TreeWriting:
         """Place (keeping ``plan`` when the memory did not change under it: ``unchanged`` says
         no node was added or deleted since before the plan's scan) and write."""
         outcome = episode.outcome if tree is Tree.TASK else Outcome.SUCCESS
@@ -173,12 +173,12 @@ class Writer:
             self.store.bump(self.space, hit, hits=1, successes=int(episode.success),
                             failures=int(not episode.success))
         if placement.action is Action.DEDUP:
-            return TreeWrite(Action.DEDUP, placement.anchor, None, note=extraction.note,
+            return TreeWriting(Action.DEDUP, placement.anchor, None, note=extraction.note,
                              experience=extraction.experience, matched=hit)
         node = self._new_node(tree, key, outcome, placement, extraction.experience, episode,
                               episode_id)
         self.store.add_node(self.space, node, query if query is not None else self._zero())
-        return TreeWrite(placement.action, node.id, node.parent_id, len(placement.patch),
+        return TreeWriting(placement.action, node.id, node.parent_id, len(placement.patch),
                          extraction.note, extraction.experience, matched=hit)
 
     def _placement(self, tree: Tree, key: str, query: Vector | None, experience: Experience,
@@ -190,7 +190,7 @@ class Writer:
             return plan.chain, plan.placement
         return self._place(tree, key, found, experience, scope)
 
-    def count_recalled(self, recall: Recall, writes: dict[Tree, TreeWrite],
+    def count_recalled(self, recall: Recall, writes: dict[Tree, TreeWriting],
                        success: bool) -> list[str]:
         """Count the episode's outcome on the nodes the agent was handed (the match of each
         tree) unless the episode was placed on that same node (``write_tree`` counted it

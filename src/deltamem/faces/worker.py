@@ -104,7 +104,7 @@ class Worker:
             with consolidation_lease(self.store, space) as won:
                 if not won:
                     return SpacePass(space, "skipped", due)
-                done = [c.to_dict() for c in mem.consolidate()]
+                done = [c.wire() for c in mem.consolidate().consolidated]
             return SpacePass(space, "consolidated" if done else "idle", due, done)
         except DeltaMemError as exc:
             log.warning("consolidating space %r failed: %s", space, exc)

@@ -4,8 +4,9 @@
   every face (``episodes.episode_from_dict``, hence the CLI's JSON Lines files and the REST learn
   body; the MCP ``learn`` tool's arguments); the request bodies (:class:`RecallRequest`, ...)
   and the MCP tools' arguments share the field types below (:data:`TopK`, :data:`Filters`, ...).
-* Answers: the library builds each JSON answer as its model (``results.*.to_wire``) and dumps
-  it (:meth:`Model.wire`); the REST server documents every route with these models (its OpenAPI
+* Answers: the library answers each operation as its model (``deltamem.engine.results``: the
+  facade returns it, a subclass where it keeps the engine's detail) and dumps it
+  (:meth:`Model.wire`); the REST server documents every route with these models (its OpenAPI
   schema at ``/openapi.json``), the MCP tools publish them as output schemas, the CLI's ``--json``
   prints them, and :class:`deltamem.Client` parses every answer into them. A test validates real
   answers of every face against them, both ways (``tests/server/test_parity.py``).

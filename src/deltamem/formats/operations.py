@@ -17,17 +17,18 @@ safe to send twice, and the description an agent reads. The faces are derived fr
 * the CLI takes its help texts from here; the parity test runs every operation on every face.
 
 Adding an operation: write the facade method (keyword arguments named as the input model's
-fields, plus ``node_id`` for a path holding one, returning the answer model, a result with
-``to_wire()``, or a plain value with a ``wire``), its models in :mod:`deltamem.formats.api`, and
-one row below. A row marked ``custom`` for a face is written by hand there (learning takes an
-episode or a batch, export streams JSON Lines); a row with a ``tool_input`` has an MCP runner.
+fields, plus ``node_id`` for a path holding one, returning the answer model: the library and the
+clients answer the same shape, and no face shapes a result itself), its models in
+:mod:`deltamem.formats.api`, and one row below. A row marked ``custom`` for a face is written
+by hand there (learning takes an episode or a batch, export streams JSON Lines); a row with a
+``tool_input`` has an MCP runner.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -37,6 +38,8 @@ from deltamem.formats import api
 Scope = Literal["read", "write", "admin"]
 Face = Literal["rest", "mcp", "client"]
 PREFIX = "/v1/spaces/{space}"
+# The help of the node id a path carries (REST's path parameter, the CLI's NODE_ID argument).
+NODE_ID_HELP = "A node id, e.g. 't-1a2b3c4d5e6f7a8b'."
 _PATH_FIELD = re.compile(r"{(\w+)}")
 
 
@@ -52,7 +55,8 @@ class Operation:
         path: the route under ``/v1/spaces/{space}``; ``{node_id}`` in it is an input too.
         scope: the API-key scope a caller needs.
         idempotent: safe to send twice (a client may retry it after a lost answer).
-        summary: one line, for the REST docs and the CLI's help.
+        summary: one line, for the REST docs and the CLI's help (face-neutral: the CLI's help
+            is this line, then what the command adds).
         description: what an agent reads (the MCP tool's description).
         tool: the MCP tool's name (``name`` by default); ``""``: not an MCP tool.
         title: the MCP tool's title.
@@ -61,8 +65,6 @@ class Operation:
         custom: faces that write this operation by hand.
         tool_input: the MCP tool's input model when it is not ``request``, or a function
             building it (the MCP server runs such a tool with its own runner).
-        wire: the answer's fields from the facade's result and the memory, for a facade method
-            that returns a plain value (a list of ids, a count) rather than an answer.
     """
 
     name: str
@@ -80,7 +82,6 @@ class Operation:
     query: bool = False
     custom: frozenset[Face] = frozenset()
     tool_input: type[BaseModel] | Callable[[], type[BaseModel]] | None = None
-    wire: Callable[[Any, Any], Mapping[str, Any]] | None = field(default=None, repr=False)
 
     @property
     def tool_name(self) -> str:
@@ -119,18 +120,13 @@ class Operation:
         """Run the operation on ``mem`` (a :class:`~deltamem.DeltaMem`): the facade's result."""
         return getattr(mem, self.name)(**self.arguments(request, path))
 
-    def answer_of(self, result: Any, mem: Any) -> api.Model:
-        """The answer model of a facade result."""
-        if self.wire is not None:
-            return self.answer.build(**self.wire(result, mem))
-        if isinstance(result, self.answer):
-            return result
-        to_wire = getattr(result, "to_wire", None)
-        if to_wire is not None:
-            wired = to_wire()
-            assert isinstance(wired, self.answer), (self.name, type(wired))
-            return wired
-        return self.answer.model_validate(result)
+    def answer_of(self, result: Any) -> api.Model:
+        """The facade's result, checked to be this operation's answer model (the facade
+        returns answers; no face converts one)."""
+        if not isinstance(result, self.answer):
+            raise TypeError(f"{self.name} answered a {type(result).__name__}, not its answer "
+                            f"model {self.answer.__name__}")
+        return result
 
 
 def _custom(*faces: Face) -> frozenset[Face]:
@@ -158,7 +154,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "learn", api.EpisodeIn, api.LearnOut, "POST", "/learn", "write", idempotent=False,
         custom=_custom("rest", "client"), tool_input=api.learn_tool_input,
         title="Learn from an episode",
-        summary="Learn one finished episode, or a batch of them (all or nothing).",
+        summary="Learn finished episodes: one, or a batch (a batch is all or nothing).",
         description=(
             "Call this AFTER every attempt at a task, successful or not, so the memory learns "
             "from it. Give either `steps` (each action with what you observed) or `messages` "
@@ -242,22 +238,21 @@ OPERATIONS: tuple[Operation, ...] = (
         summary="Delete a node and its whole subtree in one transaction.",
         description=(
             "Delete a memory node and its whole subtree for good (no history kept): for a "
-            "memory that must not be kept at all. To set a memory right instead, use correct."),
-        wire=lambda deleted, mem: {"deleted": deleted}),
+            "memory that must not be kept at all. To set a memory right instead, use correct.")),
     Operation(
         "forget", api.NoInput, api.ForgetOut, "DELETE", "", "admin", idempotent=False, tool="",
         destructive=True, summary="Delete everything in the space.",
-        description="Delete every node and episode of the space.",
-        wire=lambda count, mem: {"space": mem.space, "deleted_nodes": count}),
+        description="Delete every node and episode of the space."),
     Operation(
         "export", api.NoInput, api.ImportOut, "GET", "/export", "read", idempotent=True,
         tool="", custom=_custom("rest", "client"),
-        summary="The space as JSON Lines (header, nodes with vectors, episodes), streamed.",
+        summary="Export the space as JSON Lines (header, nodes with vectors, episodes), "
+                "exactly.",
         description="Export the space as JSON Lines."),
     Operation(
         "import_", api.NoInput, api.ImportOut, "POST", "/import", "admin", idempotent=False,
         tool="", custom=_custom("rest", "client"),
-        summary="Load an export (JSON Lines body) into the space in one transaction, all or "
+        summary="Load an export (JSON Lines) into the space in one transaction, all or "
                 "nothing.",
         description="Import an export's JSON Lines into the space."),
     Operation(
@@ -265,7 +260,8 @@ OPERATIONS: tuple[Operation, ...] = (
         idempotent=True, custom=_custom("rest", "client"), tool_input=api.ExportSkillsIn,
         destructive=True,
         title="Export skills as files",
-        summary="Write the skills and scene knowledge as Markdown files (MCP only).",
+        summary="Write the skills and scene knowledge as Markdown files (SKILL.md folders or "
+                "a MEMORY.md index).",
         description=(
             "Write the memory's skills and scene knowledge as Markdown files into a folder on "
             "the machine running this server, inside the export folder its operator configured "
@@ -285,10 +281,16 @@ def operation(name: str) -> Operation:
 
 
 def help_of(name: str, field: str | None = None) -> str:
-    """The help text of operation ``name`` (its summary), or of one field of its input (the
-    CLI's command and option help)."""
+    """The help text of operation ``name`` (its summary), or of one input: a field of its input
+    model (the MCP tool's, where it has its own), or the path's ``node_id`` (the CLI's command,
+    argument and option help)."""
     op = operation(name)
-    return op.summary if field is None else op.request.model_fields[field].description or ""
+    if field is None:
+        return op.summary
+    if field in op.path_fields:
+        return NODE_ID_HELP
+    model = op.request if field in op.request.model_fields else op.tool_model
+    return model.model_fields[field].description or ""
 
 
 def by_tool(name: str) -> Operation | None:
@@ -296,4 +298,5 @@ def by_tool(name: str) -> Operation | None:
     return next((op for op in OPERATIONS if op.tool != "" and op.tool_name == name), None)
 
 
-__all__ = ["OPERATIONS", "Operation", "Scope", "by_tool", "help_of", "operation"]
+__all__ = ["NODE_ID_HELP", "OPERATIONS", "Operation", "Scope", "by_tool", "help_of",
+           "operation"]

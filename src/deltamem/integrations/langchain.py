@@ -162,7 +162,7 @@ def memory_tools(mem: DeltaMem) -> list[BaseTool]:
         episode = episode_from_dict({"task": task, "env": env, "success": success, "steps": [
             s.model_dump(exclude_none=True) for s in steps]})
         result = mem.learn(episode)
-        return f"learned: task {result.task.action.value}, env {result.env.action.value}"
+        return f"learned: task {result.task.action}, env {result.env.action}"
 
     return [
         StructuredTool.from_function(

@@ -35,11 +35,10 @@ from rich.progress import Progress
 from rich.table import Column, Table
 from rich.text import Text
 
-from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, NodeKind, Outcome, Tree
 from deltamem.core.ranking import filters_from_pairs
-from deltamem.engine.results import BatchResult
+from deltamem.engine.results import BatchResult, LearnResult
 from deltamem.errors import (
     ConfigError,
     DeltaMemError,
@@ -61,6 +60,7 @@ from deltamem.faces.cli.options import (
     JsonOpt,
     ModelOptions,
     SpaceOpt,
+    command_help,
     emit,
     model_options,
     open_memory,
@@ -109,14 +109,20 @@ SceneOpt = Annotated[str | None, typer.Option(
     "--scene", help="Scene plug-in: text-games (default; or DELTAMEM_SCENE), coding, plain.")]
 
 
-@app.command()
+@app.command(help=command_help("learn", """From FILE (JSON Lines, format: README), one
+transaction per episode (--strict: one for the file).
+
+A bad line (invalid JSON, missing or mistyped field, text no store can hold) is reported on
+stderr with its line and field, and nothing is written for it. Without --strict the other
+lines are still learned and the exit code is 2; with --strict the whole file is learned in
+one transaction, so nothing is learned when any line is bad or any episode fails."""))
 @model_options
 def learn(
     file: Annotated[Path, typer.Argument(help="Episodes as JSON Lines (format: README).")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
-    strict: Annotated[bool, typer.Option(
-        help="Check the whole file first and learn nothing if any line is bad.")] = False,
+    strict: Annotated[bool, typer.Option(help=command_help(
+        "learn_many", "The whole FILE: nothing is learned if any line is bad."))] = False,
     embedder: EmbedOpt = None,
     tau_task: TauTask = None,
     tau_env: TauEnv = None,
@@ -127,13 +133,6 @@ def learn(
     *,
     models: ModelOptions,
 ) -> None:
-    """Learn episodes from FILE, one transaction per episode (--strict: one for the file).
-
-    A bad line (invalid JSON, missing or mistyped field, text no store can hold) is reported on
-    stderr with its line and field, and nothing is written for it. Without --strict the other
-    lines are still learned and the exit code is 2; with --strict the whole file is learned in
-    one transaction, so nothing is learned when any line is bad or any episode fails.
-    """
     parsed = list(read_episodes(file))
     bad = [(line, e) for line, e in parsed if isinstance(e, EpisodeError)]
     for _, error in bad:
@@ -145,19 +144,17 @@ def learn(
                      tau_task=tau_task, tau_env=tau_env, penalty=penalty, scene=scene) as mem:
         if strict:
             batch = mem.learn_many([e for _, _, e in good])
-            learned, total = batch.results, batch.usage
         else:
-            learned, total = [], Usage()
+            learned: list[LearnResult] = []
             with Progress(console=err, disable=as_json or len(good) < 20 or not err.is_terminal,
                           transient=True) as bar:
                 task = bar.add_task("learning", total=len(good))
                 for _, _, episode in good:
                     learned.append(mem.learn(episode))
-                    total.add(learned[-1].usage)
                     bar.advance(task)
+            batch = BatchResult.of(learned)
     errors = [api.BatchErrorOut.build(line=line, field=e.field, error=str(e)) for line, e in bad]
-    summary = BatchResult(learned, total).to_wire([(i, line) for i, line, _ in good],
-                                                  errors).wire()
+    summary = batch.placed([(i, line) for i, line, _ in good], errors).wire()
     emit(summary, as_json, lambda: _print_learn(summary))
     if bad:
         raise typer.Exit(EXIT_CODES[EpisodeError])
@@ -198,14 +195,16 @@ def recall(
                      penalty=penalty, scene=scene) as mem:
         result = mem.recall(task, env, top_k=top_k, budget_tokens=budget_tokens,
                             filters=filters, explain=explain)
-    data = result.to_dict()
+    data = result.wire()
     emit(data, as_json, lambda: out.print(result.context or "(no memory matched)",
                                            markup=False, highlight=False, soft_wrap=True))
 
 
-@app.command()
+@app.command(help=command_help("show", """In words: what the node is, its counters and chain,
+the composed experience and, for a delta, its change from its parent (--raw / --json: the
+stored record)."""))
 def show(
-    node_id: Annotated[str, typer.Argument(help="Node id.")],
+    node_id: Annotated[str, typer.Argument(help=help_of("show", "node_id"))],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
@@ -213,12 +212,10 @@ def show(
         "--raw", help="Print the stored record (patch as JSON arrays) instead of words.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show a node: what it is, its counters and chain, the composed experience in words and,
-    for a delta, its change from its parent (--raw / --json: the stored record)."""
     from deltamem.faces.cli.output import show_text
 
     with open_memory(db, space, embedder) as mem:
-        data = mem.show(node_id)
+        data = mem.show(node_id).wire()
         text = None if as_json or raw else show_text(mem.chain(node_id), data)
     emit(data, as_json, lambda: out.print_json(data=data) if text is None else out.print(
         text, markup=False, highlight=False, soft_wrap=True))
@@ -241,7 +238,7 @@ def list_(
     filters = filters_from_pairs(filter_)
     with open_memory(db, space, embedder) as mem:
         data = mem.list_nodes(tree, kind=kind, outcome=outcome, contains=contains,
-                              filters=filters, limit=limit).to_dict()
+                              filters=filters, limit=limit).wire()
     emit(data, as_json, lambda: _print_nodes(data))
 
 
@@ -270,7 +267,7 @@ def stats(
     as_json: JsonOpt = False,
 ) -> None:
     with open_memory(db, space, embedder) as mem:
-        data = mem.stats()
+        data = mem.stats().wire()
     emit(data, as_json, lambda: _print_stats(data))
 
 
@@ -298,28 +295,28 @@ def consolidate(
 
     with open_memory(db, space, embedder, k_cons=k_cons) as mem, \
             progress(err, "consolidating", quiet=as_json):
-        data = mem.consolidate(dry_run=dry_run).to_dict()
+        data = mem.consolidate(dry_run=dry_run).wire()
     verb = "due" if dry_run else "consolidated"
     emit(data, as_json, lambda: out.print(f"{len(data['consolidated'])} chain(s) {verb}"))
 
 
 @app.command(help=help_of("record_outcome"))
 def outcome(
-    node_ids: Annotated[list[str], typer.Argument(help="Node ids (e.g. a recall's matches).")],
+    node_ids: Annotated[list[str], typer.Argument(help=help_of("record_outcome", "nodes"))],
     success: Annotated[bool, typer.Option(
-        "--success/--failure", help="Whether following the recalled memory worked.")],
+        "--success/--failure", help=help_of("record_outcome", "success"))],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     with open_memory(db, space, embedder) as mem:
-        data = mem.record_outcome(node_ids, success).to_dict()
+        data = mem.record_outcome(node_ids, success).wire()
     word = "success" if success else "failure"
     emit(data, as_json, lambda: out.print(f"counted a {word} on {', '.join(data['nodes'])}"))
 
 
-@app.command("export")
+@app.command("export", help=command_help("export", "Into FILE."))
 def export_(
     file: Annotated[Path, typer.Argument(help="Output JSON Lines file.")],
     db: DbOpt = DEFAULT_DB,
@@ -327,7 +324,6 @@ def export_(
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export the space (nodes, vectors, episodes) as JSON Lines, exactly."""
     from deltamem.faces.cli.output import progress
 
     with open_memory(db, space, embedder) as mem:
@@ -345,7 +341,9 @@ def export_(
           lambda: out.print(f"exported {count} records to {file}"))
 
 
-@app.command("import")
+@app.command("import", help=command_help("import_", """From FILE, written by `deltamem
+export`. The whole file is verified first (fields, parents, depths, chains, vectors); a bad file
+is refused naming its first bad record, and nothing is written."""))
 def import_(
     file: Annotated[Path, typer.Argument(help="A file written by `deltamem export`.")],
     db: DbOpt = DEFAULT_DB,
@@ -354,18 +352,13 @@ def import_(
     create: CreateOpt = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Import an export into the space, in one transaction (all or nothing).
-
-    The whole file is verified first (fields, parents, depths, chains, vectors); a bad file is
-    refused naming its first bad record, and nothing is written.
-    """
     from deltamem.faces.cli.output import counted_lines, progress
 
     with open_memory(db, space, embedder, create=create) as mem, \
             file.open(encoding="utf-8") as handle, \
             progress(err, f"importing {file}", total=file.stat().st_size,
                      quiet=as_json) as advance:
-        counts = mem.import_lines(counted_lines(handle, advance), str(file))
+        counts = mem.import_lines(counted_lines(handle, advance), str(file)).wire()
     emit(counts, as_json, lambda: out.print(f"imported {counts}"))
 
 

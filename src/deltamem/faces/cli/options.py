@@ -20,8 +20,31 @@ import typer
 from deltamem.config import Settings
 from deltamem.engine.memory import DeltaMem, check_space
 from deltamem.extract.base import Extractor
+from deltamem.formats.operations import help_of
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# The command of each operation of the table (deltamem.formats.operations): its help is the
+# operation's summary, then what the command adds (:func:`command_help`), and each option or
+# argument named as an input of the operation takes that input's help (``help_of``; a test holds
+# every command here to it). ``learn_many`` is an option, ``learn --strict``: its help is the
+# operation's summary.
+OPERATION_COMMANDS: dict[str, str] = {
+    "recall": "recall", "learn": "learn", "learn_many": "learn --strict",
+    "record_outcome": "outcome",
+    "correct": "correct", "forget_fact": "forget-fact", "consolidate": "consolidate",
+    "list_nodes": "list", "show": "show", "stats": "stats", "delete": "delete",
+    "forget": "forget", "export": "export", "import_": "import",
+    "export_skills": "skills export",
+}
+# A command's own name for an input of its operation (the CLI's spelling of a repeated option).
+OPTION_FIELDS: dict[str, str] = {"step": "steps", "node_ids": "nodes"}
+
+
+def command_help(operation: str, more: str = "") -> str:
+    """The help of the command of ``operation``: the table's summary, then ``more`` (what the
+    command adds: its files, its confirmations, its human output)."""
+    return help_of(operation) + (f"\n\n{more}" if more else "")
 
 DEFAULT_DB = "deltamem.db"
 

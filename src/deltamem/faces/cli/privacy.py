@@ -15,9 +15,11 @@ from deltamem.faces.cli.options import (
     EmbedOpt,
     JsonOpt,
     SpaceOpt,
+    command_help,
     emit,
     open_memory,
 )
+from deltamem.formats.operations import help_of
 
 
 def scrub(
@@ -71,50 +73,38 @@ def _any_space(db: str, embedder: str | None) -> DeltaMem:
 
 
 def correct(
-    node_id: Annotated[str, typer.Argument(help="The node to correct.")],
+    node_id: Annotated[str, typer.Argument(help=help_of("correct", "node_id"))],
     success: Annotated[bool | None, typer.Option(
-        "--success/--failure", help="Set the outcome right.")] = None,
+        "--success/--failure", help=help_of("correct", "success"))] = None,
     step: Annotated[list[str] | None, typer.Option(
-        "--step", help="A step of the skill (repeat, in order): replaces its steps.")] = None,
-    wrong: Annotated[bool, typer.Option(
-        "--wrong", help="Retract the experience: recall shows none of it.")] = False,
-    reason: Annotated[str, typer.Option(help="Why (kept with the correction).")] = "",
+        "--step", help=help_of("correct", "steps") + " Repeat --step, in order.")] = None,
+    wrong: Annotated[bool, typer.Option("--wrong", help=help_of("correct", "wrong"))] = False,
+    reason: Annotated[str, typer.Option(help=help_of("correct", "reason"))] = "",
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Correct a node (exactly one of --success/--failure, --step ..., --wrong).
-
-    A new root supersedes the node in recall; the node stays as the correction's history
-    (deltamem.engine.corrections). To delete a node outright, use `deltamem delete`.
-    """
     with open_memory(db, space, embedder) as mem:
         done = mem.correct(node_id, success=success, steps=step, wrong=wrong, reason=reason)
-    data = done.to_dict()
+    data = done.wire()
     emit(data, as_json, lambda: typer.echo(
         f"corrected {data['of']} ({data['kind']}): {data['node']} now supersedes it"))
 
 
 def forget_fact(
-    node_id: Annotated[str, typer.Argument(help="The scene-knowledge node (e-...).")],
-    fact: Annotated[str, typer.Argument(
-        help="The fact: its text, its number as `deltamem show` lists it, or a piece of text "
-             "only it contains.")],
-    reason: Annotated[str, typer.Option(help="Why (kept with the correction).")] = "",
+    node_id: Annotated[str, typer.Argument(
+        help=help_of("forget_fact", "node_id") + " A scene-knowledge node (e-...).")],
+    fact: Annotated[str, typer.Argument(help=help_of("forget_fact", "fact"))],
+    reason: Annotated[str, typer.Option(help=help_of("forget_fact", "reason"))] = "",
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Remove one wrong fact from a project's knowledge, keeping the others.
-
-    A new root without the fact supersedes the node; the node stays as its history
-    (deltamem.engine.corrections). `deltamem correct --wrong` retracts all of it instead.
-    """
     with open_memory(db, space, embedder) as mem:
         done = mem.forget_fact(node_id, fact, reason=reason)
-    data = done.to_dict()
+    data = done.wire()
     emit(data, as_json, lambda: typer.echo(
         f"forgot a fact of {data['of']}: {data['node']} now supersedes it"))
 
@@ -122,5 +112,9 @@ def forget_fact(
 def register(app: typer.Typer) -> None:
     """Add ``scrub``, ``correct`` and ``forget-fact`` to the CLI."""
     app.command()(scrub)
-    app.command()(correct)
-    app.command("forget-fact")(forget_fact)
+    app.command(help=command_help("correct", """Exactly one of --success/--failure, --step ...,
+--wrong. The node stays as the correction's history (deltamem.engine.corrections); to delete a
+node outright, use `deltamem delete`."""))(correct)
+    app.command("forget-fact", help=command_help("forget_fact", """The node stays as its history
+(deltamem.engine.corrections); `deltamem correct --wrong` retracts all of it instead."""))(
+        forget_fact)

@@ -27,11 +27,12 @@ from deltamem.faces.cli.options import (
     JsonOpt,
     ModelOptions,
     SpaceOpt,
+    command_help,
     emit,
     model_options,
     open_memory,
 )
-from deltamem.formats import api
+from deltamem.formats.operations import help_of
 
 
 @model_options
@@ -286,17 +287,16 @@ def view(
 
 
 def delete(
-    node_id: Annotated[str, typer.Argument(help="Node id; its whole subtree goes with it.")],
+    node_id: Annotated[str, typer.Argument(
+        help=help_of("delete", "node_id") + " Its whole subtree goes with it.")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete a node and its subtree, in one transaction."""
     with open_memory(db, space, embedder) as mem:
         deleted = mem.delete(node_id)
-    emit(api.DeleteOut.build(deleted=deleted).wire(), as_json,
-         lambda: typer.echo(f"deleted {len(deleted)} node(s)"))
+    emit(deleted.wire(), as_json, lambda: typer.echo(f"deleted {len(deleted.deleted)} node(s)"))
 
 
 def forget(
@@ -306,14 +306,13 @@ def forget(
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete every node and episode of the space (asks for --yes)."""
     if not yes:
         typer.echo(f"refusing to forget space {space!r} without --yes", err=True)
         raise typer.Exit(1)
     with open_memory(db, space, embedder) as mem:
-        count = mem.forget()
-    emit(api.ForgetOut.build(space=space, deleted_nodes=count).wire(), as_json,
-         lambda: typer.echo(f"forgot {count} node(s) of space {space!r}"))
+        forgot = mem.forget()
+    emit(forgot.wire(), as_json,
+         lambda: typer.echo(f"forgot {forgot.deleted_nodes} node(s) of space {space!r}"))
 
 
 keys_app = typer.Typer(no_args_is_help=True, help="API keys of the REST server.")
@@ -389,18 +388,18 @@ def keys_revoke(key_id: Annotated[str, typer.Argument(help="The key id (not the 
 skills_app = typer.Typer(no_args_is_help=True, help="Skills as SKILL.md folders.")
 
 
-@skills_app.command("export")
+@skills_app.command("export", help=command_help("export_skills"))
 def skills_export(
-    out_dir: Annotated[Path, typer.Argument(help="Folder to write into.")],
+    out_dir: Annotated[Path, typer.Argument(
+        help="Folder to write into (created if missing).")],
     db: DbOpt = DEFAULT_DB,
     space: SpaceOpt = "default",
-    layout: Annotated[str, typer.Option(help=(
-        "skills: <dir>/<slug>/SKILL.md + knowledge/*.md; memory-md: a MEMORY.md index with "
+    layout: Annotated[str, typer.Option(help=help_of("export_skills", "layout") + (
+        " skills: <dir>/<slug>/SKILL.md + knowledge/*.md; memory-md: a MEMORY.md index with "
         "one file per composed chain."))] = "skills",
     embedder: EmbedOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Export skills and scene knowledge as Markdown files (SKILL.md folders or MEMORY.md)."""
     from deltamem.faces.skills import export_layout
 
     with open_memory(db, space, embedder) as mem:
@@ -479,7 +478,9 @@ def hook(
 def register(app: typer.Typer) -> None:
     """Add serve, mcp, worker, view, delete, forget, hook and the keys/skills groups to the
     CLI."""
-    for command in (serve, mcp, worker, view, delete, forget, hook):
+    for command in (serve, mcp, worker, view, hook):
         app.command()(command)
+    app.command(help=command_help("delete"))(delete)
+    app.command(help=command_help("forget", "Asks for --yes."))(forget)
     app.add_typer(keys_app, name="keys")
     app.add_typer(skills_app, name="skills")

@@ -152,10 +152,11 @@ def _export_skills(mem: DeltaMem, _: Sessions, given: api.ExportSkillsIn, __: Ct
     from deltamem.faces.skills import export_layout
 
     try:
-        return export_layout(mem, export_target(root, given.dir), given.layout)
+        written = export_layout(mem, export_target(root, given.dir), given.layout)
     except (OSError, ValueError) as exc:  # the OS's reason, never an empty message
         reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
         raise ToolError(f"cannot write skills to {given.dir!r}: {reason}") from exc
+    return api.SkillsExportOut.build(**written)
 
 
 RUNNERS: dict[str, Runner] = {"learn": _learn, "record_outcome": _record_outcome,
@@ -200,7 +201,7 @@ def derived_tool(op: Operation, mem: DeltaMem, sessions: Sessions,
                   else op.run(mem, given, path))
         if isinstance(result, Recall):
             sessions.remember(ctx, result)
-        data = op.answer_of(result, mem).model_dump(mode="json", exclude_unset=True)
+        data = op.answer_of(result).model_dump(mode="json", exclude_unset=True)
         return CallToolResult(content=[TextContent(type="text", text=text(data))],
                               structured_content=data)
 

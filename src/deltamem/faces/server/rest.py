@@ -68,7 +68,7 @@ EXAMPLE_EPISODE = {
     "steps": [{"action": "go to kitchen", "observation": "You are in the kitchen."}],
 }
 NodeIdPath = Annotated[str, Path(min_length=1, max_length=api.MAX_NODE_ID,
-                                  description="A node id, e.g. 't-1a2b3c4d5e6f7a8b'.")]
+                                  description=operations.NODE_ID_HELP)]
 _NODE_ID: TypeAdapter[str] = TypeAdapter(api.NodeId)
 _PATH_PARAM = re.compile(r"{(\w+)}")
 # The scope of each route REST writes by hand: the table's rows it serves itself, and the view.
@@ -212,7 +212,7 @@ class OperationRoute:
                 raise invalid_input(exc.errors(), name) from None
         mem = memory_for(request, space, self.op.scope, create=True)
         result = self.op.run(mem, self.parse(raw, request), path)
-        return _json(self.op.answer_of(result, mem))
+        return _json(self.op.answer_of(result))
 
     def parse(self, raw: bytes, request: Request) -> BaseModel:
         """The operation's input model from the body or the query string (422 if invalid)."""
@@ -311,13 +311,13 @@ def _add_custom_routes(app: FastAPI) -> None:
         """Learn one finished episode, or a batch of them (all or nothing)."""
         mem = memory_for(request, space, CUSTOM_SCOPES["learn"], create=True)
         if set(payload) != {"episodes"}:
-            return _json(mem.learn(episode_from_dict(payload)).to_wire())
+            return _json(mem.learn(episode_from_dict(payload)))
         raw = payload["episodes"]
         if not isinstance(raw, list) or len(raw) > api.MAX_BATCH:
             raise EpisodeError(f"field 'episodes' must be a list of at most {api.MAX_BATCH} "
                                "episodes", field="episodes")
         episodes = [episode_from_dict(item, where=f"episodes[{i}]") for i, item in enumerate(raw)]
-        return _json(mem.learn_many(episodes).to_wire())
+        return _json(mem.learn_many(episodes))
 
     @app.get("/v1/spaces/{space}/view", tags=["inspect"], response_class=HTMLResponse,
              openapi_extra=SECURED, **documented(None, media_type="text/html"))
@@ -342,14 +342,14 @@ def _add_custom_routes(app: FastAPI) -> None:
     @app.post("/v1/spaces/{space}/import", tags=["admin"], operation_id="import_",
               **documented(api.ImportOut), openapi_extra={**SECURED, "requestBody": {
                   "content": {NDJSON: {"schema": {"type": "string"}}}, "required": True}})
-    async def import_(request: Request, space: str) -> dict[str, int]:
+    async def import_(request: Request, space: str) -> Response:
         """Load an export (JSON Lines body) into the space in one transaction, all or nothing.
 
         The whole body is verified first; a bad one is 422 naming its first bad record.
         """
         mem = await offload(lambda: memory_for(request, space, CUSTOM_SCOPES["import_"],
                                                create=True))
-        return await offload(mem.import_lines, (await request.body()).split(b"\n"))
+        return _json(await offload(mem.import_lines, (await request.body()).split(b"\n")))
 
 
 def _json(answer: api.Model) -> Response:

@@ -34,7 +34,7 @@ def viewer_data(mem: DeltaMem) -> dict[str, Any]:
         experience = _compose(node, by_id, composed)
         base = composed.get(node.parent_id) if node.parent_id else None
         rows.append(_node_row(node, experience, base))
-    return {"space": mem.space, "generated_at": time.time(), "stats": mem.stats(),
+    return {"space": mem.space, "generated_at": time.time(), "stats": mem.stats().wire(),
             "nodes": rows}
 
 
@@ -80,7 +80,7 @@ def _node_row(node: Node, experience: Experience, base: Experience | None) -> di
         "experience_text": render_experience(experience),
         "patch": patch_json(node),
         "patch_text": patch_text,
-        "stats": node_summary(node),
+        "stats": node_summary(node).wire(),
     }
 
 

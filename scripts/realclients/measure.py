@@ -10,6 +10,10 @@ Session 1 is fix-the-test; in odd repeats its last test run still fails (under C
 unified exec's ``Process exited with code 1``), in even ones it passes; its reply never says
 which. Session 2, in the same repository with the bug put back, asks again.
 
+``--cold-second`` stops the hook daemon before session 2 (as when it idled out between two
+sessions), records the hook calls, and reports how long session 2's first prompt hook took (the
+real hook's own time, from the recording wrapper) and whether the notes still arrived.
+
 Per client it reports how many repeats had: session 1's episode complete (its last test run
 with its output, and the final reply), the right outcome, session 2 receiving the memory's
 notes; and the wall time the plugin added per session (median and mean over repeats of the
@@ -36,9 +40,10 @@ PROMPT_2 = "test_add is failing again, please fix calc.py"
 REPLY = "I changed add() in calc.py, which subtracted its arguments."
 
 
-def sessions(passes: bool) -> list[h.Session]:
+def sessions(passes: bool, cold: bool = False) -> list[h.Session]:
     return [h.Session(PROMPT_1, h.fix_the_test(passes, REPLY)),
-            h.Session(PROMPT_2, h.fix_the_test(True, REPLY), before="git checkout -q calc.py")]
+            h.Session(PROMPT_2, h.fix_the_test(True, REPLY), before="git checkout -q calc.py",
+                      cold=cold)]
 
 
 def check(run: h.RunResult, passes: bool) -> dict[str, Any]:
@@ -52,19 +57,24 @@ def check(run: h.RunResult, passes: bool) -> dict[str, Any]:
     return {"rc": [s.rc for s in run.sessions], "complete": complete,
             "outcome": bool(episode) and episode["success"] is passes,
             "notes": bool(h.notes_received(run.client, run.sessions[1].requests)),
+            # the real hook's own time for session 2's first prompt (recorded runs only)
+            "first_prompt_s": next((e["took_s"] for e in run.sessions[1].hooks
+                                    if e["event"] == "user-prompt"), None),
             "rule": (episode or {}).get("meta", {}).get("outcome_rule"),
             "wall": [s.wall_s for s in run.sessions]}
 
 
-def measure(client: str, repeats: int, without: list[str]) -> dict[str, Any]:
+def measure(client: str, repeats: int, without: list[str],
+            cold: bool = False) -> dict[str, Any]:
     rows = []
     for i in range(repeats):
         passes = i % 2 == 1
         order = (True, False) if i % 2 == 0 else (False, True)
         runs = {}
         for plugin in order:
-            runs[plugin] = h.run_sessions(client, sessions(passes), plugin=plugin,
-                                          without=without if plugin else ())
+            runs[plugin] = h.run_sessions(client, sessions(passes, cold), plugin=plugin,
+                                          without=without if plugin else (),
+                                          record_hooks=cold and plugin)
         row = check(runs[True], passes)
         row["baseline_wall"] = [s.wall_s for s in runs[False].sessions]
         row["baseline_rc"] = [s.rc for s in runs[False].sessions]
@@ -86,6 +96,9 @@ def measure(client: str, repeats: int, without: list[str]) -> dict[str, Any]:
             "added_s_session2_median": statistics.median(added_2),
             "baseline_s_median": statistics.median(
                 [b for r in rows for b in r["baseline_wall"]]),
+            "cold_second_session": cold,
+            "first_prompt_s_median": statistics.median(firsts) if (firsts := [
+                r["first_prompt_s"] for r in rows if r["first_prompt_s"] is not None]) else None,
             "rows": rows}
 
 
@@ -101,6 +114,15 @@ def table(results: list[dict[str, Any]]) -> str:
             f"{r['added_s_median']:+.2f} s ({r['added_s_mean']:+.2f} s) | "
             f"{r['added_s_session1_median']:+.2f} s / {r['added_s_session2_median']:+.2f} s | "
             f"{r['baseline_s_median']:.2f} s |")
+    colds = [r for r in results if r["first_prompt_s_median"] is not None]
+    if colds:
+        lines += ["", "| client | session 2 started with no daemon: first prompt hook, median | "
+                  "max | notes in session 2 |", "|---|---|---|---|"]
+        for r in colds:
+            firsts = [x["first_prompt_s"] for x in r["rows"] if x["first_prompt_s"] is not None]
+            lines.append(f"| {r['client']} {r['version']} | "
+                         f"{1000 * r['first_prompt_s_median']:.0f} ms | "
+                         f"{1000 * max(firsts):.0f} ms | {r['notes']}/{r['repeats']} |")
     return "\n".join(lines)
 
 
@@ -112,9 +134,13 @@ def main() -> None:
     parser.add_argument("--without", choices=["mcp"], action="append", default=[],
                         help="Leave a part of the plugin out (mcp: its MCP server), to see "
                              "what it costs.")
+    parser.add_argument("--cold-second", action="store_true",
+                        help="Stop the hook daemon before session 2 (as after it idled out) "
+                             "and report how long session 2's first prompt hook took and "
+                             "whether its notes arrived.")
     args = parser.parse_args()
     started = time.time()
-    results = [measure(client, args.repeats, args.without)
+    results = [measure(client, args.repeats, args.without, cold=args.cold_second)
                for client in args.client or sorted(h.VERSIONS)]
     print(table(results))
     print(json.dumps([{k: v for k, v in r.items() if k != "rows"} for r in results]))

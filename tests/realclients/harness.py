@@ -67,6 +67,7 @@ class Session:
     steps: list[dict[str, Any]]
     before: str = ""  # a shell command run in the repository before the session
     code_mode: bool = False  # Codex: run commands through its code-mode ``exec`` tool
+    cold: bool = False  # stop the hook daemons (once the learner is done) before the session
 
 
 @dataclass
@@ -253,6 +254,7 @@ print(os.path.getsize(p) if p and os.path.exists(p) else -1)')
 printf '%s' "$payload" > "{log}/$stamp-$1.json"
 printf '%s' "$size" > "{log}/$stamp-$1.size"
 env | grep '^CLAUDE_PLUGIN_OPTION_' > "{log}/$stamp-$1.options" || true
+printf '%s' "$(date +%s%N)" > "{log}/$stamp-$1.start"
 printf '%s' "$payload" | {real} "$@"
 status=$?
 printf '%s' "$(date +%s%N)" > "{log}/$stamp-$1.end"
@@ -313,6 +315,8 @@ def _inner(plan_path: str) -> int:
     for i, session in enumerate(plan["sessions"]):
         if i:  # a user starts the next session later: what the last one taught is stored
             wait_learned(home)
+        if session.get("cold"):  # as after the daemon idled out: the session starts it again
+            stop_daemons(home)
         if session.get("before"):
             subprocess.run(session["before"], shell=True, cwd=repo, check=True)
         log = home / f"requests-{i}.jsonl"
@@ -485,9 +489,12 @@ def _hook_payloads(log: Path) -> list[dict[str, Any]]:
         stamp, _, event = path.stem.partition("-")
         size_file = path.with_suffix(".size")
         options = path.with_suffix(".options")
-        end = path.with_suffix(".end")
+        end, start = path.with_suffix(".end"), path.with_suffix(".start")
+        # The real hook's own time: from just before it was called (after the recorder's work)
+        began = int(start.read_text()) if start.exists() and start.read_text().strip() \
+            else int(stamp)
         out.append({"event": event, "at_ns": int(stamp),
-                    "took_s": (int(end.read_text()) - int(stamp)) / 1e9 if end.exists()
+                    "took_s": (int(end.read_text()) - began) / 1e9 if end.exists()
                     and end.read_text().strip() else None,
                     "options": dict(line.split("=", 1) for line in
                                     options.read_text().splitlines() if "=" in line)

@@ -5,12 +5,19 @@ What is timed: every operation of the table a client calls often -- ``recall``, 
 ``list_nodes``, ``stats``, ``consolidate`` (dry run), ``record_outcome``, ``correct`` and
 ``learn`` -- from C concurrent client threads (one keep-alive httpx client each) against the real
 server (uvicorn, one worker, in a subprocess on loopback, API keys on), and the same calls from C
-threads on one in-process ``DeltaMem`` (the baseline). Both sides start from the same seeded
-memory and use the same embedder. Checks: no request fails, and no episode is lost (episodes
-stored == seeded + sent).
+threads on one in-process ``DeltaMem`` (the baseline), back to back, and again each after a
+pause (``--pace-ms``: a caller that does other work between calls, as a server waits for its
+next request). Every side starts from the same seeded memory and uses the same embedder; all
+are up at once and each operation runs in ``--rounds`` interleaved rounds, so the machine's
+other load weighs on every side alike. Checks: no request fails, and no episode is lost
+(episodes stored == seeded + sent).
 
     python benchmarks/server.py [--clients 1] [--requests 200] [--embedder static] \
-        [--db sqlite,postgres] [--url postgresql://...]
+        [--db sqlite,postgres] [--url postgresql://...] [--baseline-src OTHER/src]
+
+``--baseline-src`` serves another version of the code (e.g. ``git archive main`` unpacked) with
+the httptools stack in the same run, as the side ``baseline``: a before/after comparison taken
+under the same load.
 
 Without ``--url`` (or $DELTAMEM_BENCH_PG_URL) a PostgreSQL server is started with scripts/pg.sh
 for ``--db postgres`` and stopped afterwards. ``--embedder hashing`` (the test double) isolates
@@ -31,6 +38,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +78,7 @@ def query(worker: int, i: int) -> dict[str, Any]:
 
 
 def run_clients(clients: int, requests: int,
-                call: Callable[[int, int], None]) -> tuple[list[float], float, int]:
+                call: Callable[[int, int], object]) -> tuple[list[float], float, int]:
     """Run ``call(worker, i)`` from ``clients`` threads; return latencies (ms), wall s, errors."""
     latencies: list[list[float]] = [[] for _ in range(clients)]
     errors = [0] * clients
@@ -111,6 +119,9 @@ def seed(mem: DeltaMem) -> None:
 
 BENCH_OPS = ("recall", "show", "list_nodes", "stats", "consolidate", "record_outcome", "correct",
              "learn")
+
+
+WARM_UP = ("recall", "show", "list_nodes", "stats", "consolidate")  # the ops that write nothing
 
 
 def local_calls(mem: DeltaMem, ids: list[str]) -> dict[str, Callable[[int, int], object]]:
@@ -156,18 +167,57 @@ def cpu_seconds(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def run_all(calls: dict[str, Callable[[int, int], object]], clients: int, requests: int,
-            pid: int | None = None) -> dict[str, Any]:
-    """Each operation's summary, with the CPU time the memory's side spent per request: this
-    process's (in-process: the callers are the memory) or the server's (``pid``). Requests per
-    CPU-second is the rate per core, which the machine's other load does not skew as it skews
-    wall time."""
-    out = {}
+@dataclass
+class Side:
+    """One way of calling the memory: in-process, or over HTTP to a server process (``pid``),
+    whose CPU time is the memory's side of the cost."""
+
+    calls: dict[str, Callable[[int, int], object]]
+    episodes: Callable[[], int]
+    close: Callable[[], None]
+    pid: int | None = None
+
+
+def measure(sides: dict[str, Side], clients: int, requests: int,
+            rounds: int) -> dict[str, dict[str, Any]]:
+    """Each operation on every side, in ``rounds`` interleaved rounds (the order reversed every
+    other round), so that the machine's other load weighs on every side alike; per side and
+    operation the summary and the CPU time its memory's side spent per request (requests per
+    CPU-second is the rate per core, which other load skews less than wall time)."""
+    out: dict[str, dict[str, Any]] = {name: {} for name in sides}
+    per_round = max(1, requests // rounds)
+    for side in sides.values():  # first calls (caches, a server's first read) are not timed
+        for op in WARM_UP:
+            for i in range(5):
+                side.calls[op](0, i)
     for op in BENCH_OPS:
-        before = cpu_seconds(pid)
-        out[op] = summary(*run_clients(clients, requests, calls[op]))
-        out[op]["cpu_ms"] = round((cpu_seconds(pid) - before) * 1000 / (clients * requests), 3)
+        latencies: dict[str, list[float]] = {name: [] for name in sides}
+        wall = dict.fromkeys(sides, 0.0)
+        cpu = dict.fromkeys(sides, 0.0)
+        errors = dict.fromkeys(sides, 0)
+        for r in range(rounds):
+            order = list(sides) if r % 2 == 0 else list(reversed(sides))
+            for name in order:
+                side = sides[name]
+                call = side.calls[op]
+                before = cpu_seconds(side.pid)
+                lat, seconds, failed = run_clients(clients, per_round,
+                                                   shifted(call, r * per_round))
+                cpu[name] += cpu_seconds(side.pid) - before
+                latencies[name] += lat
+                wall[name] += seconds
+                errors[name] += failed
+        for name in sides:
+            out[name][op] = summary(latencies[name], wall[name], errors[name])
+            out[name][op]["cpu_ms"] = round(cpu[name] * 1000 / len(latencies[name]), 3)
+    for name, side in sides.items():
+        out[name]["episodes_stored"] = side.episodes()
     return out
+
+
+def shifted(call: Callable[[int, int], object], by: int) -> Callable[[int, int], object]:
+    """``call`` with its request number moved on by ``by`` (the requests of later rounds)."""
+    return lambda w, i: call(w, by + i)
 
 
 def seeded(db: str, embedder: str) -> list[str]:
@@ -177,13 +227,24 @@ def seeded(db: str, embedder: str) -> list[str]:
         return [row.id for row in mem.list_nodes("task").nodes]
 
 
-def in_process(db: str, embedder: str, clients: int, requests: int) -> dict[str, Any]:
+def in_process(db: str, embedder: str, pace_s: float = 0.0) -> Side:
+    """The baseline: the calls on one in-process memory, back to back, or each after a pause
+    of ``pace_s`` (a caller that does other work between calls, as a server waits for its
+    next request: the memory's data has left the CPU caches by then)."""
     ids = seeded(db, embedder)
     mem = DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder))
-    out = run_all(local_calls(mem, ids), clients, requests)
-    out["episodes_stored"] = mem.stats().episodes
-    mem.close()
-    return out
+    calls = local_calls(mem, ids)
+    if pace_s:
+        calls = {op: paced(call, pace_s) for op, call in calls.items()}
+    return Side(calls, lambda: int(mem.stats().episodes), mem.close)
+
+
+def paced(call: Callable[[int, int], object], pause_s: float) -> Callable[[int, int], object]:
+    def after_a_pause(w: int, i: int) -> object:
+        time.sleep(pause_s)
+        return call(w, i)
+
+    return after_a_pause
 
 
 def free_port() -> int:
@@ -197,8 +258,10 @@ def free_port() -> int:
 STACKS = {"h11": ("h11", "asyncio"), "httptools": ("httptools", "uvloop")}
 
 
-def over_http(db: str, embedder: str, clients: int, requests: int,
-              stack: str = "httptools") -> dict[str, Any]:
+def over_http(db: str, embedder: str, clients: int, stack: str = "httptools",
+              src: str | None = None) -> Side:
+    """A server of this code (or of the ``src`` folder) over a seeded ``db``, started and
+    ready, with one keep-alive client per client thread."""
     ids = seeded(db, embedder)
     keys = open_keys(db)
     secret = keys.create(["default"], name="bench")[1]
@@ -206,20 +269,27 @@ def over_http(db: str, embedder: str, clients: int, requests: int,
     port = free_port()
     server = subprocess.Popen([sys.executable, "-c", SERVER, db, embedder, str(port),
                                *STACKS[stack]],
-                              env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                              env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                   **({"PYTHONPATH": src} if src else {})})
     base = f"http://127.0.0.1:{port}"
     try:
         wait_ready(base, server)
-        pool = [httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"},
-                             timeout=120) for _ in range(clients)]
-        out = run_all(http_calls(pool, ids), clients, requests, server.pid)
-        out["episodes_stored"] = pool[0].get("/v1/spaces/default/stats").json()["episodes"]
-        for client in pool:
-            client.close()
-        return out
-    finally:
+    except BaseException:
         server.terminate()
         server.wait(timeout=30)
+        raise
+    pool = [httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"},
+                         timeout=120) for _ in range(clients)]
+
+    def close() -> None:
+        for client in pool:
+            client.close()
+        server.terminate()
+        server.wait(timeout=30)
+
+    return Side(http_calls(pool, ids),
+                lambda: int(pool[0].get("/v1/spaces/default/stats").json()["episodes"]),
+                close, server.pid)
 
 
 def wait_ready(base: str, server: subprocess.Popen[bytes]) -> None:
@@ -257,6 +327,11 @@ def with_fresh_schema(url: str, stack: str) -> str:
     return with_schema(url, f"bench_http_{stack}")
 
 
+def sides_of(stacks: str, baseline_src: str | None) -> list[str]:
+    """The server sides of a run: each stack, then the other version's server if any."""
+    return stacks.split(",") + (["baseline"] if baseline_src else [])
+
+
 def _ratio(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
@@ -270,64 +345,99 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("DELTAMEM_BENCH_PG_URL"))
     parser.add_argument("--stacks", default="h11,httptools",
                         help="uvicorn stacks to serve with (h11: the pure-Python baseline)")
+    parser.add_argument("--baseline-src", default=None,
+                        help="a src folder of another version to serve too (side 'baseline')")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="interleaved rounds per operation (requests split among them)")
+    parser.add_argument("--pace-ms", type=float, default=2.0,
+                        help="also time the in-process calls each after this pause (0: off)")
     args = parser.parse_args()
+    baseline_src = str(Path(args.baseline_src).resolve()) if args.baseline_src else None
     make_embedder(args.embedder)  # fail early on a bad spec or missing weights
     load_before = os.getloadavg()
-    sent = args.clients * args.requests
+    sent = args.clients * max(1, args.requests // args.rounds) * args.rounds
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         dbs, stop = databases(args.db.split(","), Path(tmp), args.url)
         try:
             for kind, (local_db, served_db) in dbs.items():
-                base = in_process(local_db, args.embedder, args.clients, args.requests)
-                sides: dict[str, Any] = {"in_process": base}
-                for stack in args.stacks.split(","):
-                    db = served_db if stack == "httptools" else f"{served_db}-{stack}"
-                    if kind == "postgres":
-                        db = with_fresh_schema(served_db, stack)
-                    sides[stack] = over_http(db, args.embedder, args.clients, args.requests,
-                                             stack)
+                opened: dict[str, Side] = {}
+                try:
+                    opened["in_process"] = in_process(local_db, args.embedder)
+                    if args.pace_ms:
+                        paced_db = (with_fresh_schema(served_db, "paced") if kind == "postgres"
+                                    else f"{local_db}-paced")
+                        opened["in_process_paced"] = in_process(paced_db, args.embedder,
+                                                                args.pace_ms / 1000)
+                    for side in sides_of(args.stacks, baseline_src):
+                        stack = "httptools" if side == "baseline" else side
+                        db = served_db if side == "httptools" else f"{served_db}-{side}"
+                        if kind == "postgres":
+                            db = with_fresh_schema(served_db, side)
+                        opened[side] = over_http(db, args.embedder, args.clients, stack,
+                                                 baseline_src if side == "baseline" else None)
+                    sides = measure(opened, args.clients, args.requests, args.rounds)
+                finally:
+                    for side_open in opened.values():
+                        side_open.close()
+                base = sides["in_process"]
+                servers = sides_of(args.stacks, baseline_src)
                 results[kind] = {
                     **sides,
                     "lost_episodes": {side: SEED + sent - data["episodes_stored"]
                                       for side, data in sides.items()},
                     "ratio_rps_over_in_process": {
                         stack: {op: round(sides[stack][op]["rps"] / base[op]["rps"], 2)
-                                for op in BENCH_OPS} for stack in sides if stack != "in_process"},
+                                for op in BENCH_OPS} for stack in servers},
                     # requests per CPU-second of the server over calls per CPU-second in-process
                     # (None where the server's CPU time was below the clock's resolution: too
                     # few requests to measure)
                     "ratio_per_core": {
                         stack: {op: round(base[op]["cpu_ms"] / sides[stack][op]["cpu_ms"], 2)
                                 if sides[stack][op]["cpu_ms"] > 0 else None
-                                for op in BENCH_OPS} for stack in sides if stack != "in_process"}}
+                                for op in BENCH_OPS} for stack in servers},
+                    # the same over the paced in-process calls (each after a pause)
+                    "ratio_per_core_paced": {
+                        stack: {op: round(sides["in_process_paced"][op]["cpu_ms"]
+                                          / sides[stack][op]["cpu_ms"], 2)
+                                if sides[stack][op]["cpu_ms"] > 0 else None
+                                for op in BENCH_OPS} for stack in servers}
+                    if args.pace_ms else {}}
         finally:
             stop()
     report: dict[str, Any] = {
         "benchmark": "server", "embedder": args.embedder, "clients": args.clients,
         "requests_per_client": args.requests, "cpus": os.cpu_count(),
-        "python": platform.python_version(), "workers": 1,
+        "python": platform.python_version(), "workers": 1, "baseline_src": baseline_src,
+        "rounds": args.rounds, "pace_ms": args.pace_ms,
         # The machine's other load (1/5/15-minute averages) before and after: per-core ratios
         # hold under load better than wall-clock rates, but not perfectly.
         "load_average": {"before": load_before, "after": os.getloadavg()}, "results": results}
-    stacks = args.stacks.split(",")
-    print(f"{'db':9} {'op':15} {'in-proc':>8} " + " ".join(
-        f"{stack:>10} {'r/s ratio':>9} {'per core':>8}" for stack in stacks)
-        + "   (cpu ms per request; ratios over in-process)")
+    stacks = sides_of(args.stacks, baseline_src)
+    paced_on = bool(args.pace_ms)
+    print(f"{'db':9} {'op':15} {'in-proc':>8} " + (f"{'paced':>8} " if paced_on else "")
+          + " ".join(f"{stack:>10} {'overhead':>8} {'per core':>8}"
+                     + (f" {'(paced)':>8}" if paced_on else "") for stack in stacks)
+          + "   (CPU ms per request; overhead: server - in-process; per core: in-process CPU"
+          " / server CPU)")
     for kind, data in results.items():
         for op in BENCH_OPS:
             base = data["in_process"][op]
-            cells = " ".join(f"{data[stack][op]['cpu_ms']:10.3f} "
-                             f"{data['ratio_rps_over_in_process'][stack][op]:9.2f} "
-                             f"{_ratio(data['ratio_per_core'][stack][op]):>8}"
-                             for stack in stacks)
-            print(f"{kind:9} {op:15} {base['cpu_ms']:8.3f} {cells}")
+            paced_cell = f"{data['in_process_paced'][op]['cpu_ms']:8.3f} " if paced_on else ""
+            cells = " ".join(
+                f"{data[stack][op]['cpu_ms']:10.3f} "
+                f"{data[stack][op]['cpu_ms'] - base['cpu_ms']:8.3f} "
+                f"{_ratio(data['ratio_per_core'][stack][op]):>8}"
+                + (f" {_ratio(data['ratio_per_core_paced'][stack][op]):>8}" if paced_on else "")
+                for stack in stacks)
+            print(f"{kind:9} {op:15} {base['cpu_ms']:8.3f} {paced_cell}{cells}")
         print(f"{kind}: lost episodes {data['lost_episodes']}")
     print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} "
           f"({os.cpu_count()} CPUs)")
     print(json.dumps(report))
     failed = any(side[op]["errors"] for d in results.values()
-                 for name, side in d.items() if name in ("in_process", *stacks)
+                 for name, side in d.items()
+                 if name in ("in_process", "in_process_paced", *stacks)
                  for op in BENCH_OPS)
     if failed or any(v for d in results.values() for v in d["lost_episodes"].values()):
         sys.exit(1)

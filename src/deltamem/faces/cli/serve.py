@@ -60,6 +60,11 @@ def serve(
         envvar="DELTAMEM_WORKERS", min=1,
         help="Server processes sharing the port (one per core you give it); each loads its "
              "own embedder, and rate limits count per process.")] = 1,
+    inline_reads: Annotated[bool, typer.Option(
+        envvar="DELTAMEM_INLINE_READS",
+        help="Run fast reads (recall, show, list, stats) of a SQLite file on the event loop, "
+             "without the hop to a worker thread; a read slower than 50 ms sends the next ones "
+             "of its space to a thread. PostgreSQL reads always run in a thread.")] = True,
     *,
     models: ModelOptions,
 ) -> None:
@@ -79,7 +84,8 @@ def serve(
                           "have its own ':memory:' database")
     config = {"db": db, "embedder": embedder, "models": dataclasses.asdict(models),
               "defer": defer, "require_keys": not no_keys, "max_body": max_body,
-              "rate_limit": rate_limit, "consolidate_every": consolidate_every}
+              "rate_limit": rate_limit, "consolidate_every": consolidate_every,
+              "inline_reads": inline_reads}
     # uvicorn's own access log is off: ours is structured and leaves query strings out.
     options: dict[str, Any] = {"host": host, "port": port, "log_level": "info",
                                "access_log": False,
@@ -111,7 +117,8 @@ def _app(config: dict[str, Any]) -> Any:
                      extractor=ModelOptions(**config["models"]).build(),
                      settings=_settings(config["defer"] or every is not None),
                      require_keys=config["require_keys"], max_body_bytes=config["max_body"],
-                     rate_limit=config["rate_limit"], consolidate_every=every)
+                     rate_limit=config["rate_limit"], consolidate_every=every,
+                     inline_reads=config.get("inline_reads", True))
     _log_to_stderr("deltamem.server", "deltamem.worker")
     return app
 

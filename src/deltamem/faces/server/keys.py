@@ -100,6 +100,11 @@ class KeyStore:
                 self._store = store
             return self._rows
 
+    @property
+    def opened(self) -> bool:
+        """Whether the key table is open (verifying a key then starts no migration)."""
+        return self._rows is not None
+
     def create(self, spaces: list[str], *, name: str = "", scopes: list[str] | None = None,
                rate_limit: int | None = None) -> tuple[ApiKey, str]:
         """Create a key for ``spaces`` (``["*"]`` for all); return its record and the secret.

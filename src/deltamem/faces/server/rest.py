@@ -4,7 +4,9 @@ One route per operation of :data:`deltamem.formats.operations.OPERATIONS`
 (:class:`OperationRoute`), dispatched ahead of FastAPI's router (:class:`OperationRouter`), plus
 the routes written here: learning (one episode or a batch), the JSON Lines export and import,
 the HTML view and the health checks. Work that touches the model or the database runs in a
-worker thread, so the event loop never blocks. JSON bodies mirror the CLI's ``--json`` output.
+worker thread, so the event loop never waits for a lock, the network or a model; only a read of
+a SQLite file that ran fast last time runs on the loop itself (:class:`OperationRoute`). JSON
+bodies mirror the CLI's ``--json`` output.
 Every error has one envelope (``http_errors``); who may call what is ``access``.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import re
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -94,6 +97,7 @@ def create_app(
     rate_limit: int | None = None,
     ready_timeout: float = 2.0,
     consolidate_every: float | None = None,
+    inline_reads: bool = True,
 ) -> FastAPI:
     """Build the REST app serving the memory at ``db``.
 
@@ -110,6 +114,9 @@ def create_app(
         ready_timeout: seconds ``/readyz`` waits for the database before answering 503.
         consolidate_every: run a background consolidation pass over every space this often
             (seconds); pair it with ``settings.auto_consolidate=False``.
+        inline_reads: run a read (recall, show, list_nodes, stats) of an open space of a SQLite
+            file on the event loop while it stays under ``INLINE_MAX_S``, saving the hop to a
+            worker thread and back; False: every operation runs in a worker thread.
     """
     if require_keys and str(db) in (":memory:", "sqlite::memory:"):
         raise ConfigError("API keys need a database file or server; ':memory:' would lose "
@@ -145,6 +152,7 @@ def create_app(
     app.state.keys = keys
     app.state.limiter = RateLimiter()
     app.state.rate_limit = rate_limit
+    app.state.inline_reads = inline_reads
     _add_health(app, pool, ready_timeout)
     routes = [OperationRoute(op) for op in operations.OPERATIONS if op.on("rest")]
     for route in routes:
@@ -168,6 +176,12 @@ def create_app(
 # than Starlette's run_in_threadpool (anyio's thread hop and capacity limiter), which cost as
 # much as a recall over SQLite (docs/results.md, "Server").
 WORKERS = ThreadPoolExecutor(thread_name_prefix="deltamem-rest")
+# A read that took longer than this (seconds) makes the next reads of its route and space go to
+# a worker thread, until one of them is fast again: a slow read (a big space, an index rebuilt
+# after a consolidation) holds the event loop, and so every other request, at most once in a
+# row.
+INLINE_MAX_S = 0.05
+MAX_SLOW_SPACES = 1024  # once this many are slow, every read goes to a worker thread
 
 
 async def offload(fn: Callable[..., R], /, *args: Any) -> R:
@@ -181,13 +195,21 @@ class OperationRoute:
     """The REST handler of one operation of the table.
 
     Its input is read and validated once, by the operation's model (a JSON body, or query
-    parameters), the key's scope checked, the facade method run in a worker thread, and the
-    answer encoded once (pydantic's serializer) with no re-validation on the way out. A space
-    nobody wrote to reads as empty; only a write creates it. FastAPI's route documents it.
+    parameters), the key's scope checked, the facade method run, and the answer encoded once
+    (pydantic's serializer) with no re-validation on the way out. A space nobody wrote to reads
+    as empty; only a write creates it. FastAPI's route documents it.
+
+    Where it runs: a read of a space already open in a SQLite file (which waits for no lock, no
+    network and no model load: ``SpacePool.reads_locally``) runs on the event loop, as long as
+    its last run in that space took under ``INLINE_MAX_S``; everything else (writes,
+    PostgreSQL, a first request, a read that was slow) runs in a worker thread. The hop to a
+    thread and back cost more CPU than a small read itself (docs/results.md, "Server").
     """
 
     def __init__(self, op: Operation) -> None:
         self.op = op
+        self.reads = op.scope == "read"
+        self.slow: set[str] = set()  # spaces whose last run of this route was slow
         self.repeated = repeated_fields(op.request)
         self.pattern = re.compile(_PATH_PARAM.sub(r"(?P<\1>[^/]+)", op.route))
         params = [Parameter("request", Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
@@ -199,9 +221,33 @@ class OperationRoute:
     async def __call__(self, request: Request, space: str, **path: str) -> Response:
         raw = b"" if self.op.in_query else await request.body()
         try:
-            return await offload(self.answer, request, space, raw, path)
+            if self.inline(request, space):
+                return self.timed(request, space, raw, path)
+            return await offload(self.timed, request, space, raw, path)
         except (DeltaMemError, ApiError) as exc:
             return error_response(request, exc)
+
+    def inline(self, request: Request, space: str) -> bool:
+        """Whether this request may run on the event loop (see the class)."""
+        state = request.app.state
+        keys: KeyStore | None = state.keys
+        return (self.reads and state.inline_reads and space not in self.slow
+                and len(self.slow) < MAX_SLOW_SPACES and (keys is None or keys.opened)
+                and state.pool.reads_locally(space))
+
+    def timed(self, request: Request, space: str, raw: bytes,
+              path: dict[str, str]) -> Response:
+        """:meth:`answer`; for a read, remember whether it was slow in ``space``."""
+        if not self.reads:
+            return self.answer(request, space, raw, path)
+        started = time.perf_counter()
+        try:
+            return self.answer(request, space, raw, path)
+        finally:
+            if time.perf_counter() - started <= INLINE_MAX_S:
+                self.slow.discard(space)
+            elif len(self.slow) < MAX_SLOW_SPACES:
+                self.slow.add(space)
 
     def answer(self, request: Request, space: str, raw: bytes,
                path: dict[str, str]) -> Response:

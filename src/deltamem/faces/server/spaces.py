@@ -20,6 +20,7 @@ from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
 from deltamem.store import open_store
 from deltamem.store.base import Store
+from deltamem.store.sqlite import SQLiteStore
 
 
 class SpacePool:
@@ -92,6 +93,15 @@ class SpacePool:
                 raise SpaceNotFound(f"no space {space!r}; learn or import into it first")
             self._spaces.move_to_end(space)
             return mem
+
+    def reads_locally(self, space: str) -> bool:
+        """Whether a read of ``space`` can run without waiting for a model load, a migration,
+        a lock or the network: the space's memory is open and the store is a SQLite file (WAL:
+        a reader waits for no writer; each thread reads on its own connection). PostgreSQL
+        reads go over the network and may wait for a pooled connection."""
+        store = self._store
+        return (space in self._spaces and isinstance(store, SQLiteStore)
+                and store.path != ":memory:")
 
     def close(self) -> None:
         """Close the shared store (the memories share it, so it is closed once)."""

@@ -73,6 +73,10 @@ SMOKE: dict[str, tuple[list[str], list[str]]] = {
                         []),
     "baseline_keys.py": ([str(ROOT / "results" / "heldout-1" / "twx-coin-warm.tar.gz"),
                           "--json"], ["slow"]),
+    # The tree against itself, on the ScienceWorld gold fixture: the timing loop and the
+    # answers' comparison run; the before/after figure needs --before another tree.
+    "recall_slots.py": (["--gold", str(ROOT / "tests" / "fixtures" / "scienceworld_gold.jsonl"),
+                         "--before", str(ROOT), "--rounds", "1"], ["slow"]),
     "select_agent_rules.py": (["--only", "alfworld-warm", "--episodes", "1", "--out",
                                "{tmp}/select"], ["llm", "envs", "slow"]),
 }

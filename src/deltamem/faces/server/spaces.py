@@ -101,7 +101,7 @@ class SpacePool:
         reads go over the network and may wait for a pooled connection."""
         store = self._store
         return (space in self._spaces and isinstance(store, SQLiteStore)
-                and store.path != ":memory:")
+                and store.url != "sqlite::memory:")
 
     def close(self) -> None:
         """Close the shared store (the memories share it, so it is closed once)."""

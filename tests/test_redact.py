@@ -302,14 +302,20 @@ def _rows(name: str) -> list[dict]:
     return [json.loads(line) for line in (SETS / name).read_text(encoding="utf-8").splitlines()]
 
 
+def _untouched_by_configured(rows: list[dict]) -> list[dict]:
+    """The rows holding no piece of a secret other tests of this process registered: those are
+    redacted anywhere, by design (an earlier test may register a value that a row's kept
+    context holds, such as an account id)."""
+    import re
+
+    pieces = {p for v in R.configured_secrets() for p in re.findall(r"[A-Za-z0-9]{8,}", v)}
+    return [r for r in rows if not any(p in r["text"] for p in pieces)]
+
+
 def test_no_identity_of_the_regression_set_is_changed():
     """Project roots, file paths, branches, test ids, hashes, digests and UUIDs in paths (the
     entropy rule changed about 30 % of them)."""
-    import re
-
-    # Secrets other tests of this process registered are redacted anywhere, by design.
-    pieces = {p for v in R.configured_secrets() for p in re.findall(r"[A-Za-z0-9]{8,}", v)}
-    rows = [r for r in _rows("identities.jsonl") if not any(p in r["text"] for p in pieces)]
+    rows = _untouched_by_configured(_rows("identities.jsonl"))
     assert len(rows) >= 1000
     assert [r["text"] for r in rows if R.redact(r["text"]) != r["text"]] == []
 
@@ -423,15 +429,10 @@ def test_identities_of_the_source_formats_pass(text):
 
 
 def test_the_source_sets_dev_split():
-    import re
-
-    # Secrets other tests of this process registered are redacted anywhere, by design (an
-    # earlier test may register a value a row's kept context holds, such as an account id).
-    pieces = {p for v in R.configured_secrets() for p in re.findall(r"[A-Za-z0-9]{8,}", v)}
-    secrets = [r for r in _rows("source_secrets.jsonl") if r["split"] == "dev"
-               and not any(p in r["text"] for p in pieces)]
-    identities = [r for r in _rows("source_identities.jsonl") if r["split"] == "dev"
-                  and not any(p in r["text"] for p in pieces)]
+    secrets = [r for r in _untouched_by_configured(_rows("source_secrets.jsonl"))
+               if r["split"] == "dev"]
+    identities = [r for r in _untouched_by_configured(_rows("source_identities.jsonl"))
+                  if r["split"] == "dev"]
     assert len(secrets) >= 100 and len(identities) >= 240
     missed = [r["id"] for r in secrets if any(s in R.redact(r["text"]) for s in r["secrets"])]
     # Known misses: a hexadecimal password alone on an output line, told only by the prose

@@ -138,8 +138,8 @@ class Daemon:
         embedder has one), in the background right after the daemon starts listening: a
         request meanwhile either finds nothing to recall (``nothing_stored``) or waits
         for it, never for the daemon's start. The weights load in a thread of their own while
-        this one imports the engine and opens the memory (ONNX Runtime builds its session
-        outside Python's lock, so on two cores the two overlap)."""
+        this one imports the engine and opens the memory: they overlap only where the runtime
+        releases Python's lock (little, as measured here: docs/results.md, turn 7)."""
         loading: threading.Thread | None = None
         started = time.monotonic()
         try:

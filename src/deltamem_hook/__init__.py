@@ -221,6 +221,24 @@ def daemon_enabled() -> bool:
     return os.environ.get("DELTAMEM_HOOK_DAEMON", "1").lower() not in ("0", "false", "no", "off")
 
 
+def lower_thread_priority(increment: int = 10) -> None:
+    """Lower the calling thread's CPU priority by ``increment`` (nice, at most 19), for work
+    nobody waits on that would otherwise take a core from the agent's client while it starts
+    or ends a session: the MCP server's speculative imports, the daemon's learner.
+
+    Linux only, where a thread has a nice value of its own (setpriority(2), "Bugs"); elsewhere
+    the value is the whole process's, so nothing is changed. An unprivileged thread cannot raise
+    its priority again, so only threads that do nothing else call this.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        now = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, min(19, now + increment))
+    except OSError:
+        pass  # not allowed here (a sandbox): the work runs at the priority it has
+
+
 def reply_digest(text: str) -> str:
     """A digest of a turn's final reply (whitespace-insensitive): the spool records it, never the
     text, so the learner can tell when the client has flushed that reply to the transcript."""

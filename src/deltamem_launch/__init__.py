@@ -217,8 +217,13 @@ def listings() -> dict[str, Any]:
 
 def _preload(done_fd: int) -> None:
     """Import what ``deltamem mcp`` needs while the front waits for the client, then write to
-    ``done_fd``; a failure is left for the CLI to report when it imports the same modules."""
+    ``done_fd``; a failure is left for the CLI to report when it imports the same modules.
+    The imports run at a lower CPU priority: the client is starting too, and the listings it
+    waits for are the front's (tool calls, the SDK's, come later)."""
     try:
+        from deltamem_hook import lower_thread_priority
+
+        lower_thread_priority()
         import deltamem.faces.cli.app  # noqa: F401
         import deltamem.faces.server.mcp_serve  # noqa: F401
     except Exception:  # noqa: BLE001, S110 - the CLI reports it

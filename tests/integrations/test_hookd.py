@@ -413,3 +413,73 @@ def test_the_daemon_listens_before_it_loads_the_engine():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_hook_process_runs_minilm_on_numpy(monkeypatch, tmp_path):
+    """MiniLM with its runtime left open runs on numpy in a hook process: the same vectors as
+    ONNX Runtime (tests/embed/test_embed_minilm_onnx.py) under the same name, without a
+    runtime session to build before the first prompt can be answered. A named runtime or
+    another embedder is kept."""
+    from deltamem.embed import MiniLMEmbedder
+    from deltamem.integrations.hookd import Daemon, hook_embedder
+
+    monkeypatch.delenv("DELTAMEM_EMBEDDER", raising=False)
+    assert hook_embedder(None) == hook_embedder("minilm") == hook_embedder(" MiniLM ")
+    assert hook_embedder("minilm") == "minilm:numpy"
+    assert [hook_embedder(s) for s in ("minilm:onnx", "static", "hashing")] == \
+        ["minilm:onnx", "static", "hashing"]
+    monkeypatch.setenv("DELTAMEM_EMBEDDER", "static")
+    assert hook_embedder(None) == "static"
+    monkeypatch.delenv("DELTAMEM_EMBEDDER")
+    embedder = Daemon(target(str(tmp_path / "m.db"))).embedder()
+    assert isinstance(embedder, MiniLMEmbedder)
+    assert (embedder.name, embedder.runtime) == ("minilm", "numpy")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="a thread has a nice value of its own on Linux only")
+def test_background_work_lowers_its_own_thread_priority_only():
+    """The MCP server's speculative imports and the daemon's learner yield the CPU to the
+    client (``lower_thread_priority``); the thread that answers requests keeps its priority."""
+    import threading
+
+    from deltamem_hook import lower_thread_priority
+
+    seen: dict[str, tuple[int, int]] = {}
+
+    def work() -> None:
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        lower_thread_priority()
+        seen["worker"] = (before, os.getpriority(os.PRIO_PROCESS, 0))
+
+    main_before = os.getpriority(os.PRIO_PROCESS, 0)
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join()
+    before, after = seen["worker"]
+    assert after == min(19, before + 10)
+    assert os.getpriority(os.PRIO_PROCESS, 0) == main_before
+
+
+def test_no_wire_model_is_built_at_import():
+    """Every request and answer model of the faces is built when first used (``defer_build``),
+    so a process that answers one operation (the hook daemon's first prompt) does not pay for
+    all of them at import."""
+    code = ("import deltamem.formats.api as a, pydantic; print(sorted(n for n, c in "
+            "vars(a).items() if isinstance(c, type) and issubclass(c, pydantic.BaseModel) "
+            "and c.__pydantic_complete__))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
+
+
+def test_a_hook_process_looks_for_no_pydantic_plugins(monkeypatch, tmp_path):
+    """Looking for pydantic plugins scans every installed package's metadata when the first
+    model is built, inside the first answer a session waits for; a hook process skips it."""
+    from deltamem.integrations import hookd
+
+    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # restored (or removed) afterwards
+    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")
+    monkeypatch.setattr(hookd, "_cold_call", lambda args: 0)
+    assert hookd.main(["--db", str(tmp_path / "m.db"), "--cold", "user-prompt"]) == 0
+    assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"

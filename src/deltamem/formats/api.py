@@ -143,10 +143,11 @@ class ErrorBody(Model):
 
 
 # -- requests -------------------------------------------------------------------------------------
+# Like the answers, each request model is built when first used (``defer_build``).
 class RecallRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/recall``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     task: QueryText = Field("", description="The goal (task-tree key).")
     env: QueryText = Field("", description="The scene (env-tree key).")
@@ -185,13 +186,13 @@ ListFilters = Annotated[Filters, BeforeValidator(_pairs)]
 class NoInput(BaseModel):
     """The input of an operation that takes none beyond the space (and a path's node id)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class ListRequest(BaseModel):
     """Query of ``GET /v1/spaces/{space}/nodes``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     tree: TreeName | None = Field(None, description="Only this tree: 'task' skills or 'env' "
                                                     "scene knowledge.")
@@ -210,7 +211,7 @@ class ListRequest(BaseModel):
 class ConsolidateRequest(BaseModel):
     """Query of ``POST /v1/spaces/{space}/consolidate``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dry_run: bool = Field(False, description="Only report the chains that are due.")
 
@@ -218,7 +219,7 @@ class ConsolidateRequest(BaseModel):
 class OutcomeRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/outcome``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     nodes: NodeIds = Field(
         min_length=1,
@@ -229,7 +230,7 @@ class OutcomeRequest(BaseModel):
 class StepIn(BaseModel):
     """One step of an episode: what the agent did and what came back."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, strict=True)
 
     action: RequiredText = Field(description="The action taken, e.g. 'open door to kitchen'.")
     observation: OptionalText = Field("", description="What the environment answered.")
@@ -244,7 +245,7 @@ class EpisodeIn(BaseModel):
     body, the MCP ``learn`` tool, the CLI's JSON Lines files, ``episode_from_dict``); an error
     names the bad field."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, strict=True)
 
     task: RequiredText = Field(description="The goal: the task-tree key.")
     env: OptionalText = Field("", description="The scene description: the environment-tree key.")
@@ -260,17 +261,21 @@ class EpisodeIn(BaseModel):
 class EpisodesIn(BaseModel):
     """A batch: every episode is validated before any is learned."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", defer_build=True, strict=True)
 
     episodes: list[EpisodeIn] = Field(max_length=MAX_BATCH)
 
 
 class FunctionIn(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: str = Field(min_length=1, max_length=200)
     arguments: str | dict[str, Any] = Field("", description="JSON text or an object.")
 
 
 class ToolCallIn(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str | None = Field(None, max_length=200)
     type: Literal["function"] = "function"
     function: FunctionIn
@@ -278,6 +283,8 @@ class ToolCallIn(BaseModel):
 
 class MessageIn(BaseModel):
     """One chat message in the OpenAI format (assistant tool calls, tool results)."""
+
+    model_config = ConfigDict(defer_build=True)
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[dict[str, Any]] | None = None
@@ -313,7 +320,7 @@ def learn_tool_input() -> type[BaseModel]:
 class OutcomeToolIn(BaseModel):
     """The MCP ``record_outcome`` tool's arguments (the session's last recall by default)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     success: StrictBool = Field(description="Whether following the memory worked.")
     node_ids: NodeIds | None = Field(None, description=(
@@ -323,7 +330,7 @@ class OutcomeToolIn(BaseModel):
 class ExportSkillsIn(BaseModel):
     """The MCP ``export_skills`` tool's arguments."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     dir: str = Field(min_length=1, max_length=4096, description=(
         "Folder to write into (created if missing), inside the server's export folder."))
@@ -627,7 +634,7 @@ class CorrectRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/correct``: exactly one of ``success``,
     ``steps`` or ``wrong`` (see ``deltamem.engine.corrections``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     success: StrictBool | None = Field(None, description=(
         "The outcome set right: true turns a lesson into a skill, false a skill into a lesson."))
@@ -640,7 +647,7 @@ class CorrectRequest(BaseModel):
 class ForgetFactRequest(BaseModel):
     """Body of ``POST /v1/spaces/{space}/nodes/{node_id}/forget-fact``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     fact: Annotated[str, Field(min_length=1, max_length=MAX_REASON)] = Field(description=(
         "The fact: its text, its number as `show` lists the composed facts (1-based), or a "

@@ -47,6 +47,7 @@ from deltamem_hook import (
     Target,
     answered_here,
     failures,
+    lower_thread_priority,
     nothing_stored,
     open_lock,
     private_dir,
@@ -70,6 +71,22 @@ DEFAULT_IDLE = 900.0
 DEFAULT_TURN_STALE = 1800.0
 
 
+def hook_embedder(spec: str | None) -> str:
+    """The embedder a hook process loads for ``spec`` (default: the configured one).
+
+    MiniLM with its runtime left open (``minilm``, the default) runs on numpy here, not ONNX
+    Runtime: the same network from the same weights, so the same vectors (within 1e-5, tested)
+    under the same name. A hook process waits for its embedder before the first prompt can be
+    answered, and numpy needs no runtime session: it is ready ~160 ms sooner and holds ~90 MB
+    less, for a few ms more per query (docs/results.md, turn 8). A runtime named in the spec
+    (``minilm:onnx``) is kept.
+    """
+    from deltamem.config import Settings
+
+    spec = spec or Settings.from_env().embedder
+    return "minilm:numpy" if spec.strip().lower() == "minilm" else spec
+
+
 def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "default",
          embedder: str | None = None, budget_tokens: int | None = None,
          scope: str | None = None) -> dict[str, Any]:
@@ -90,7 +107,7 @@ def cold(event: str, payload: Mapping[str, Any], *, db: str, space: str = "defau
     try:
         # Only the stop hook writes; the recall hooks read, so a first session (no memory yet)
         # just adds nothing.
-        with DeltaMem.open(db, space=check_space(space), embedder=embedder,
+        with DeltaMem.open(db, space=check_space(space), embedder=hook_embedder(embedder),
                            create=event in ("stop", "session-end")) as mem:
             # ``stop`` learns with the configured extractor under the coding rules
             # (``claude_code.hook_extractor``), whatever ``mem`` was opened with.
@@ -126,11 +143,9 @@ class Daemon:
         """One embedder in memory, shared by the reader and the writer."""
         with self._load_lock:
             if self._embedder is None:
-                from deltamem.config import Settings
                 from deltamem.embed import make_embedder
 
-                self._embedder = make_embedder(self.target.embedder
-                                               or Settings.from_env().embedder)
+                self._embedder = make_embedder(hook_embedder(self.target.embedder))
             return self._embedder
 
     def warm(self) -> None:
@@ -149,6 +164,9 @@ class Daemon:
                                            name="deltamem-embedder", daemon=True)
                 loading.start()
             from deltamem.integrations.claude_code import run_hook  # noqa: F401 - load it now
+            from deltamem.integrations.coding_memory import count_tokens
+
+            count_tokens("deltamem")  # loads the tokenizer the notes' budgets are counted with
 
             if not self.pending():  # else the learner opens the writer, on this embedder
                 with self._read_lock:
@@ -310,6 +328,9 @@ class Daemon:
         return queued
 
     def learner(self) -> None:
+        """Drain the spool as turns end (woken by ``drain``), at a lower CPU priority: a turn
+        is learned while the client ends its session or starts the next."""
+        lower_thread_priority()
         backoff = 1.0
         while not self.stopping.is_set():
             self.wake.wait(timeout=backoff)
@@ -391,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-tokens", type=int, default=None)
     parser.add_argument("--scope", default=None)
     args = parser.parse_args(argv)
+    # No pydantic plugins in a hook process: looking for them scans every installed package's
+    # metadata (~20 ms, paid by the first answer a session waits for), and none has anything
+    # to observe in this private process.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if args.cold is not None:
         return _cold_call(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")

@@ -79,3 +79,10 @@ def extractor_choice(environ: Mapping[str, str] | None = None) -> tuple[str, str
     env = os.environ if environ is None else environ
     extractor = (env.get("DELTAMEM_EXTRACTOR") or "trace").strip().lower()
     return extractor, (env.get("DELTAMEM_LLM") or "").strip() or None
+
+
+def skip_pydantic_plugins() -> None:
+    """No pydantic plugins in this (hook) process: looking for them scans every installed
+    package's metadata (~20 ms, paid by the first answer a session waits for), and none has
+    anything to observe in a private process. A value the user set is kept."""
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")

@@ -412,10 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-tokens", type=int, default=None)
     parser.add_argument("--scope", default=None)
     args = parser.parse_args(argv)
-    # No pydantic plugins in a hook process: looking for them scans every installed package's
-    # metadata (~20 ms, paid by the first answer a session waits for), and none has anything
-    # to observe in this private process.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    env.skip_pydantic_plugins()
     if args.cold is not None:
         return _cold_call(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")

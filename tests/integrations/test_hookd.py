@@ -404,15 +404,16 @@ def test_the_daemon_listens_before_it_loads_the_engine():
     """Importing the daemon's module loads neither the engine, numpy nor an embedder runtime:
     it listens first and loads them in the background (``Daemon.warm``), so a hook that just
     started it finds its socket at once."""
-    import subprocess
-    import sys
+    assert _fresh_process_prints(
+        "import sys, deltamem.integrations.hookd; print(sorted({'numpy', 'pydantic', "
+        "'onnxruntime', 'deltamem.engine.memory', 'deltamem.integrations.claude_code'} "
+        "& set(sys.modules)))") == "[]"
 
-    code = ("import sys, deltamem.integrations.hookd; print(sorted({'numpy', 'pydantic', "
-            "'onnxruntime', 'deltamem.engine.memory', 'deltamem.integrations.claude_code'} "
-            "& set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "[]"
+
+def _fresh_process_prints(code: str) -> str:
+    """What ``code`` prints in a new interpreter (nothing imported by the tests before it)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def test_a_hook_process_runs_minilm_on_numpy(monkeypatch, tmp_path):
@@ -465,12 +466,10 @@ def test_no_wire_model_is_built_at_import():
     """Every request and answer model of the faces is built when first used (``defer_build``),
     so a process that answers one operation (the hook daemon's first prompt) does not pay for
     all of them at import."""
-    code = ("import deltamem.formats.api as a, pydantic; print(sorted(n for n, c in "
-            "vars(a).items() if isinstance(c, type) and issubclass(c, pydantic.BaseModel) "
-            "and c.__pydantic_complete__))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
-    assert out == "[]"
+    assert _fresh_process_prints(
+        "import deltamem.formats.api as a, pydantic; print(sorted(n for n, c in "
+        "vars(a).items() if isinstance(c, type) and issubclass(c, pydantic.BaseModel) "
+        "and c.__pydantic_complete__))") == "[]"
 
 
 def test_a_hook_process_looks_for_no_pydantic_plugins(monkeypatch, tmp_path):

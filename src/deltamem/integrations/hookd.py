@@ -183,8 +183,14 @@ class Daemon:
 
     @staticmethod
     def _warm_embedder(warm: Any) -> None:
+        from deltamem._util.threads import blas_threads
+        from deltamem.config import Settings
+
         try:
-            warm()
+            # Under the engine's own limit: its first pass must not run on every core the
+            # BLAS library sees while the client starts beside it.
+            with blas_threads(Settings.from_env().embed_threads):
+                warm()
         except Exception as exc:  # noqa: BLE001 - the first embed retries, and says why
             log.warning("%s", redacted(f"loading the embedder failed: {type(exc).__name__}: "
                                        f"{exc}"))

@@ -16,7 +16,9 @@ times, the variants interleaved, with their references measured in the same run:
   (the SDK server answers, after those imports: the state before the front); then the time
   to the answer to the ``tools/list`` sent next (with the front: the front's, from the SDK
   server's own table, ``listings.json``), and to the answer to a first tool call (``stats``:
-  the SDK server's in both, once the imports are done). References: the
+  the SDK server's in both, once the imports are done), and the time from closing its stdin
+  to its exit (what a client waits for at a session's end; with the front the process ends
+  without tearing the interpreter down, ``deltamem_launch.end_now``). References: the
   interpreter alone (``python -c pass``), and the imports the SDK server needs before it can
   answer (``import deltamem``; the MCP SDK's ``mcp.server``), each in a fresh process.
 
@@ -91,9 +93,10 @@ def command() -> list[str]:
             f"{func}; sys.exit({func}())"]
 
 
-def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float, float]:
+def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float, float, float]:
     """ms from starting ``deltamem mcp`` to its answer to ``initialize``, to its answer to the
-    ``tools/list`` sent right after, and to its answer to the tool call sent then."""
+    ``tools/list`` sent right after, and to its answer to the tool call sent then; and ms from
+    closing its stdin (as a client ends a session) to its exit."""
     started = time.perf_counter()
     proc = subprocess.Popen([*command(), "mcp", "--db", str(db), "--embedder", embedder],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -109,7 +112,10 @@ def mcp_initialize(db: Path, embedder: str, front: bool) -> tuple[float, float, 
             times.append((time.perf_counter() - started) * 1000)
             if answer.get("id") != rid or "result" not in answer:
                 raise SystemExit(f"deltamem mcp answered {answer!r}")
-        return times[0], times[1], times[2]
+        closed = time.perf_counter()
+        proc.stdin.close()
+        proc.wait(60)
+        return times[0], times[1], times[2], (time.perf_counter() - closed) * 1000
     finally:
         proc.kill()
         proc.wait(10)
@@ -125,6 +131,8 @@ TOOLS_ROWS = {False: "deltamem mcp, SDK answers: tools/list",
               True: "deltamem mcp (front): tools/list"}
 CALL_ROWS = {False: "deltamem mcp, SDK answers: first tool call",
              True: "deltamem mcp (front): first tool call"}
+EXIT_ROWS = {False: "deltamem mcp, SDK answers: exit after stdin closed",
+             True: "deltamem mcp (front): exit after stdin closed"}
 
 
 def mcp_round(db: Path, embedder: str, add: Callable[[str, float], None]) -> None:
@@ -133,10 +141,11 @@ def mcp_round(db: Path, embedder: str, add: Callable[[str, float], None]) -> Non
     add("import deltamem", python_alone("import deltamem"))
     add("import mcp.server", python_alone("import mcp.server"))
     for front in (False, True):
-        init, tools, call = mcp_initialize(db, embedder, front)
+        init, tools, call, ended = mcp_initialize(db, embedder, front)
         add(MCP_ROWS[front], init)
         add(TOOLS_ROWS[front], tools)
         add(CALL_ROWS[front], call)
+        add(EXIT_ROWS[front], ended)
 
 
 def python_alone(code: str) -> float:
@@ -193,9 +202,10 @@ def main() -> None:
     print(f"cold starts, fresh processes, {args.runs} runs interleaved "
           f"({platform.processor() or platform.machine()}, {os.cpu_count()} cpus, "
           f"load {os.getloadavg()[0]:.2f})")
-    print(f"{'what':<44} {'p50 ms':>9} {'max ms':>9}")
+    width = max(len(name) for name in rows)
+    print(f"{'what':<{width}} {'p50 ms':>9} {'max ms':>9}")
     for name, row in rows.items():
-        print(f"{name:<44} {row['p50']:>9.1f} {row['max']:>9.1f}")
+        print(f"{name:<{width}} {row['p50']:>9.1f} {row['max']:>9.1f}")
     report: dict[str, Any] = {"benchmark": "cold_start", "runs": args.runs, "rows": rows,
                               "load": os.getloadavg()[0]}
     if "minilm: first" in rows and "minilm, empty cache: first" in rows:

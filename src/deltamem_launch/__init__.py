@@ -20,7 +20,9 @@ imports meanwhile:
    initialized exactly as the client asked, and its own answers to the requests answered
    early are dropped (the client got them already; one that differs is reported on stderr).
    Every later request is the SDK server's. When the client closes stdin while the front
-   still reads (it had all it needed), the process exits at once (:func:`input_ended`).
+   still reads (it had all it needed), the process exits at once (:func:`input_ended`); when
+   it closes stdin later, the server ends and the process exits without tearing the
+   interpreter down (:func:`end_now`).
 
 Any other command, ``--transport http``, ``--help``, a missing ``mcp`` package or
 ``DELTAMEM_MCP_FRONT=0`` runs the CLI directly. An option the CLI refuses (a bad ``--db``) is

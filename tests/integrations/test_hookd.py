@@ -472,13 +472,20 @@ def test_no_wire_model_is_built_at_import():
         "and c.__pydantic_complete__))") == "[]"
 
 
-def test_a_hook_process_looks_for_no_pydantic_plugins(monkeypatch, tmp_path):
+def test_a_hook_process_looks_for_no_pydantic_plugins_and_starts_blas_small(monkeypatch,
+                                                                             tmp_path):
     """Looking for pydantic plugins scans every installed package's metadata when the first
-    model is built, inside the first answer a session waits for; a hook process skips it."""
+    model is built, inside the first answer a session waits for; a hook process skips it. Its
+    BLAS library starts with the threads an embedding call may use; a user's values stay."""
     from deltamem.integrations import hookd
 
-    monkeypatch.setenv("PYDANTIC_DISABLE_PLUGINS", "")  # restored (or removed) afterwards
-    monkeypatch.delenv("PYDANTIC_DISABLE_PLUGINS")
+    for name in ("PYDANTIC_DISABLE_PLUGINS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "")  # restored (or removed) afterwards
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("MKL_NUM_THREADS", "4")  # the user's
+    monkeypatch.setenv("DELTAMEM_EMBED_THREADS", "2")
     monkeypatch.setattr(hookd, "_cold_call", lambda args: 0)
     assert hookd.main(["--db", str(tmp_path / "m.db"), "--cold", "user-prompt"]) == 0
     assert os.environ["PYDANTIC_DISABLE_PLUGINS"] == "__all__"
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "2"
+    assert os.environ["MKL_NUM_THREADS"] == "4"

@@ -81,8 +81,18 @@ def extractor_choice(environ: Mapping[str, str] | None = None) -> tuple[str, str
     return extractor, (env.get("DELTAMEM_LLM") or "").strip() or None
 
 
-def skip_pydantic_plugins() -> None:
-    """No pydantic plugins in this (hook) process: looking for them scans every installed
-    package's metadata (~20 ms, paid by the first answer a session waits for), and none has
-    anything to observe in a private process. A value the user set is kept."""
+def hook_process(blas_threads: int) -> None:
+    """Set up a hook process's environment before anything heavy is imported; a value the
+    user set is kept.
+
+    * No pydantic plugins: looking for them scans every installed package's metadata (~20 ms,
+      paid by the first answer a session waits for), and none has anything to observe in a
+      private process.
+    * The BLAS library starts with ``blas_threads`` threads (``Settings.embed_threads``, which
+      every embedding call is limited to anyway; 0 leaves the library's default): starting a
+      thread pool per core only to limit it later costs numpy's import ~50 ms on two cores.
+    """
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if blas_threads > 0:
+        for name in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ.setdefault(name, str(blas_threads))

@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from deltamem.errors import EpisodeError, SpaceNotFound, redacted
+from deltamem.errors import ConfigError, EpisodeError, SpaceNotFound, redacted
 from deltamem.integrations import env
 from deltamem_hook import (
     Target,
@@ -418,7 +418,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-tokens", type=int, default=None)
     parser.add_argument("--scope", default=None)
     args = parser.parse_args(argv)
-    env.skip_pydantic_plugins()
+    from deltamem.config import Settings
+
+    try:
+        threads = Settings.from_env().embed_threads
+    except ConfigError:
+        threads = 0  # the bad value is reported where the settings are used
+    env.hook_process(blas_threads=threads)
     if args.cold is not None:
         return _cold_call(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s hookd %(message)s")

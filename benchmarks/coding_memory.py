@@ -730,6 +730,11 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
 
 
 # ---- the labelled sets (identities, secrets, prompts) -----------------------------------------
+# The later identity/secret pairs, each ``<name>_identities.jsonl`` / ``<name>_secrets.jsonl``:
+# option grammars, transcript formats, the places outside an application's own config.
+SET_PAIRS = ("grammar", "source", "field")
+
+
 def set_rows(name: str, split: str) -> list[dict[str, Any]]:
     rows = [json.loads(line) for line in (SETS / name).read_text(encoding="utf-8").splitlines()]
     return [r for r in rows if split == "all" or r["split"] == split]
@@ -761,24 +766,20 @@ def evaluate_sets(split: str) -> dict[str, Any]:
     identities = set_rows("identities.jsonl", split)
     secrets = set_rows("secrets.jsonl", split)
     prompts = set_rows("prompts.jsonl", split)
-    # The second pair, from the tools' documented option grammars (make_grammar_sets.py).
-    grammar_identities = set_rows("grammar_identities.jsonl", split)
-    grammar_secrets = set_rows("grammar_secrets.jsonl", split)
-    # The third pair, from the documented formats a transcript holds (make_source_sets.py).
-    source_identities = set_rows("source_identities.jsonl", split)
-    source_secrets = set_rows("source_secrets.jsonl", split)
+    # The second pair, from the tools' documented option grammars (make_grammar_sets.py); the
+    # third, from the documented formats a transcript holds (make_source_sets.py); the fourth,
+    # from the places a session reaches outside the application's own config (make_field_sets.py).
+    pairs = [("", identities, secrets)] + [
+        (f"{name}_", set_rows(f"{name}_identities.jsonl", split),
+         set_rows(f"{name}_secrets.jsonl", split)) for name in SET_PAIRS]
     out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets),
-                                     "prompts": len(prompts),
-                                     "grammar_identities": len(grammar_identities),
-                                     "grammar_secrets": len(grammar_secrets),
-                                     "source_identities": len(source_identities),
-                                     "source_secrets": len(source_secrets)}}
+                                     "prompts": len(prompts)}}
+    for prefix, ids, secs in pairs[1:]:
+        out["sizes"] |= {f"{prefix}identities": len(ids), f"{prefix}secrets": len(secs)}
     for name, fn in (("deltamem", redact), ("entropy", entropy_redact)):
         started = time.perf_counter()
         out[name] = {"seconds": 0.0}
-        for prefix, ids, secs in (("", identities, secrets),
-                                  ("grammar_", grammar_identities, grammar_secrets),
-                                  ("source_", source_identities, source_secrets)):
+        for prefix, ids, secs in pairs:
             changed = [r for r in ids if fn(r["text"]) != r["text"]]
             missed = [r for r in secs if any(x in fn(r["text"]) for x in r["secrets"])]
             lost = [r for r in secs if any(k not in fn(r["text"]) for k in r["keep"])]
@@ -811,18 +812,14 @@ def sets_table(sets: Mapping[str, Any]) -> str:
     n = sets["sizes"]
     rows = [("identities changed", "identities_changed", f"/{n['identities']}", "0"),
             ("secrets removed", "secrets_removed", f"/{n['secrets']}", f"{n['secrets']}"),
-            ("secret context lost", "context_lost", "", "0"),
-            ("grammar identities changed", "grammar_identities_changed",
-             f"/{n['grammar_identities']}", "0"),
-            ("grammar secrets removed", "grammar_secrets_removed", f"/{n['grammar_secrets']}",
-             f"{n['grammar_secrets']}"),
-            ("grammar secret context lost", "grammar_context_lost", "", "0"),
-            ("source identities changed", "source_identities_changed",
-             f"/{n['source_identities']}", "0"),
-            ("source secrets removed", "source_secrets_removed", f"/{n['source_secrets']}",
-             f"{n['source_secrets']}"),
-            ("source secret context lost", "source_context_lost", "", "0"),
-            ("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9")]
+            ("secret context lost", "context_lost", "", "0")]
+    for name in SET_PAIRS:
+        rows += [(f"{name} identities changed", f"{name}_identities_changed",
+                  f"/{n[f'{name}_identities']}", "0"),
+                 (f"{name} secrets removed", f"{name}_secrets_removed", f"/{n[f'{name}_secrets']}",
+                  f"{n[f'{name}_secrets']}"),
+                 (f"{name} secret context lost", f"{name}_context_lost", "", "0")]
+    rows.append(("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9"))
     lines = [f"{'':34}{'deltamem':>12}{'baseline':>12}  target"]
     for label, key, tail, target in rows:
         a, b = sets["deltamem"][key], sets["entropy"][key]

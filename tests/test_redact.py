@@ -440,3 +440,57 @@ def test_the_source_sets_dev_split():
     assert len(missed) <= 2, missed
     assert [r["id"] for r in secrets if any(k not in R.redact(r["text"]) for k in r["keep"])] == []
     assert [r["text"] for r in identities if R.redact(r["text"]) != r["text"]] == []
+
+
+# -- the field sets (make_field_sets.py): the places a session reaches outside an app's config --
+@pytest.mark.parametrize("text,secret", [
+    # a command documented to print a secret, at a prompt, and its output
+    ("$ gh auth token\ngho_Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0",
+     "gho_Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0"),
+    ("$ openssl rand -base64 24\nq8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9",
+     "q8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9"),
+    # an auth scheme of any name (RFC 9110), Basic as user and password
+    ('curl -H "Authorization: Klaviyo-API-Key pk_9f8e7d6c5b4a39281706f5e4d3c2b1a0" x',
+     "pk_9f8e7d6c5b4a39281706f5e4d3c2b1a0"),
+    ("Authorization: Basic ops Tq7-wBz2-Lm9x", "Tq7-wBz2-Lm9x"),
+    # an API key given to curl as the user, with an empty password
+    ("curl https://api.example.com/v1/charges -u zkTq8Lm2Xw9Pb4Rs6Nv1Yc3D:",
+     "zkTq8Lm2Xw9Pb4Rs6Nv1Yc3D"),
+    # user DDL, a positional password, a here-string fed to a login, an expect script
+    ("ALTER ROLE app WITH PASSWORD 'pl4in-Text-pw';", "pl4in-Text-pw"),
+    ("rabbitmqctl change_password ops 'Zq8!xk2Lz'", "Zq8!xk2Lz"),
+    ("vault login -method=userpass username=ops <<< Zq8xk2Lz9Np4", "Zq8xk2Lz9Np4"),
+    ('expect "Enter passphrase:"\nsend "Wq8-xk2Lz9\\r"', "Wq8-xk2Lz9"),
+    # a webhook's capability URL
+    ("https://hooks.example.dev/webhooks/1234567/Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3",
+     "Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3"),
+    # prose that names a secret and gives it
+    ("the staging api key is zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3", "zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3"),
+    # a name and its value written apart: a Key/Value table, a name/value object, a block default
+    ("Key          Value\n---          -----\napi_token    Zq8Xk2Lz9Np4Rs6T", "Zq8Xk2Lz9Np4Rs6T"),
+    ('[{"name": "SMTP_PASSWORD", "value": "mail-Pw-2291"}]', "mail-Pw-2291"),
+    ("AdminPassword:\n  Type: String\n  Default: Admin-Pw-7781", "Admin-Pw-7781"),
+    # an index, an escaped quote, a secret word inside the name
+    ("curl -d 'user[password]=Qx7-kLm2-Zp9' https://example.com/login", "Qx7-kLm2-Zp9"),
+    ('"Value": "{\\"token\\":\\"Zq8Xk2Lz9Np4Rs6Tv8Wz\\"}"', "Zq8Xk2Lz9Np4Rs6Tv8Wz"),
+    ("SESSION_SECRET_V2=7f3a9c1e5b7d9f2a4c6e8a0b2d4f6a8c", "7f3a9c1e5b7d9f2a4c6e8a0b2d4f6a8c"),
+])
+def test_secrets_of_the_field_mechanisms_are_removed(text, secret):
+    assert secret not in R.redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    "Cache restored from key: setup-python-Linux-x64-pip-7d3f0c2a9b8e6d4c1f0a",  # a cache key
+    "uses: actions/setup-node@60edb5dd545a775178f52524783378180af0d1f8 # v4.0.2",  # a pin
+    "password: [FILTERED]",  # a mask printed instead of the value
+    "openssl pkcs12 -export -passout env:P12_PASS -out cert.p12",  # where the value is read
+    'DB_PASSWORD="op://Infra/postgres/password"',  # a reference to a store
+    "mac: ENC[AES256_GCM,data:Zq8Xk2Lz9Np4Rs6Tv8Wz1Y=,iv:Lm2Xw9Pb4Rs6Nv1Yc3D=,type:str]",
+    "VITE_PUBLIC_MAPS_KEY=Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3",  # public by its name
+    "x-amz-id-2: Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Q=",  # an id with a number
+    "$ rake db:migrate",  # a namespaced command
+    'send "$env(DEPLOY_PASS)\\r"',  # a Tcl variable, not a value
+    "Settings:\n  token:\n    ttl: 3600",  # a YAML block, not a value
+])
+def test_identities_of_the_field_mechanisms_pass(text):
+    assert R.redact(text) == text

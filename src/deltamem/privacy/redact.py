@@ -106,7 +106,31 @@ _SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apik
                 r"client[_\-.]?key(?:[_\-.]?data)?|signing[_\-.]?key|encryption[_\-.]?key|"
                 r"master[_\-.]?key|account[_\-.]?key|auth[_\-.]?key|credentials?|"
                 r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|key)")
+# Commands documented to print a secret on their standard output (a token, a password, a key
+# they create or read from a store); what follows the command line in a transcript is that
+# output. :data:`_PRINTS_SECRET` matches the command, :func:`_printed_secret` finds the value.
+_SECRET_PRINTERS = (
+    r"heroku\s+auth:token|(?:fly|flyctl)\s+(?:tokens\s+create|auth\s+token)|firebase\s+login:ci|"
+    r"bw\s+get\s+(?:password|totp|notes)|pass\s+show|lpass\s+show\s+(?:\S+\s+)*--password|"
+    r"doppler\s+secrets\s+get\s+(?:\S+\s+)*--plain|op\s+read(?!\s+(?:\S+\s+)*--out-file)|"
+    r"gh\s+auth\s+token|gcloud\s+auth\s+(?:application-default\s+)?print-(?:access|identity)-token|"
+    r"gcloud\s+secrets\s+versions\s+access|aws\s+ecr\s+get-login-password|"
+    r"vault\s+(?:kv\s+get|read)\s+(?:\S+\s+)*-field[= ]|"
+    r"security\s+find-(?:generic|internet)-password\s+(?:\S+\s+)*-w|"
+    r"az\s+account\s+get-access-token\s+(?:\S+\s+)*(?:-o|--output)\s+tsv|"
+    r"kubectl\s+get\s+secrets?\s[^\n|]*\|\s*base64\s+(?:-d|--decode|-D)|"
+    r"openssl\s+rand\s+(?:-hex|-base64)")
+_PROMPT = r"(?:[$%#>]|PS[^>\n]*>)"
+_PRINTS_SECRET = re.compile(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + r")\b")
 _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    # a secret-printing command at a shell prompt, and its output (up to the next prompt)
+    ("printed-secret", r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:" + _SECRET_PRINTERS
+                       + r")\b[^\n]*\n)"
+                       r"(?P<s>(?:(?![ \t]*" + _PROMPT + r"[ \t])[^\n]*(?:\n|\Z)){1,12})",
+     ("auth:token", "tokens create", "auth token", "login:ci", "bw get", "pass show", "lpass",
+      "--plain", "op read", "print-access-token", "print-identity-token", "versions access",
+      "get-login-password", "-field", "-password", "get-access-token", "base64",
+      "openssl rand")),
     ("private", r"(?is:<private>.*?(?:</private>|\Z))", ("<private",)),
     ("private-close", r"(?i:</private>)", ("</private",)),
     ("private-key", r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)"
@@ -149,9 +173,14 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("age-secret-key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}",
      ("age-secret-key-1",)),
     ("jwt", _B + r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*", ("eyj",)),
-    ("authorization", r"(?i:\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?:(?:basic|"
-                      r"bearer|token|digest|negotiate|ntlm|apikey|sso-key|key)\s+)?)"
-                      r"(?P<s>[A-Za-z0-9._~+/\-]{8,}=*)", ("authorization",)),
+    # Authorization: [<auth-scheme>] <credentials> (RFC 9110: any token names the scheme:
+    # Bearer, SSWS, ShippoToken, FlyV1, ...); Basic may be written as user and password, which
+    # REST clients' request files encode themselves.
+    ("authorization", r"(?i:\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
+                      r"(?:(?i:basic)[ \t]+[^\s:'\"]{1,64}[ \t:](?=\S{6,}))?"
+                      r"(?:[A-Za-z][\w\-]{1,30}[ \t]+(?=\S{8,}))?"
+                      r"(?P<s>[A-Za-z0-9._~+/\-]{8,}=*(?:,[A-Za-z0-9._~+/\-]{8,}=*)*)",
+     ("authorization",)),
     ("bearer-token", r"(?i:\b(?:bearer|token)\s+)(?P<s>[A-Za-z0-9._~+/\-]{16,}=*)",
      ("bearer", "token")),
     ("basic-auth", r"(?i:\bbasic\s+)(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])",
@@ -161,10 +190,22 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("password", r"(?i:\b[a-z][a-z0-9+.\-]{1,20}://)[^\s/:@'\"<>\[\]]*:(?P<s>[^\s/@'\"<>\[\]]+)@",
      ("://",)),
     ("url-credential", r"(?i:\b[a-z][a-z0-9+.\-]{1,20}://)(?P<s>[A-Za-z0-9_\-]{16,})@", ("://",)),
+    # a webhook's capability URL: the random path segment after the segment that names the hook
+    # (``/hooks/<token>``, ``/IncomingWebhook/<token>/...``, ``/webhooks/<id>/<token>``)
+    ("webhook", r"(?i:https?://[^\s/'\"<>]+/(?:[^\s/'\"<>?#]+/)*[\w\-]*hooks?[\w\-]*/"
+                r"(?:\d{6,}/)?)(?P<s>[A-Za-z0-9_\-]{20,})(?![A-Za-z0-9_\-])", ("hook",)),
     ("url-secret", r"(?i:[?&;](?:access_token|refresh_token|id_token|api[_-]?key|apikey|"
                    r"token|secret|client_secret|password|passwd|pwd|sig|signature|auth|"
                    r"x-amz-signature|x-amz-credential|x-amz-security-token|key|code)=)"
                    r"(?P<s>[^&\s#'\"<>]{4,})", ("=",)),
+    # prose that names a secret and then gives it: "the key was X", "token is X", "store this
+    # credential somewhere safe: X" (a value that is key material, a vendor's prefixed token or a
+    # long hex string; the handler judges it)
+    ("named-in-prose", r"(?i:\b(?:api[ _\-]?key|key|token|secret|password|passphrase|"
+                       r"credential|pat)s?\b(?:(?:[ \t]+[\w'’,.\-]+){1,10}?[ \t]*[:=]|"
+                       r"(?:[ \t]+[\w'’,.\-]+){0,10}?[ \t]+(?:is|was))"
+                       r"[ \t]+)(?P<s>[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{15,})(?=[\s,;)]|\Z)",
+     ("key", "token", "secret", "password", "passphrase", "credential", "pat")),
     # 6: credentials files
     ("password", r"(?m:^[^\s:#]+:(?:\d+|\*):[^\s:]+:[^\s:]+:(?P<s>\S+)$)", (":",)),
     ("password", r"\b(?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+"
@@ -198,6 +239,10 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                  r"(?P<s>(?!-)" + _VALUE + ")", ("config",)),
     ("password", r"\b(?:curl|wget|http|xh)\b" + _SEG + r"\s(?:-u|--user|--proxy-user|-U)"
                  r"[ =]?['\"]?[^\s:'\"]+:(?P<s>[^\s'\"]+)", ("curl", "wget", "http", "xh")),
+    # (read on the whole text only: the head of ``-u user:PASSWORD``, re-read alone once the
+    # password is out, also ends in a colon)
+    ("api-key", r"\b(?:curl|wget|http|xh)\b" + _SEG + r"\s(?:-u|--user)[ =]?['\"]?"
+                r"(?P<s>[A-Za-z0-9_\-]{16,}):(?=['\"]?(?:\s|$))", ("curl", "wget", "http", "xh")),
     ("password", r"\bsmbclient\b" + _SEG + r"\s-U\s*['\"]?[^\s%'\"]+%(?P<s>[^\s'\"]+)",
      ("smbclient",)),
     # htpasswd -b[cmBdpsDv] [-C cost] [-r rounds] FILE USER PASSWORD; with -n no FILE
@@ -206,6 +251,21 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                  r"(?:\s+-(?:[A-Za-z]*[Cr]\s+\d+|[A-Za-z]+))++(?(n)|\s+(?!-)" + _VALUE + r")"
                  r"\s+(?!-)" + _VALUE + r"\s+(?P<s>(?!-)" + _VALUE + ")", ("htpasswd",)),
     ("password", r"(?<![\w-])-pass(?:in|out)?\s+pass:(?P<s>" + _VALUE + ")", ("pass:",)),
+    # SQL's user DDL: ``CREATE|ALTER USER|ROLE ... IDENTIFIED BY 'x'`` (MySQL, Oracle),
+    # ``... [WITH] [ENCRYPTED] PASSWORD 'x'`` (PostgreSQL), ``SET PASSWORD ... = 'x'``
+    ("password", r"(?i:(?<![\w'\"])(?:identified\s+(?:with\s+\w+\s+)?by|"
+                 r"(?:with\s+|encrypted\s+)password|set\s+password(?:\s+for\s+\S+)?\s*=)\s*)"
+                 r"(?P<s>'[^'\n]+'|\"[^\"\n]+\")", ("identified", "password")),
+    # rabbitmqctl add_user|change_password USER PASSWORD
+    ("password", r"\brabbitmqctl\s+(?:-\S+\s+)*(?:add_user|change_password)\s+" + _VALUE
+                 + r"\s+(?P<s>(?!-)" + _VALUE + ")", ("rabbitmqctl",)),
+    # a here-string or echo given to a login: what it feeds is the credential
+    ("secret", r"\b(?:login|auth)\b" + _SEG + r"<<<\s*(?P<s>" + _VALUE + ")", ("<<<",)),
+    # expect scripts: what is sent after a password prompt is expected
+    ("password", r"(?i:expect\s+[^\n]*(?:password|passphrase|passcode)[^\n]*\n\s*send\s+)"
+                 r"(?P<s>\"(?![$\[])[^\"\n]+\"|'(?![$\[])[^'\n]+'|\{[^}\n]+\})", ("send",)),
+    # oathtool KEY: the shared TOTP/HOTP secret is its positional argument
+    ("secret", r"\boathtool\b(?:\s+-[-\w=]+)*\s+(?P<s>(?!-)[A-Za-z0-9=]{10,})", ("oathtool",)),
     ("password", r"\bopenssl\b" + _SEG + r"\s-k\s+(?P<s>" + _VALUE + ")", ("openssl",)),
     ("password", r"\bConvertTo-SecureString\s+(?:-String\s+)?(?P<s>'[^'\n]*'|\"[^\"\n]*\")",
      ("convertto-securestring",)),
@@ -223,20 +283,56 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 
 # -- 8: assignments ------------------------------------------------------------------------------
+# A name and its value written apart, judged as an assignment of that name (``_named_pair``):
+# a two-column row (``vault kv get``'s Key/Value table), a reply's numbered pair (``redis-cli
+# CONFIG GET``), a name/value object (``<env name="X" value="..."/>``, ``{"name": "X", "value":
+# ...}``, a Kubernetes ``env`` list), a block's default (CloudFormation's ``Parameters``).
+_SECRETISH = r"[\w.\-]{0,40}(?i:pass|pwd|secret|token|key|credential|auth|cookie|salt)[\w.\-]{0,40}"
+_PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie", "salt")
+_PAIRS = (
+    r"(?m:^[ \t]*(?P<name>[A-Za-z_][\w.\-]{0,60})(?:\t+|[ ]{2,})(?P<s>[^\s'\"]{3,})[ \t]*$)",
+    r"(?m:^[ \t]*\d+\)[ \t]+\"(?P<name>[A-Za-z_][\w.\-]{0,60})\"[ \t]*\n[ \t]*\d+\)[ \t]+"
+    r"\"(?P<s>[^\"\n]+)\")",
+    r"(?i:\bname\b[\"']?\s*[=:]\s*[\"'](?P<name>" + _SECRETISH + r")[\"'][ \t,]*"
+    r"(?:\n[ \t]*-?[ \t]*)?[\"']?\bvalue\b[\"']?\s*[=:]\s*)"
+    r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',}/>]+)",
+    r"(?m:^(?P<ind>[ \t]*+)(?P<name>[A-Za-z_][\w.\-]{0,60}+):[ \t]*+\n"
+    r"(?:(?P=ind)[ \t]++(?!(?i:default|value):)[^\n]*+\n){0,8}+"
+    r"(?P=ind)[ \t]++(?i:default|value):[ \t]*+(?P<s>[^\s#]+))",
+)
 _NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
-_ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-.])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99})"
-           r"(?P<q>[\"']?)(?P<sep>\s*(?::=|=>|(?<![=!<>:])=(?![=>])|:(?![:/\\]))\s*|"
-           r"\s+(?=[\"']))"
-           r"(?:(?P<oq>[\"'])(?P<qv>[^\"'\n]*)(?P=oq)|(?P<v>[^\s\"',;}{)\]]+))")
+_ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-.])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99}"
+           r"(?:\[[A-Za-z_][A-Za-z0-9_\-.]{0,40}\])?)"
+           r"(?P<q>\\?[\"']?)"
+           r"(?P<sep>[ \t]*(?::=|=>|(?<![=!<>:])=(?![=>])|:(?![:/]|\\(?![\"'])))[ \t]*|"
+           r"[ \t]+(?=\\?[\"']))"
+           r"(?:(?P<oq>\\?[\"'])(?P<qv>[^\"'\n\\]*)(?P=oq)|(?P<v>[^\s\"',;}{)\]\\]+))")
 # Values that are not secrets: references to one, placeholders, types, literals.
 _NOT_A_VALUE = re.compile(
     r"(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\(?[A-Za-z_]+\)?s?|\{\{.*\}\}|<[^>]*>|\*+|x+|\.{3}|"
+    # a mask a tool printed instead of the value (``[FILTERED]``, ``[Filtered]``, ``[hidden]``)
+    r"\[[A-Za-z][A-Za-z _\-]{1,30}\]|"
+    # where a tool reads the password from, not the password (openssl, apksigner, jarsigner:
+    # ``env:VAR``, ``file:PATH``, ``fd:N``, ``stdin``)
+    r"(?:env|file|fd):[^\s]+|stdin|"
+    # a reference to a secret kept in a store, by its URI (``op://vault/item/field``,
+    # ``vault://...``): a locator without credentials
+    r"[a-z][a-z0-9+.\-]{1,20}://[^\s@?#]+(?: [^\s@?#]+)*|"
     r"(?i:true|false|yes|no|on|off|null|none|nil|undefined|required|optional|changeme|redacted|secret|"
     r"password|token|str|string|bytes|int|bool|any|text|varchar.*|char.*|uuid|"
     r"(?:os\.)?environ.*|(?:os\.)?getenv.*|process\.env.*|env\(.*|secrets?\..*))")
 _SECRET_KEY = re.compile(r"[A-Za-z0-9_\-.]*(?:" + _SECRET_WORD[3:-1] + r"|pw)",
                          re.IGNORECASE)
 _SUBSTITUTION = re.compile(r"\$[({]|`|#\{|\{\{")
+# A namespaced command's part after the colon (``rails credentials:show``, ``rake db:migrate``).
+_NAMESPACE_PART = re.compile(r"[a-z]+(?:[_\-][a-z]+)*")
+# Ciphertext in the envelope of the tool that encrypted it (sops ``ENC[AES256_GCM,...]``, EJSON
+# ``EJ[1:...]``, a Jenkins or Maven encrypted secret ``{AQAAAB...}``, Ansible Vault's header):
+# stored encrypted, so no secret's value. ``_ENVELOPE_OPEN``: the same cut by the value's
+# grammar at a comma or a brace.
+_ENVELOPE = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{1,9}\[[^\]\s]*\]|"
+                       r"\{[A-Za-z0-9+/]{16,}={0,2}\}|\$ANSIBLE_VAULT;[\d.;A-Z0-9_]+")
+_ENVELOPE_OPEN = re.compile(r"[A-Z][A-Z0-9_]{1,9}\[[\w-]*")
 _CODE_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 # Names that refer to a secret kept elsewhere: a chart's ``existingSecret`` names a Kubernetes
 # Secret object (the Helm charts' documented convention), not a value.
@@ -251,13 +347,21 @@ _COORDINATE = re.compile(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]
 # Names that say their value identifies or checks something (``kid``, ``UserId``,
 # ``X-Request-Id``, ``client-certificate-data``, ``checksum``): a random-looking value under
 # one is an identity, not key material (a name that ends in a secret word still is one).
-_IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
+_IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
+                            r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
                             r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
                             r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision)\Z")
 # A digest's algorithm label before its value (``sha256:...``; go.sum's ``h1:<base64>``, the
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
 _LABEL_NAME = re.compile(r"(?i:sha\d*|sha3-\d+|md5|blake2[bs]?|h1)|PASS|FAIL|SKIP")
+# Names that say their value is public: a browser bundle's variable (``NEXT_PUBLIC_*``,
+# ``VITE_*`` are documented as shipped to every visitor), a publishable key, an attribute of
+# served markup (``data-sitekey``): whatever is under them is shown to anyone.
+_PUBLIC_NAME = re.compile(r"(?i)public|publishable|\Adata-")
+_STRONG_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
+                          r"private[_\-.]?key)(?:[_\-.]|\Z)")
+_LONG_HEX = re.compile(r"[0-9a-fA-F]{32,}")
 _STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|secret|token|credential|auth|private|apikey|"
                           r"api.key|access.key|client.key|account.key|cookie|salt)")
 
@@ -267,6 +371,11 @@ _HEXISH = re.compile(r"[0-9a-fA-F\-]+")
 _HEX_TAGGED = re.compile(r"[0-9a-fA-F]{8,}-[A-Z]{2,4}")  # a hex id and a site code (a CDN's ray id)
 _DIGEST = re.compile(r"(?i)(?:sha1|sha224|sha256|sha384|sha512|md5|blake2b?)[-:]")
 _VERSIONISH = re.compile(r"v?\d+(?:[.\-_]\w+)*")
+# The parts of an identifier built of words and a hash or version
+# (``node-cache-Linux-x64-npm-<sha256>``, ``Linux-gradle-<sha256>``, ``actions/checkout@<commit>``).
+_ID_SEPARATOR = re.compile(r"[\-_./@]")
+_ID_WORD = re.compile(r"[A-Za-z]{3,}\d*")
+_ID_PART = re.compile(r"[0-9a-fA-F]{7,128}|v?\d[\w.]*|[A-Za-z0-9]{1,4}")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _VOWEL = re.compile(r"[aeiouyAEIOUY]")
 _MIN_PROPAGATE = 6  # a found value this long is removed wherever else it occurs in the text
@@ -334,7 +443,7 @@ def redact(text: str) -> str:
     return out
 
 
-def _pass(text: str, found: list[str]) -> str:
+def _pass(text: str, found: list[str], inner: bool = False) -> str:
     lowered = text.lower()
     active = tuple(i for i, c in enumerate(_CONTEXTS)
                    if not c.hints or any(h in lowered for h in c.hints))
@@ -345,6 +454,8 @@ def _pass(text: str, found: list[str]) -> str:
         name = match.lastgroup or ""
         if name == "configured":
             result: str | int = marker("configured-secret")
+        elif inner and _CONTEXTS[names[name]].kind == "api-key":
+            result = match.start() + 1
         else:
             result = _CONTEXTS[names[name]].handler(match, name + "_", found)
         if isinstance(result, int):  # declined: scan on from there (inside the match)
@@ -358,10 +469,12 @@ def _pass(text: str, found: list[str]) -> str:
 
 def _inner(text: str, found: list[str]) -> str:
     """``text`` (a part of a match the match does not replace) through the same pass."""
-    return _pass(text, found) if text else text
+    return _pass(text, found, inner=True) if text else text
 
 
-@functools.lru_cache(maxsize=512)
+# One compiled expression per set of contexts a text can hold (about 20 KB each); a few hundred
+# sets cover the texts of a project's sessions, and a set compiled again costs 5-35 ms.
+@functools.lru_cache(maxsize=1024)
 def _master(active: tuple[int, ...], configured: bool) -> tuple[re.Pattern[str], dict[str, int]]:
     """One expression of the contexts ``active``: each an outer group ``c<i>`` whose inner
     groups are renamed ``c<i>_<name>`` (the configured secrets first, when there are some)."""
@@ -379,7 +492,8 @@ def _master(active: tuple[int, ...], configured: bool) -> tuple[re.Pattern[str],
     return re.compile("|".join(parts) or r"(?!x)x"), names
 
 
-def _replace_group(kind: str) -> Callable[[re.Match[str], str, list[str]], str | int]:
+def _replace_group(kind: str, judge: Callable[[str], bool] | None = None
+                   ) -> Callable[[re.Match[str], str, list[str]], str | int]:
     """A handler: the match with its ``s`` group replaced (the whole match when it has none);
     the rest of the match goes through the pass again. A reference or a placeholder where the
     value stands is declined (the scan goes on inside the match)."""
@@ -393,7 +507,8 @@ def _replace_group(kind: str) -> Callable[[re.Match[str], str, list[str]], str |
             found.append(whole)
             return marker(kind)
         value = match.group(group)
-        if value.startswith(PREFIX) or _NOT_A_VALUE.fullmatch(value.strip("'\"")):
+        if value.startswith(PREFIX) or _not_a_value(value.strip("'\"")) \
+                or (judge is not None and not judge(value)):
             return match.start() + 1
         base = match.start()
         start, end = match.span(group)
@@ -408,11 +523,59 @@ def _drop(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
     return ""
 
 
+def _printed(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
+    """A secret-printing command's output with the secret in it replaced."""
+    start = match.start(prefix + "s") - match.start()
+    whole = match.group(0)
+    output = _printed_secret(whole[start:], found)
+    return match.start() + 1 if output is None else whole[:start] + output
+
+
+def _printed_secret(output: str, found: list[str]) -> str | None:
+    """``output`` of a secret-printing command with its secret replaced: the first line of at
+    most two words whose last word is 8+ characters and no path or URL (the value, or a scheme
+    and the value: ``FlyV1 fm2_...``); a warning or a label above it has more words, and
+    ``pass``'s lines after the password are its metadata. None when no line qualifies."""
+    lines = output.split("\n")
+    for i, line in enumerate(lines):
+        words = line.split()
+        if 1 <= len(words) <= 2 and len(words[-1]) >= 8 and "://" not in words[-1] \
+                and not words[-1].startswith(("/", "~/", "./", PREFIX)) \
+                and not words[-1].endswith(":"):
+            value = words[-1]
+            found.append(value)
+            lines[i] = line.replace(value, marker("secret"))
+            return "\n".join(lines)
+    return None
+
+
+def _keep(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
+    return match.group(0)
+
+
+def _named_pair(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
+    """A name and its value written apart (:data:`_PAIRS`): the value replaced when the name
+    holds a secret by the assignment rule; else the scan goes on inside the match."""
+    name, value = match.group(prefix + "name"), match.group(prefix + "s")
+    bare = value.strip("'\"")
+    if not (_NAME_END.search(name) and not _REFERENCE_NAME.search(name)
+            and not _PUBLIC_NAME.search(name) and _is_secret_value(name, bare, True)):
+        return match.start() + 1
+    start, end = match.span(prefix + "s")
+    whole, base = match.group(0), match.start()
+    found.append(bare)
+    kind = "password" if re.search(r"(?i)pass|pwd", name) else "secret"
+    quote = value[0] if value[:1] in "'\"" and value[-1:] == value[0] and len(value) > 1 else ""
+    return whole[: start - base] + quote + marker(kind) + quote + whole[end - base:]
+
+
 def _assignment(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
     def g(name: str) -> str | None:
         return match.group(prefix + name)
 
     name = g("name") or ""
+    if name.endswith("]"):  # an indexed name (``config[secret]``, ``params[password]``)
+        name = name[name.index("[") + 1:-1]
     quoted = g("qv") is not None
     value = (g("qv") if quoted else g("v")) or ""
     group = prefix + ("qv" if quoted else "v")
@@ -422,12 +585,23 @@ def _assignment(match: re.Match[str], prefix: str, found: list[str]) -> str | in
     head, tail = whole[: start - base], whole[end - base:]
     if value.startswith(PREFIX):
         return end
+    if g("sep") == ":" and not quoted and not g("q") and _NAMESPACE_PART.fullmatch(value):
+        return end  # ``credentials:show``, ``db:migrate``: a namespaced command, not a mapping
+        # (YAML puts a blank after a mapping's colon; JSON quotes its strings)
+    if _ENVELOPE.fullmatch(value.strip()) or _ENVELOPE_OPEN.match(value.strip()):
+        return start  # ciphertext in its tool's envelope: kept whole by its own context
     if (g("sep") or "").strip() == ":" and _COORDINATE.fullmatch(f"{name}:{value}"):
         return end
     if (g("sep") or "").strip() == ":" and _LABEL_NAME.fullmatch(name):
         return start
+    if _PUBLIC_NAME.search(name):
+        return start  # public by its name; the value may still hold a secret (a URL's password)
     named = bool(_NAME_END.search(name)) and not _REFERENCE_NAME.search(name) \
         and _is_secret_value(name, value, quoted, quoted and bool((g("sep") or "").strip()))
+    # A secret word inside the name (``secret_key_base``, ``api_token_v2``): its value counts by
+    # its shape (key material, or a long hexadecimal key as Rails and Django generate them).
+    named = named or bool(_STRONG_PART.search(name)) and not _IDENTITY_NAME.search(name) \
+        and (_key_material(value) or bool(_LONG_HEX.fullmatch(value.strip())))
     # A value's shape alone makes it a secret only after a real separator (``=``, ``:``), not
     # after a blank (``... up to date with 'origin/x'`` is prose), and not under a name that
     # says it identifies.
@@ -473,7 +647,7 @@ def _is_secret_value(name: str, value: str, quoted: bool, literal: bool | None =
     ``quoted``)."""
     literal = quoted if literal is None else literal
     value = value.strip()
-    if len(value) < 3 or value.startswith(PREFIX) or _NOT_A_VALUE.fullmatch(value):
+    if len(value) < 3 or value.startswith(PREFIX) or _not_a_value(value):
         return False
     if quoted and _SUBSTITUTION.search(value):
         return False  # a shell or template substitution: the value is elsewhere
@@ -484,11 +658,51 @@ def _is_secret_value(name: str, value: str, quoted: bool, literal: bool | None =
         return False  # ``token = self.token``, ``key: value.name``
     if _STRONG_NAME.search(name):
         return True
+    if _composite_id(value):
+        return False  # words joined to a hash or a version: a cache key, an artifact, a pin
     # A name that only ends in "key" (``primary_key``, ``sort key``, ``key=lambda``): the value
     # must look like one (a digit, or long, and not a plain word or identifier).
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value) and not re.search(r"\d", value):
         return len(value) >= 20 and _key_material(value)
     return bool(re.search(r"\d", value)) and len(value) >= 8 or len(value) >= 20
+
+
+def _composite_id(value: str) -> bool:
+    """Whether ``value`` is an identifier built of two or more words joined (``-``, ``_``, ``.``,
+    ``/``, ``@``) to nothing but short tokens, versions and hex digests: a cache key, an
+    artifact's name, a pinned action (``actions/checkout@<commit>``). Key material has no words
+    for parts."""
+    parts = _ID_SEPARATOR.split(value)
+    words = sum(1 for p in parts if _ID_WORD.fullmatch(p))
+    return words >= 2 and all(_ID_WORD.fullmatch(p) or _ID_PART.fullmatch(p) for p in parts)
+
+
+def _token_shaped(value: str) -> bool:
+    """Whether a value named a secret in prose looks like one: key material, a vendor's token (a
+    short prefix, a separator, a random or long hexadecimal body) or 32+ hexadecimal digits;
+    not an identifier of words, a path, a URL or a version."""
+    value = value.rstrip(".")
+    if _composite_id(value) or _not_a_value(value) or "/" in value and "=" not in value \
+            or _VERSIONISH.fullmatch(value):
+        return False
+    if re.fullmatch(r"[0-9a-fA-F]{32,}", value) or _key_material(value):
+        return True
+    prefixed = re.fullmatch(r"[A-Za-z][A-Za-z0-9]{1,15}(?:[_\-][A-Za-z0-9]{1,15}){0,2}[_\-]+"
+                            r"(?P<body>[A-Za-z0-9_\-+/=]{16,})", value)
+    body = prefixed.group("body") if prefixed else ""
+    return bool(body) and (_random_run(body) or bool(re.fullmatch(r"[0-9a-fA-F\-]{24,}\w?",
+                                                                  body)))
+
+
+def _capability(value: str) -> bool:
+    """Whether a webhook URL's path segment is its capability token (random, or 24+ hex)."""
+    return _random_run(value) or bool(re.fullmatch(r"[0-9a-fA-F]{24,}", value))
+
+
+def _not_a_value(value: str) -> bool:
+    """Whether ``value`` stands where a secret would but is none: a reference to one, a
+    placeholder or mask, a type or literal (``_NOT_A_VALUE``), or ciphertext in its envelope."""
+    return bool(_NOT_A_VALUE.fullmatch(value) or _ENVELOPE.fullmatch(value))
 
 
 def _key_material(value: str) -> bool:
@@ -501,7 +715,8 @@ def _key_material(value: str) -> bool:
     if n < 16 or n > 512 or not re.fullmatch(r"[A-Za-z0-9+/_\-.~!@#$%^&*]+", token):
         return False
     if _HEXISH.fullmatch(token) or _VERSIONISH.fullmatch(token) or token.count(".") >= 2 \
-            or _DIGEST.match(token) or _HEX_TAGGED.fullmatch(token):
+            or _DIGEST.match(token) or _HEX_TAGGED.fullmatch(token) \
+            or _composite_id(token):
         return False
     if "/" in token:  # a path or a ref when no segment of it is random
         return any(_random_run(part) for part in token.split("/")) \
@@ -557,11 +772,13 @@ def _decoded_text(token: str) -> str | None:
 
 
 def _contexts() -> tuple[_Context, ...]:
-    out: list[_Context] = []
+    out = [_Context("envelope", _ENVELOPE.pattern, ("[", "{", "$ansible_vault"), _keep)]
+    judged = {"named-in-prose": _token_shaped, "webhook": _capability}
     for kind, pattern, hints in _FORMATS:
         handler = _drop if kind.startswith("private") and kind != "private-key" else \
-            _replace_group(kind)
+            _printed if kind == "printed-secret" else _replace_group(kind, judged.get(kind))
         out.append(_Context(kind, pattern, tuple(h.lower() for h in hints), handler))
+    out += [_Context("pair", pattern, _PAIR_HINTS, _named_pair) for pattern in _PAIRS]
     out.append(_Context("assignment", _ASSIGN, (), _assignment))
     out.append(_Context("encoded", _ENCODED, (), _encoded))
     return tuple(out)
@@ -599,11 +816,21 @@ def _field(key: Any, value: Any, fn: Callable[[str], str]) -> Any:
 def redact_episode(episode: Episode) -> Episode:
     """``episode`` with every text field redacted (task, scene, each step's action, observation
     and thought, and the meta)."""
-    steps = tuple(replace(s, action=redact(s.action), observation=redact(s.observation),
+    steps = tuple(replace(s, action=redact(s.action),
+                          observation=redact(_output_of(s.action, s.observation)),
                           thought=redact(s.thought) if s.thought is not None else None)
                   for s in episode.steps)
     return replace(episode, task=redact(episode.task), env=redact(episode.env), steps=steps,
                    meta=redact_value(dict(episode.meta)))
+
+
+def _output_of(command: str, output: str) -> str:
+    """``output`` of ``command`` with the secret in it replaced when the command is documented to
+    print one (:data:`_SECRET_PRINTERS`: a step's action and its observation are apart)."""
+    if not output or not _PRINTS_SECRET.search(command):
+        return output
+    printed = _printed_secret(output, [])
+    return output if printed is None else printed
 
 
 def redact_experience(experience: Experience) -> Experience:

@@ -61,11 +61,27 @@ X -deststorepass X``). What is kept: ordinary code and prose, paths, git SHAs, U
 version strings, identifiers, base64 that encodes ordinary text, references to a secret rather
 than its value (``$DB_PASSWORD``, ``${TOKEN}``, ``os.environ["API_KEY"]``, ``process.env.KEY``),
 type annotations (``api_key: str``) and placeholders (``<your-key>``, ``***``, ``changeme``).
-:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on three labelled sets
+Further contexts (turn 9, from the fourth set's dev split): the output of a command documented
+to print a secret (``gh auth token``, ``pass show``, ``vault kv get -field=``, ``openssl rand``;
+at a shell prompt in a text, or a step's action and its observation, :func:`redact_episode`);
+any HTTP auth-scheme; ``curl -u KEY:``; user DDL (``IDENTIFIED BY``, ``WITH PASSWORD``);
+positional passwords (``rabbitmqctl add_user``, ``oathtool``), here-strings fed to a login and
+what an ``expect`` script sends after a password prompt; a webhook's capability URL; prose that
+names a secret and gives it; a name and its value written apart (a Key/Value row, a numbered
+reply, a name/value object, a block's default); indexed names (``user[password]``), escaped
+quotes and a secret word inside a name (``secret_key_base``). Kept: masks (``[FILTERED]``),
+password sources (``env:VAR``, ``file:PATH``), store references (``op://...``), ciphertext in
+its envelope (sops ``ENC[...]``, ``{AQAAAB...}``), names that say public (``NEXT_PUBLIC_*``,
+``data-*``), composite ids (cache keys, ``actions/x@<commit>``) and namespaced commands.
+
+:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on four labelled sets
 (``benchmarks/coding_sets``): 1,103 identities and 75 secret shapes; written from the
-documented option grammars of credential-taking tools, 1,180 identities and 222 secrets; and
+documented option grammars of credential-taking tools, 1,180 identities and 222 secrets;
 written from the documented formats a transcript holds (config files, connection strings,
-HTTP, cloud CLIs, tool output, PEM, JWT, vendor tokens), 516 identities and 230 secrets.
+HTTP, cloud CLIs, tool output, PEM, JWT, vendor tokens), 516 identities and 230 secrets; and
+written from the places a session reaches outside an application's config (CI/CD, mobile
+signing, IDE and API clients, platforms, webhooks, secret stores, OAuth, shell sessions,
+framework output, a vendor catalogue), 300 identities and 223 secrets.
 """
 
 from __future__ import annotations

@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> None:
     """The ``deltamem`` command (``deltamem.faces.cli.app.main``), with the fast front for
     ``deltamem mcp`` over stdio."""
     args = sys.argv[1:] if argv is None else argv
-    if front_wanted(args):
+    front = front_wanted(args)
+    if front:
         done_r, done_w = os.pipe()  # written when the imports are done (wakes the front)
         loader = threading.Thread(target=_preload, args=(done_w,), name="deltamem-preload",
                                   daemon=True)
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
         hand_over(lines, early)
     from deltamem.faces.cli.app import main as cli_main
 
-    if not front_wanted(args):
+    if not front:
         cli_main(args)
         return
     try:

@@ -101,7 +101,6 @@ committed with the set, before any evaluation was run on it.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import random
 import string
@@ -109,6 +108,9 @@ import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+
+# The third set's split rule, shared (the script's folder is on the path when it runs).
+from make_source_sets import family_split
 
 HERE = Path(__file__).resolve().parent
 RNG = random.Random(48_011)
@@ -126,20 +128,6 @@ PROJECTS = ["payments-api", "mobile-app", "checkout-web", "auth-service", "ledge
 USERS = ["app", "deploy", "ci-bot", "jane", "svc_reporting", "backup", "admin", "release"]
 KEYS = ["DB_PASSWORD", "API_KEY", "DEPLOY_TOKEN", "STRIPE_SECRET_KEY", "NPM_TOKEN", "SENTRY_AUTH_TOKEN",
         "KEYSTORE_PASSWORD", "MATCH_PASSWORD", "SLACK_WEBHOOK_URL", "AWS_SECRET_ACCESS_KEY", "JWT_SECRET"]
-
-
-def family_split(rows: list[dict[str, object]], salt: str) -> None:
-    """Set each row's ``split``: within its family, rows ordered by a salted hash of their id,
-    the first half ``dev``, the rest ``test`` (an odd family's middle row goes by the hash of
-    the family's name)."""
-    families: dict[str, list[dict[str, object]]] = {}
-    for r in rows:
-        families.setdefault(str(r["family"]), []).append(r)
-    for family, members in families.items():
-        members.sort(key=lambda r: hashlib.sha256(f"{salt}:{r['id']}".encode()).hexdigest())
-        extra = len(members) % 2 * (hashlib.sha256(f"{salt}:{family}".encode()).digest()[0] % 2)
-        for i, r in enumerate(members):
-            r["split"] = "dev" if i < len(members) // 2 + extra else "test"
 
 
 # -- values ----------------------------------------------------------------------------------

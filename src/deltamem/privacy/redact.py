@@ -371,9 +371,9 @@ _IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
 _LABEL_NAME = re.compile(r"(?i:sha\d*|sha3-\d+|md5|blake2[bs]?|h1)|PASS|FAIL|SKIP")
-# Names that say their value is public: a browser bundle's variable (``NEXT_PUBLIC_*``,
-# ``VITE_*`` are documented as shipped to every visitor), a publishable key, an attribute of
-# served markup (``data-sitekey``): whatever is under them is shown to anyone.
+# Names that say their value is public: a browser bundle's variable (``NEXT_PUBLIC_*``, which
+# Next.js documents as shipped to every visitor), a publishable key, an attribute of served
+# markup (``data-sitekey``): whatever is under them is shown to anyone.
 _PUBLIC_NAME = re.compile(r"(?i)public|publishable|\Adata-")
 _STRONG_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
                           r"private[_\-.]?key)(?:[_\-.]|\Z)")

@@ -11,7 +11,13 @@ for every arm of a registration. The protocol, fixed before any result:
 2. Play the same stream once per rule, that rule alone on.
 3. Keep each rule whose mean progress beats the baseline by more than ``--min-gain``
    (default 0: any gain on the same paired episodes; a rule that never fires ties and is not
-   kept).
+   kept). A rule that only leaves out or demotes an action after a kind of action was played
+   (``no_put_back`` after a ``take X from Y``, ``examine_penalty`` after an ``examine``:
+   ``deltamem_bench.choice.RULE_TRIGGERS``) is not played where no baseline episode played
+   that kind of action: at every step of every episode it changes no candidate, so (the play
+   being deterministic) its play would be the baseline's, step for step. It ties, is recorded
+   as ``inert`` and is not kept. (Added after ScienceWorld's ``no_put_back`` play had
+   reproduced the baseline's trajectories in 33 of 33 episodes, to save two 30-minute plays.)
 4. With two or more kept, play them together once. The choice is the combination when its
    mean is at least the best single rule's, else the best single rule.
 5. Write the choice per entry (``selection.json`` under ``--out``) and print the table and the
@@ -45,12 +51,14 @@ from statistics import mean
 from typing import Any
 
 from deltamem.errors import DeltaMemError
-from deltamem_bench.choice import AGENT_RULES, has_looked_or_moved, puts_back
+from deltamem_bench.choice import AGENT_RULES, RULE_TRIGGERS, has_looked_or_moved, puts_back
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_ENTRIES = ("alfworld-warm", "scienceworld-warm")
 # Plays one variant: (entry, rules) -> per-episode progress of the none arm, in stream order.
 Play = Callable[[dict[str, Any], Sequence[str]], list[float]]
+# The played actions of an entry's baseline (no-rule) play, one list per episode.
+Actions = Callable[[dict[str, Any]], list[list[str]]]
 
 
 def choose(baseline: Sequence[float], singles: dict[str, Sequence[float]],
@@ -119,34 +127,52 @@ def suite_entries(suite: str) -> list[dict[str, Any]]:
     return entries
 
 
-def real_play(out: Path, episodes: int, seed: int) -> Play:
-    """Plays the none arm with the local model (``deltamem_bench.cli.run_bench_command``)."""
+def inert(rule: str, baseline_actions: Sequence[Sequence[str]]) -> bool:
+    """Whether ``rule`` cannot change the baseline's play: it is a demoting rule that waits for
+    a kind of action (``RULE_TRIGGERS``) no baseline episode played (protocol, step 3)."""
+    trigger = RULE_TRIGGERS.get(rule)
+    return trigger is not None and not any(trigger(action) for actions in baseline_actions
+                                           for action in actions)
+
+
+def real_play(out: Path, episodes: int, seed: int) -> tuple[Play, Actions]:
+    """Plays the none arm with the local model (``deltamem_bench.cli.run_bench_command``);
+    and reads an entry's baseline play's actions back from its log."""
     from deltamem_bench.cli import run_bench_command
     from deltamem_bench.runner import read_log
+
+    def records(entry: dict[str, Any], rules: Sequence[str]) -> list[dict[str, Any]]:
+        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
+        return sorted((r for r in read_log(run_dir / "none" / "episodes.jsonl")
+                       if r["phase"] == "eval"), key=lambda r: r["index"])
 
     def play(entry: dict[str, Any], rules: Sequence[str]) -> list[float]:
         options = {"llm": "local", "extractor": "trace",
                    **{k: v for k, v in entry.items() if k != "name"},
                    "memory": "none", "episodes": episodes, "eval_split": "dev", "seed": seed,
                    "fresh": False, "agent_rules": ",".join(rules)}
-        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
-        run_bench_command(out=run_dir, **options)
-        records = [r for r in read_log(run_dir / "none" / "episodes.jsonl")
-                   if r["phase"] == "eval"]
-        return [float(r["score"] or 0.0) for r in sorted(records, key=lambda r: r["index"])]
+        run_bench_command(out=out / entry["name"] / ("+".join(rules) or "no-rule"), **options)
+        return [float(r["score"] or 0.0) for r in records(entry, rules)]
 
-    return play
+    def actions(entry: dict[str, Any]) -> list[list[str]]:
+        return [[step["action"] for step in r["trajectory"]] for r in records(entry, [])]
+
+    return play, actions
 
 
-def select(entries: Sequence[dict[str, Any]], play: Play, *,
+def select(entries: Sequence[dict[str, Any]], play: Play, *, actions: Actions | None = None,
            min_gain: float = 0.0) -> dict[str, dict[str, Any]]:
-    """The whole protocol over ``entries`` with ``play``."""
+    """The whole protocol over ``entries`` with ``play``; with ``actions`` (the baseline play's
+    actions), a rule :func:`inert` on them takes the baseline's scores without being played."""
     chosen = {}
     for entry in entries:
         baseline = play(entry, [])
-        singles = {rule: play(entry, [rule]) for rule in AGENT_RULES}
+        played = actions(entry) if actions is not None else None
+        skipped = [rule for rule in AGENT_RULES if played is not None and inert(rule, played)]
+        singles = {rule: list(baseline) if rule in skipped else play(entry, [rule])
+                   for rule in AGENT_RULES}
         chosen[entry["name"]] = choose(baseline, singles, lambda kept, e=entry: play(e, kept),
-                                       min_gain)
+                                       min_gain) | {"inert": skipped}
     return chosen
 
 
@@ -176,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     if not entries:
         parser.error(f"no entry {names} in suite {args.suite}")
     try:
-        chosen = select(entries, real_play(args.out, args.episodes, args.seed),
-                        min_gain=args.min_gain)
+        play, actions = real_play(args.out, args.episodes, args.seed)
+        chosen = select(entries, play, actions=actions, min_gain=args.min_gain)
     except DeltaMemError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -45,6 +45,26 @@ def test_the_protocol_keeps_rules_that_help_the_none_arm_and_plays_each_once() -
     assert len(play.calls) == 6 and play.calls[0] == ("alfworld-warm", ())
 
 
+def test_a_demoting_rule_whose_trigger_the_baseline_never_played_is_not_played() -> None:
+    """ScienceWorld's none arm never takes "X from Y" nor examines: no_put_back and
+    examine_penalty can change none of its steps, so they tie the baseline unplayed (recorded
+    as inert); a bonus (unvisited_bonus) and a gate (look_before_focus) are always played, and
+    a demoting rule whose trigger was played once is played."""
+    select = script("select_agent_rules")
+    play = NoneArmDouble({"unvisited_bonus": 0.02, "look_before_focus": 0.05})
+    science = [["look around", "focus on red wire", "move red wire to workbench"], ["pick up egg"]]
+    chosen = select.select([{"name": "scienceworld-warm"}], play,
+                           actions=lambda entry: science)["scienceworld-warm"]
+    assert chosen["inert"] == ["no_put_back", "examine_penalty"]
+    assert chosen["gains"]["no_put_back"] == chosen["gains"]["examine_penalty"] == 0.0
+    assert ("scienceworld-warm", ("no_put_back",)) not in play.calls
+    assert chosen["agent_rules"] == "unvisited_bonus,look_before_focus"
+    assert len(play.calls) == 4  # baseline, the two played rules, their combination
+    assert not select.inert("no_put_back", [["take apple 1 from table 1"]])
+    assert not select.inert("examine_penalty", [["go to desk 1", "examine desk 1"]])
+    assert not select.inert("unvisited_bonus", science)
+
+
 def test_a_combination_worse_than_the_best_single_rule_is_not_chosen() -> None:
     select = script("select_agent_rules")
     singles = {"a": [0.5, 0.5], "b": [0.4, 0.4]}

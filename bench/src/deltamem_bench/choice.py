@@ -197,6 +197,15 @@ _PUT = re.compile(r"^(?:move|put|place) (?P<obj>.+?) (?:to|in/on|into|onto|in|on
 _LOOK_OR_MOVE = ("look", "go", "teleport")
 
 
+# What each demoting rule waits for: it acts only once an action of this kind was played
+# (``no_put_back`` after a ``take X from Y``, ``examine_penalty`` after an ``examine``). The
+# other rules have none: a bonus or a gate may act at any step.
+RULE_TRIGGERS: dict[str, Callable[[str], bool]] = {
+    "no_put_back": lambda action: _TAKE.match(action) is not None,
+    "examine_penalty": lambda action: action.startswith("examine "),
+}
+
+
 def puts_back(action: str, played: Sequence[str]) -> bool:
     """True when ``action`` puts the object of the last ``take X from Y`` of ``played`` back
     into ``Y`` and no action since has named that object (a "cool X with fridge" between

@@ -44,6 +44,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -139,7 +140,7 @@ def real_play(out: Path, episodes: int, seed: int) -> tuple[Play, Actions]:
     """Plays the none arm with the local model (``deltamem_bench.cli.run_bench_command``);
     and reads an entry's baseline play's actions back from its log."""
     from deltamem_bench.cli import run_bench_command
-    from deltamem_bench.runner import read_log
+    from deltamem_bench.runner import GOLD_NAME, read_log
 
     def records(entry: dict[str, Any], rules: Sequence[str]) -> list[dict[str, Any]]:
         run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
@@ -151,7 +152,14 @@ def real_play(out: Path, episodes: int, seed: int) -> tuple[Play, Actions]:
                    **{k: v for k, v in entry.items() if k != "name"},
                    "memory": "none", "episodes": episodes, "eval_split": "dev", "seed": seed,
                    "fresh": False, "agent_rules": ",".join(rules)}
-        run_bench_command(out=out / entry["name"] / ("+".join(rules) or "no-rule"), **options)
+        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
+        baseline_gold = out / entry["name"] / "no-rule" / GOLD_NAME
+        if rules and baseline_gold.exists() and not (run_dir / GOLD_NAME).exists():
+            # The warm start's gold paths are the baseline's: the none arm learns nothing from
+            # them, and replaying them (a fresh ScienceWorld JVM each) took ~15 min a play.
+            run_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(baseline_gold, run_dir / GOLD_NAME)
+        run_bench_command(out=run_dir, **options)
         return [float(r["score"] or 0.0) for r in records(entry, rules)]
 
     def actions(entry: dict[str, Any]) -> list[list[str]]:
@@ -164,15 +172,19 @@ def select(entries: Sequence[dict[str, Any]], play: Play, *, actions: Actions | 
            min_gain: float = 0.0) -> dict[str, dict[str, Any]]:
     """The whole protocol over ``entries`` with ``play``; with ``actions`` (the baseline play's
     actions), a rule :func:`inert` on them takes the baseline's scores without being played."""
-    chosen = {}
+    chosen: dict[str, dict[str, Any]] = {}
     for entry in entries:
         baseline = play(entry, [])
         played = actions(entry) if actions is not None else None
         skipped = [rule for rule in AGENT_RULES if played is not None and inert(rule, played)]
-        singles = {rule: list(baseline) if rule in skipped else play(entry, [rule])
-                   for rule in AGENT_RULES}
-        chosen[entry["name"]] = choose(baseline, singles, lambda kept, e=entry: play(e, kept),
-                                       min_gain) | {"inert": skipped}
+        singles: dict[str, Sequence[float]] = {
+            rule: list(baseline) if rule in skipped else play(entry, [rule])
+            for rule in AGENT_RULES}
+
+        def combine(kept: Sequence[str], entry: dict[str, Any] = entry) -> list[float]:
+            return play(entry, kept)
+
+        chosen[entry["name"]] = choose(baseline, singles, combine, min_gain) | {"inert": skipped}
     return chosen
 
 
@@ -209,11 +221,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print("| entry | none, no rule | " + " | ".join(AGENT_RULES) + " | combined | chosen |")
     print("|---|---|" + "---|" * len(AGENT_RULES) + "---|---|")
-    for name, row in chosen.items():
-        gains = " | ".join(f"{row['gains'][r]:+.3f}" for r in AGENT_RULES)
-        combined = "-" if row["combined_gain"] is None else f"{row['combined_gain']:+.3f}"
-        print(f"| {name} | {row['baseline']:.3f} | {gains} | {combined} | "
-              f"{row['agent_rules'] or '(none)'} |")
+    for name, result in chosen.items():
+        gains = " | ".join(f"{result['gains'][r]:+.3f}" for r in AGENT_RULES)
+        combined = ("-" if result["combined_gain"] is None
+                    else f"{result['combined_gain']:+.3f}")
+        print(f"| {name} | {result['baseline']:.3f} | {gains} | {combined} | "
+              f"{result['agent_rules'] or '(none)'} |")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "selection.json").write_text(json.dumps(chosen, indent=2), encoding="utf-8")
     print(json.dumps(chosen, indent=2))

@@ -119,6 +119,30 @@ def test_field_sets_cover_the_places_outside_an_apps_config_split_within_each_fa
             assert abs(splits["dev"] - splits["test"]) <= 1, family
 
 
+def test_system_sets_cover_code_git_logs_processes_infra_network_split_within_each_family() -> None:
+    """The fifth set (make_system_sets.py): secrets in source code, git output, logs, process and
+    OS output, infrastructure state, network/VPN config and protocol transcripts, with the
+    identities the same places hold; every family has rows in both splits."""
+    secrets = rows("system_secrets.jsonl")
+    identities = rows("system_identities.jsonl")
+    assert len(secrets) >= 200 and len(identities) >= 300
+    assert {r["where"] for r in secrets} == {"code", "git", "log", "process", "infra", "network",
+                                             "protocol"}
+    for r in secrets:
+        assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
+        assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
+    for data in (secrets, identities):
+        assert len({r["id"] for r in data}) == len(data)
+        assert len({r["text"] for r in data}) == len(data)
+        by_family: dict[str, Counter[str]] = {}
+        for r in data:
+            by_family.setdefault(str(r["family"]), Counter())[str(r["split"])] += 1
+        assert len(by_family) >= 20
+        for family, splits in by_family.items():
+            assert set(splits) == {"dev", "test"}, family
+            assert abs(splits["dev"] - splits["test"]) <= 1, family
+
+
 @pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),
                                            ("make_secrets.py", "secrets.jsonl"),
                                            ("make_prompts.py", "prompts.jsonl"),
@@ -127,10 +151,13 @@ def test_field_sets_cover_the_places_outside_an_apps_config_split_within_each_fa
                                            ("make_source_sets.py", "source_secrets.jsonl"),
                                            ("make_source_sets.py", "source_identities.jsonl"),
                                            ("make_field_sets.py", "field_secrets.jsonl"),
-                                           ("make_field_sets.py", "field_identities.jsonl")])
+                                           ("make_field_sets.py", "field_identities.jsonl"),
+                                           ("make_system_sets.py", "system_secrets.jsonl"),
+                                           ("make_system_sets.py", "system_identities.jsonl")])
 def test_sets_regenerate_byte_for_byte(script: str, output: str, tmp_path: Path) -> None:
     for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt",
-                 "make_grammar_sets.py", "make_source_sets.py", "make_field_sets.py"):
+                 "make_grammar_sets.py", "make_source_sets.py", "make_field_sets.py",
+                 "make_system_sets.py"):
         shutil.copy(SETS / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / script)], check=True, capture_output=True,
                    timeout=120, cwd=tmp_path)

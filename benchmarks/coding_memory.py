@@ -732,7 +732,7 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
 # ---- the labelled sets (identities, secrets, prompts) -----------------------------------------
 # The later identity/secret pairs, each ``<name>_identities.jsonl`` / ``<name>_secrets.jsonl``:
 # option grammars, transcript formats, the places outside an application's own config.
-SET_PAIRS = ("grammar", "source", "field")
+SET_PAIRS = ("grammar", "source", "field", "system")
 
 
 def set_rows(name: str, split: str) -> list[dict[str, Any]]:
@@ -768,7 +768,9 @@ def evaluate_sets(split: str) -> dict[str, Any]:
     prompts = set_rows("prompts.jsonl", split)
     # The second pair, from the tools' documented option grammars (make_grammar_sets.py); the
     # third, from the documented formats a transcript holds (make_source_sets.py); the fourth,
-    # from the places a session reaches outside the application's own config (make_field_sets.py).
+    # from the places a session reaches outside the application's own config (make_field_sets.py);
+    # the fifth, from source code, git, logs, processes, infrastructure and network config
+    # (make_system_sets.py).
     pairs = [("", identities, secrets)] + [
         (f"{name}_", set_rows(f"{name}_identities.jsonl", split),
          set_rows(f"{name}_secrets.jsonl", split)) for name in SET_PAIRS]

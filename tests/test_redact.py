@@ -494,3 +494,79 @@ def test_secrets_of_the_field_mechanisms_are_removed(text, secret):
 ])
 def test_identities_of_the_field_mechanisms_pass(text):
     assert R.redact(text) == text
+
+
+# Turn 10, from the dev split of the fifth set (make_system_sets.py): the mechanisms, each on
+# examples written here (not the set's rows).
+@pytest.mark.parametrize("text,secret", [
+    # a typed declaration; a quoted name and its value as a call's two first arguments
+    ('    smtp_password: str = "Qx7-kLm2-Zp9"', "Qx7-kLm2-Zp9"),
+    ('const API_TOKEN: &str = "Zq8Xk2Lz9Np4Rs6Tv8Wz";', "Zq8Xk2Lz9Np4Rs6Tv8Wz"),
+    ("define( 'AUTH_SALT', 'k2;Lz9N!p4Rs' );", "k2;Lz9N!p4Rs"),
+    ('System.setProperty("mail.smtp.password", "Mail-Pw-2291");', "Mail-Pw-2291"),
+    # an authenticating call's user and password
+    ('server.login("alerts@example.com", "Zp9!kLm2Qx7")', "Zp9!kLm2Qx7"),
+    ('requests.get(url, auth=("ci", "Ci-Pw-4417"))', "Ci-Pw-4417"),
+    # key/value objects and a JSON block under a secret's name
+    ('{"key": "SMTP_PASSWORD", "value": "mail-Pw-2291"}', "mail-Pw-2291"),
+    ('"api_token": {"sensitive": true, "type": "string", "value": "Tk-88321-zzq"}',
+     "Tk-88321-zzq"),
+    # configuration grammars: a keyword then the value
+    ("username admin privilege 15 password 0 Cisco-77x!", "Cisco-77x!"),
+    ("rocommunity Pq8Lw2Zx 10.0.0.0/8", "Pq8Lw2Zx"),
+    ("requirepass Rd5-Tq9!mZ", "Rd5-Tq9!mZ"),
+    ("nmcli device wifi connect Office password Lamp-42Q", "Lamp-42Q"),
+    ('wpa_psk="Lamp-42Q-home"', "Lamp-42Q-home"),
+    ('site-a : PSK "Zq8!Xk2Lz9"', "Zq8!Xk2Lz9"),
+    # documented positional passwords and protocol sessions
+    ("snmpget -v2c -c Pq8Lw2Zx 10.0.0.1 sysName.0", "Pq8Lw2Zx"),
+    ("radtest bob Bob-Pw-11 localhost 0 Shared-Sec-99", "Shared-Sec-99"),
+    ("wpa_passphrase Lab 'Lamp-42Q-lab'", "Lamp-42Q-lab"),
+    ("cmdkey /generic:host /user:ops /pass:Ops-Pw-3312", "Ops-Pw-3312"),
+    ("kubeadm join 10.0.0.1:6443 --certificate-key " + "ab" * 32, "ab" * 32),
+    ("USER backup\n331 Password required\nPASS Bk-Pw-8812", "Bk-Pw-8812"),
+    ("a1 LOGIN bob Bob-Imap-77", "Bob-Imap-77"),
+    ("AUTH PLAIN AGJvYgBCb2ItU210cC0xMg==", "AGJvYgBCb2ItU210cC0xMg=="),
+    ("ACL SETUSER worker on >Wk-Pw-5521 ~jobs:* +@all", "Wk-Pw-5521"),
+    ("<auth-user-pass>\nbob\nVpn-Pw-6612\n</auth-user-pass>", "Vpn-Pw-6612"),
+    # a store getter of a secret-named key, and WireGuard's key commands, print the value
+    ("$ consul kv get app/db_password\nZq8Xk2Lz9Np4Rs6Tv8Wz", "Zq8Xk2Lz9Np4Rs6Tv8Wz"),
+    ("$ wg genkey\nyAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk=",
+     "yAnz5TF+lXXJte14tji3zlMNq+hd2rYUIgJBgB3fBmk="),
+    # prose naming a base64 key that holds slashes
+    ("Recovery Key 1: w2Qs8s3Y3/AZIJxdxgtQPXoxnC/j0BHc", "w2Qs8s3Y3/AZIJxdxgtQPXoxnC/j0BHc"),
+])
+def test_secrets_of_the_system_mechanisms_are_removed(text, secret):
+    assert secret not in R.redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    "  public key: KFdO37gh1ds47fKf+A9qiUdanWpLbqje/61RSfROdEM=",  # named public
+    "peer: qNRPcKsgFVniAow6ejhG0RE/FqO8h4kFRy1o7P/U92M=",  # a WireGuard peer is its public key
+    'pin-sha256="w01zPR0C5YrAxRnpG96M9oHri50pQQEBqtSLX9O+yTY="',  # a digest
+    "Content-MD5: WKaNSH+i1Z3OkATNx9m9+w==",
+    "  logo.png: iVBORw0KGgoAAAANSUhEUgAAnzPmUkITHbkt/s579NsWjGGCXpB7",  # file content
+    "LoadCredential=db-password:/etc/credstore/app.db-password",  # a file it is read from
+    'Environment="PGPASSFILE=/etc/app/pgpass" "PGHOST=db01.internal"',
+    "JWT_SECRET: vault:secret/data/app/jwt#value",  # store references
+    "REDIS_PASSWORD=ref+awssecrets://prod/app/db#/password",
+    "API_KEY=YOUR_API_KEY_HERE",  # a placeholder
+    " -password = ${MAIL_PASSWORD}",  # a reference after a lone "="
+    "$ sudo salt 'web*' test.ping",  # a command at a prompt, not a name
+    "Connect-VIServer -Server vc01 -User admin -Password $cred",  # a variable
+    "kubectl get secret db-creds-2 -o yaml",  # a keyword before a name
+    "vault kv get -field=password secret/db",
+    "Token: apiToken,",  # a variable in a struct literal
+    "the password field is required",
+])
+def test_identities_of_the_system_mechanisms_pass(text):
+    assert R.redact(text) == text
+
+
+def test_a_found_value_is_never_replaced_inside_a_marker():
+    """A value found once is removed wherever else it occurs, but never out of a marker's own
+    word: "ded-secret" once turned ``[REDACTED:encoded-secret]`` into ``[REDACTED:enco[...]]``."""
+    import base64
+
+    text = "API_KEY=ded-secret then " + base64.b64encode(b"password=hunter2222").decode()
+    assert R.redact(text) == "API_KEY=[REDACTED:secret] then [REDACTED:encoded-secret]"

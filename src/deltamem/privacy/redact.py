@@ -74,14 +74,37 @@ password sources (``env:VAR``, ``file:PATH``), store references (``op://...``), 
 its envelope (sops ``ENC[...]``, ``{AQAAAB...}``), names that say public (``NEXT_PUBLIC_*``,
 ``data-*``), composite ids (cache keys, ``actions/x@<commit>``) and namespaced commands.
 
-:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on four labelled sets
+Further contexts (turn 10, from the fifth set's dev split), each a documented grammar: typed
+declarations (``password: str = "..."``, ``const API_KEY: &str = "..."``); a quoted name and
+its value as a call's two first arguments (``define('DB_PASSWORD', '...')``); an
+authenticating call's user and password (``login("u", "p")``, ``simple_bind_s(dn, "p")``,
+``auth=("u", "p")``); key/value objects and JSON blocks under a secret's name (``{"key":
+"X_PASSWORD", "value": ...}``, ``terraform output -json``); configuration keywords that take a
+password (Cisco IOS ``password [0-7] X``, ``enable secret``, OSPF keys; SNMP communities;
+HAProxy ``insecure-password``; redis ``requirepass``, ``masterauth``, Sentinel ``auth-pass``;
+nmcli's ``password``), judged by the value's shape since the same words start prose; ``psk``
+names (wpa_supplicant); net-snmp ``-c`` and ``createUser``; ``radtest``; ``wpa_passphrase``;
+strongSwan ``: PSK|EAP "x"``; OpenVPN's inline ``<auth-user-pass>``; SMTP ``AUTH PLAIN`` and
+AUTH LOGIN's password reply; FTP/POP3 ``USER`` then ``PASS``; IMAP ``LOGIN``; Redis ACL
+``>password``; an option named ``*-key`` given key material (``--certificate-key``); Windows
+``/pass:X``; the output of a store's getter of a secret-named key and of ``wg genkey``/``wg
+show ... private-key``. Kept: a name written after "public", a WireGuard ``peer``, digests by
+their name (``pin-sha256``, ``Content-MD5``), base64 of a file format's content (by its magic
+number), a file a secret is read from (``LoadCredential=ID:/path``), store references with a
+field (``vault:path#key``, ``ref+awssecrets://...#/x``), placeholders written as constants
+(``YOUR_API_KEY_HERE``), camelCase variables in a struct literal and a command's first word at
+a prompt. A value found once is never replaced inside a marker.
+
+:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on five labelled sets
 (``benchmarks/coding_sets``): 1,103 identities and 75 secret shapes; written from the
 documented option grammars of credential-taking tools, 1,180 identities and 222 secrets;
 written from the documented formats a transcript holds (config files, connection strings,
 HTTP, cloud CLIs, tool output, PEM, JWT, vendor tokens), 516 identities and 230 secrets; and
 written from the places a session reaches outside an application's config (CI/CD, mobile
 signing, IDE and API clients, platforms, webhooks, secret stores, OAuth, shell sessions,
-framework output, a vendor catalogue), 300 identities and 223 secrets.
+framework output, a vendor catalogue), 300 identities and 223 secrets; and written from source
+code, git output, logs, processes, infrastructure state, network and VPN configuration and
+protocol sessions, 320 identities and 236 secrets.
 """
 
 from __future__ import annotations
@@ -121,7 +144,7 @@ _SECRET_WORD = (r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|api[_\-.]?key|apik
                 r"access[_\-.]?key(?:[_\-.]?id)?|secret[_\-.]?key|private[_\-.]?key(?:[_\-.]?id)?|"
                 r"client[_\-.]?key(?:[_\-.]?data)?|signing[_\-.]?key|encryption[_\-.]?key|"
                 r"master[_\-.]?key|account[_\-.]?key|auth[_\-.]?key|credentials?|"
-                r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|key)")
+                r"connection[_\-.]?string|_authtoken|session[_\-.]?key|cookie|salt|psk|key)")
 # Commands documented to print a secret on their standard output (a token, a password, a key
 # they create or read from a store); what follows the command line in a transcript is that
 # output. :data:`_PRINTS_SECRET` matches the command, :func:`_printed_secret` finds the value.
@@ -135,18 +158,33 @@ _SECRET_PRINTERS = (
     r"security\s+find-(?:generic|internet)-password\s+(?:\S+\s+)*-w|"
     r"az\s+account\s+get-access-token\s+(?:\S+\s+)*(?:-o|--output)\s+tsv|"
     r"kubectl\s+get\s+secrets?\s[^\n|]*\|\s*base64\s+(?:-d|--decode|-D)|"
-    r"openssl\s+rand\s+(?:-hex|-base64)")
+    r"openssl\s+rand\s+(?:-hex|-base64)|"
+    r"wg\s+(?:genkey|genpsk|show\s+\S+\s+(?:private-key|preshared-keys))")
+# A store's or tool's getter of a key named for a secret (``consul kv get app/db_password``,
+# ``etcdctl get /app/token``, ``salt '*' pillar.get app:api_key``): it prints the value.
+_SECRET_GETTER = (
+    r"[\w.\-]+(?:[ \t]+[^\s|;]+)*?[ \t]+(?:[\w\-]+[.:])?(?:get|show|read)[ \t]+(?:-\S+[ \t]+)*"
+    r"[\w./:\-]*(?i:password|passwd|secret|token|api[_\-]?key|apikey)(?=[ \t]*$)")
 _PROMPT = r"(?:[$%#>]|PS[^>\n]*>)"
-_PRINTS_SECRET = re.compile(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + r")\b")
-_FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+_PRINTS_SECRET = re.compile(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + "|" + _SECRET_GETTER
+                            + r")\b")
+# (a command at a prompt, and its output up to the next prompt)
+_PRINTED = (r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:{})\b[^\n]*\n)"
+            r"(?P<s>(?:(?![ \t]*" + _PROMPT + r"[ \t])[^\n]*(?:\n|\Z)){{1,12}})")
+# Hints shared by the contexts of rarely met tools and protocol sessions, so that they are
+# switched on together (each distinct set of contexts is one more compiled expression, ``_master``).
+_TOOL_HINTS = ("snmp", "createuser", "radtest", "wpa_passphrase", "psk", "eap", "xauth", "ntlm",
+               "<auth-user-pass>", "auth plain", "ugfzc3dvcmq6")
+# (kind, pattern, hints[, judge]): a judge (named, see ``_contexts``) decides on the value.
+_FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ...], str], ...] = (
     # a secret-printing command at a shell prompt, and its output (up to the next prompt)
-    ("printed-secret", r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:" + _SECRET_PRINTERS
-                       + r")\b[^\n]*\n)"
-                       r"(?P<s>(?:(?![ \t]*" + _PROMPT + r"[ \t])[^\n]*(?:\n|\Z)){1,12})",
+    ("printed-secret", _PRINTED.format(_SECRET_PRINTERS),
      ("auth:token", "tokens create", "auth token", "login:ci", "bw get", "pass show", "lpass",
       "--plain", "op read", "print-access-token", "print-identity-token", "versions access",
       "get-login-password", "-field", "-password", "get-access-token", "base64",
-      "openssl rand")),
+      "openssl rand", "genkey", "genpsk", "private-key", "preshared-keys")),
+    ("printed-secret", _PRINTED.format(_SECRET_GETTER),
+     ("password", "passwd", "secret", "token", "api_key", "api-key", "apikey")),
     ("private", r"(?is:<private>.*?(?:</private>|\Z))", ("<private",)),
     ("private-close", r"(?i:</private>)", ("</private",)),
     ("private-key", r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)"
@@ -283,6 +321,66 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     # oathtool KEY: the shared TOTP/HOTP secret is its positional argument
     ("secret", r"\boathtool\b(?:\s+-[-\w=]+)*\s+(?P<s>(?!-)[A-Za-z0-9=]{10,})", ("oathtool",)),
     ("password", r"\bopenssl\b" + _SEG + r"\s-k\s+(?P<s>" + _VALUE + ")", ("openssl",)),
+    # network and service configuration grammars, a keyword then the value (Cisco IOS
+    # ``username U password [0-7] X``, ``enable secret``, ``key-string``, OSPF's
+    # ``message-digest-key N md5 X``; net-snmp's ``rocommunity``/``rwcommunity`` and
+    # ``snmp-server community``; HAProxy's ``insecure-password``; redis.conf's ``requirepass``,
+    # ``masterauth`` and Sentinel's ``auth-pass <master>``; nmcli's ``password``): judged by the
+    # value's shape (:func:`_password_shaped`), since the same words start prose
+    ("password", r"(?i:(?<![\w-])(?:password|passwd|passphrase|insecure-password|"
+                 r"(?:ro|rw)?community|key-string|requirepass|masterauth|enable[ \t]+secret|"
+                 r"message-digest-key[ \t]+\d+[ \t]+md5|authentication-key|"
+                 r"auth-pass[ \t]+[\w.\-]+)(?:[ \t]+[0-7](?=[ \t]))?[ \t]+)"
+                 r"(?P<s>\"[^\"\n]+\"|'[^'\n]+'|(?![=:])[^\s'\"]+)",
+     ("password ", "password\t", "passwd ", "passphrase ", "insecure-password", "community",
+      "key-string", "requirepass", "masterauth", "enable secret", "md5", "authentication-key",
+      "auth-pass"), "password-shaped"),
+    # net-snmp: ``snmpwalk -c COMMUNITY``; ``createUser NAME (MD5|SHA) AUTHPASS [(DES|AES) PRIV]``
+    ("secret", r"\bsnmp\w*\b" + _SEG + r"\s-c\s*(?P<s>(?!-)" + _VALUE + ")", _TOOL_HINTS),
+    ("password", r"\bcreateUser\s+(?:-e\s+\S+\s+)?\S+\s+(?:MD5|SHA[\w-]*)\s+" + _VALUE
+                 + r"\s+(?:DES|AES[\w-]*)\s+(?P<s>" + _VALUE + ")", _TOOL_HINTS),
+    ("password", r"\bcreateUser\s+(?:-e\s+\S+\s+)?\S+\s+(?:MD5|SHA[\w-]*)\s+(?P<s>" + _VALUE + ")",
+     _TOOL_HINTS),
+    # FreeRADIUS radtest USER PASSWORD SERVER NAS-PORT SECRET
+    ("secret", r"\bradtest\s+(?:-\S+\s+)*" + _VALUE + r"\s+" + _VALUE + r"\s+\S+\s+\S+\s+(?P<s>"
+               + _VALUE + ")", _TOOL_HINTS),
+    ("password", r"\bradtest\s+(?:-\S+\s+)*" + _VALUE + r"\s+(?P<s>" + _VALUE + ")", _TOOL_HINTS),
+    # wpa_passphrase SSID PASSPHRASE
+    ("password", r"\bwpa_passphrase\s+" + _VALUE + r"\s+(?P<s>" + _VALUE + ")", _TOOL_HINTS),
+    # an option named for a key whose value is key material or 64+ hexadecimal digits
+    # (``kubeadm join --certificate-key <hex>``); a path, an id or a name given there stays
+    ("secret", r"(?<![\w-])--?(?!(?i:[\w.\-]*public))[\w.\-]*-key(?:[ \t]+|=)(?P<s>(?!-)" + _VALUE
+               + ")", ("-key",), "key-shaped"),
+    # Windows tools' ``/pass:X`` (cmdkey), ``/password:X``
+    ("password", r"(?<![\w/])/(?i:pass(?:word)?|pwd)[:=](?P<s>" + _VALUE + ")", ("/pass",)),
+    # strongSwan's ipsec.secrets: ``[selectors] : PSK|EAP|XAUTH|NTLM "secret"``
+    ("secret", r"(?m:^[^\n:]*:[ \t]*(?:PSK|EAP|XAUTH|NTLM)[ \t]+(?P<s>\"[^\"\n]+\"|'[^'\n]+'|"
+               r"[^\s\"']+))",
+     ("psk", "eap", "xauth", "ntlm")),
+    # OpenVPN's inline ``<auth-user-pass>`` block: a user line, then the password line
+    ("password", r"<auth-user-pass>[ \t]*\n[^\n]*\n[ \t]*(?P<s>[^\s<][^\n<]*?)[ \t]*\n",
+     ("<auth-user-pass>",)),
+    # mail and file-transfer protocol sessions: SMTP ``AUTH PLAIN <base64>`` and the reply to
+    # AUTH LOGIN's password challenge (base64 of "Password:", RFC 4954); FTP's and POP3's
+    # ``USER`` then ``PASS``; IMAP's ``<tag> LOGIN user password``; Redis ACL ``>password``
+    ("password", r"\bAUTH[ \t]+PLAIN[ \t]+(?P<s>[A-Za-z0-9+/]{8,}={0,2})", ("auth plain",)),
+    ("password", r"\b334[ \t]+UGFzc3dvcmQ6[^\n]*\n[<> \t]*(?P<s>[A-Za-z0-9+/]{4,}={0,2})",
+     ("ugfzc3dvcmq6",)),
+    ("password", r"(?m:^[<> \t]*USER[ \t]+\S+[^\n]*\n(?:[^\n]*\n){0,2}?[<> \t]*PASS[ \t]+"
+                 r"(?P<s>\S+))", ("pass ", "pass\t")),
+    ("password", r"(?m:^[<> \t]*[A-Za-z0-9.]+[ \t]+LOGIN[ \t]+(?:\"[^\"\n]*\"|\S+)[ \t]+"
+                 r"(?P<s>\"[^\"\n]*\"|\S+)[ \t]*$)", (" login ", " login\t")),
+    ("password", r"(?m:^[ \t]*(?:ACL[ \t]+SETUSER|user)[ \t]+\S+(?:[ \t]+[^\s>]\S*)*?[ \t]+>"
+                 r"(?P<s>\S+))", ("setuser", " on >", " on\t>")),
+    # a call that authenticates, with the user and the password as its two first string
+    # arguments (``conn.login("u", "p")``, ``simple_bind_s(dn, "p")``, ``HTTPBasicAuth("u",
+    # "p")``, ``new NetworkCredential("u", "p")``, ``auth=("u", "p")``)
+    ("password", r"(?i:(?:login|logon|signin|sign_in|bind_s|bind|authenticate|credentials?|"
+                 r"basicauth|basic_auth|passwordauthentication|\bauth[ \t]*=)"
+                 r"[ \t]*\([ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*')[ \t]*,[ \t]*"
+                 r"(?P<s>\"[^\"\s]{3,}\"|'[^'\s]{3,}')",
+     ("login", "logon", "signin", "sign_in", "bind", "authenticate", "credential", "auth"),
+     "password-shaped"),
     ("password", r"\bConvertTo-SecureString\s+(?:-String\s+)?(?P<s>'[^'\n]*'|\"[^\"\n]*\")",
      ("convertto-securestring",)),
     ("password", r"\b(?:echo|printf)\s+(?:-n\s+)?(?P<s>" + _VALUE + r")\s*\|" + _SEG
@@ -291,10 +389,12 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                  r"\s+(?:-n\s+)?(?P<s>" + _VALUE + r")\s*\)", ("<(",)),
     # (a flag that only asks for one, ``--ask-password``, ``--no-password``, takes none)
     ("password", r"(?<![\w-])(?P<flag>--?(?!(?i:ask|no|prompt|with|show|hide)[-_])(?:[\w.]+[-_.]?)?"
-                 r"(?i:" + _SECRET_FLAG_WORD + r"))(?:\s+(?!-)|=)(?P<s>" + _VALUE + ")", ("-",)),
-    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s-[pP]\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
+                 r"(?i:" + _SECRET_FLAG_WORD + r"))(?:\s+(?![-=])|=)(?P<s>" + _VALUE + ")", ("-",)),
+    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)"
+                 r"\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
                  + _VALUE + ")", ("-u", "-U")),
-    ("password", r"(?<!\S)-[pP]\s*(?P<s>(?!\d+(?:\s|$))(?!-)" + _VALUE + ")" + _SEG
+    ("password", r"(?<!\S)-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
+                 + _VALUE + ")" + _SEG
                  + r"\s-[uU]\s*[^\s-]", ("-u", "-U")),
 )
 
@@ -303,21 +403,34 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 # a two-column row (``vault kv get``'s Key/Value table), a reply's numbered pair (``redis-cli
 # CONFIG GET``), a name/value object (``<env name="X" value="..."/>``, ``{"name": "X", "value":
 # ...}``, a Kubernetes ``env`` list), a block's default (CloudFormation's ``Parameters``).
-_SECRETISH = r"[\w.\-]{0,40}(?i:pass|pwd|secret|token|key|credential|auth|cookie|salt)[\w.\-]{0,40}"
-_PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie", "salt")
+_SECRETISH = (r"[\w.\-]{0,40}(?i:pass|pwd|secret|token|key|credential|auth|cookie|salt|psk)"
+              r"[\w.\-]{0,40}")
+_PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie", "salt",
+               "psk")
 _PAIRS = (
     r"(?m:^[ \t]*(?P<name>[A-Za-z_][\w.\-]{0,60})(?:\t+|[ ]{2,})(?P<s>[^\s'\"]{3,})[ \t]*$)",
     r"(?m:^[ \t]*\d+\)[ \t]+\"(?P<name>[A-Za-z_][\w.\-]{0,60})\"[ \t]*\n[ \t]*\d+\)[ \t]+"
     r"\"(?P<s>[^\"\n]+)\")",
-    r"(?i:\bname\b[\"']?\s*[=:]\s*[\"'](?P<name>" + _SECRETISH + r")[\"'][ \t,]*"
+    r"(?i:\b(?:name|key)\b[\"']?\s*[=:]\s*[\"'](?P<name>" + _SECRETISH + r")[\"'][ \t,]*"
     r"(?:\n[ \t]*-?[ \t]*)?[\"']?\bvalue\b[\"']?\s*[=:]\s*)"
     r"(?P<s>\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',}/>]+)",
     r"(?m:^(?P<ind>[ \t]*+)(?P<name>[A-Za-z_][\w.\-]{0,60}+):[ \t]*+\n"
     r"(?:(?P=ind)[ \t]++(?!(?i:default|value):)[^\n]*+\n){0,8}+"
     r"(?P=ind)[ \t]++(?i:default|value):[ \t]*+(?P<s>[^\s#]+))",
+    # the same block in JSON (``terraform output -json``: ``"db_password": {"sensitive": true,
+    # ..., "value": "..."}``)
+    r"\"(?P<name>" + _SECRETISH + r")\"[ \t]*:[ \t]*\{[^{}]{0,300}?\"value\"[ \t]*:[ \t]*"
+    r"(?P<s>\"[^\"\n]*\")",
+    # a typed declaration: NAME: TYPE = "value" (Python, TypeScript, Kotlin, Swift, Rust)
+    r"(?<![\w.])(?P<name>[A-Za-z_]\w{0,60}+)[ \t]*:[ \t]*&?(?:'static[ \t]+)?"
+    r"[A-Za-z_][\w.<>\[\]?]{0,40}[ \t]*=[ \t]*(?P<s>\"[^\"\n]*\"|'[^'\n]*')",
+    # a quoted name and its value as a call's two first arguments (PHP's ``define('DB_PASSWORD',
+    # 'x')``, ``setProperty("db.password", "x")``, ``os.environ.setdefault("API_KEY", "x")``)
+    r"\([ \t]*(?P<nq>[\"'])(?P<name>" + _SECRETISH + r")(?P=nq)[ \t]*,[ \t]*"
+    r"(?P<s>\"[^\"\s]{3,}\"|'[^'\s]{3,}')",
 )
 _NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
-_ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-.])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99}"
+_ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-./])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99}"
            r"(?:\[[A-Za-z_][A-Za-z0-9_\-.]{0,40}\])?)"
            r"(?P<q>\\?[\"']?)"
            r"(?P<sep>[ \t]*(?::=|=>|(?<![=!<>:])=(?![=>])|:(?![:/]|\\(?![\"'])))[ \t]*|"
@@ -333,7 +446,12 @@ _NOT_A_VALUE = re.compile(
     r"(?:env|file|fd):[^\s]+|stdin|"
     # a reference to a secret kept in a store, by its URI (``op://vault/item/field``,
     # ``vault://...``): a locator without credentials
-    r"[a-z][a-z0-9+.\-]{1,20}://[^\s@?#]+(?: [^\s@?#]+)*|"
+    r"[a-z][a-z0-9+.\-]{1,20}://[^\s@?#]+(?: [^\s@?#]+)*(?:#[^\s@]*)?|"
+    r"[a-z][a-z0-9+.\-]{1,20}:[\w.\-]+(?:/[\w.\-]+)+(?:#[\w/.\-]*)?|"
+    # a file the secret is read from (``/run/secrets/db``; systemd's ``LoadCredential=ID:PATH``)
+    r"(?:[\w.\-]+:)?/[\w.\-]+(?:/[\w.\-]+)+|"
+    # a placeholder written as a constant's name (``YOUR_API_KEY_HERE``)
+    r"[A-Z]{2,}(?:_[A-Z]+)+|"
     r"(?i:true|false|yes|no|on|off|null|none|nil|undefined|required|optional|changeme|redacted|secret|"
     r"password|token|str|string|bytes|int|bool|any|text|varchar.*|char.*|uuid|"
     r"(?:os\.)?environ.*|(?:os\.)?getenv.*|process\.env.*|env\(.*|secrets?\..*))")
@@ -350,6 +468,7 @@ _ENVELOPE = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{1,9}\[[^\]\s]*\]|"
                        r"\{[A-Za-z0-9+/]{16,}={0,2}\}|\$ANSIBLE_VAULT;[\d.;A-Z0-9_]+")
 _ENVELOPE_OPEN = re.compile(r"[A-Z][A-Z0-9_]{1,9}\[[\w-]*")
 _CODE_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_CAMEL_CASE = re.compile(r"[a-z]+(?:[A-Z][a-z]+)+")
 # Names that refer to a secret kept elsewhere: a chart's ``existingSecret`` names a Kubernetes
 # Secret object (the Helm charts' documented convention), not a value.
 _REFERENCE_NAME = re.compile(r"(?i)existing[_\-.]?secret\Z")
@@ -366,7 +485,8 @@ _COORDINATE = re.compile(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]
 _IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
                             r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
                             r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
-                            r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision)\Z")
+                            r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision|"
+                            r"peer)\Z|(?i:(?:\A|[_\-.])(?:sha\d*|md5|crc32c?))\Z")
 # A digest's algorithm label before its value (``sha256:...``; go.sum's ``h1:<base64>``, the
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
@@ -375,10 +495,14 @@ _LABEL_NAME = re.compile(r"(?i:sha\d*|sha3-\d+|md5|blake2[bs]?|h1)|PASS|FAIL|SKI
 # Next.js documents as shipped to every visitor), a publishable key, an attribute of served
 # markup (``data-sitekey``): whatever is under them is shown to anyone.
 _PUBLIC_NAME = re.compile(r"(?i)public|publishable|\Adata-")
+# A name written after "public" (``public key: ...``, ``wg show``'s output) and a command's first
+# word at a shell prompt (``$ sudo salt 'web*' ...``): no secret's name.
+_PUBLIC_BEFORE = re.compile(r"(?i)\bpublic[ \t]+\Z")
+_COMMAND_START = re.compile(r"(?m:^[ \t]*[$#%>][ \t]*(?:sudo[ \t]+)?\Z)")
 _STRONG_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
                           r"private[_\-.]?key)(?:[_\-.]|\Z)")
 _LONG_HEX = re.compile(r"[0-9a-fA-F]{32,}")
-_STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|secret|token|credential|auth|private|apikey|"
+_STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|psk|secret|token|credential|auth|private|apikey|"
                           r"api.key|access.key|client.key|account.key|cookie|salt)")
 
 # -- 9: encoded values ---------------------------------------------------------------------------
@@ -454,8 +578,10 @@ def redact(text: str) -> str:
     out = _pass(text, found)
     values = sorted({v for v in found if len(v) >= _MIN_PROPAGATE and v in out}, key=len,
                     reverse=True)
-    if values:
-        out = re.sub("|".join(re.escape(v) for v in values), marker("secret"), out)
+    if values:  # (never inside a marker: a value may be a piece of a marker's word)
+        out = re.sub(r"\[REDACTED:[\w\-]+\]|" + "|".join(re.escape(v) for v in values),
+                     lambda m: m.group(0) if m.group(0).startswith(PREFIX) else marker("secret"),
+                     out)
     return out
 
 
@@ -610,8 +736,11 @@ def _assignment(match: re.Match[str], prefix: str, found: list[str]) -> str | in
         return end
     if (g("sep") or "").strip() == ":" and _LABEL_NAME.fullmatch(name):
         return start
-    if _PUBLIC_NAME.search(name):
+    before = match.string[max(0, base - 40):base]
+    if _PUBLIC_NAME.search(name) or _PUBLIC_BEFORE.search(before):
         return start  # public by its name; the value may still hold a secret (a URL's password)
+    if not (g("sep") or "").strip() and _COMMAND_START.search(before):
+        return start  # a command's first word at a prompt (``salt 'web*' ...``): no name
     named = bool(_NAME_END.search(name)) and not _REFERENCE_NAME.search(name) \
         and _is_secret_value(name, value, quoted, quoted and bool((g("sep") or "").strip()))
     # A secret word inside the name (``secret_key_base``, ``api_token_v2``): its value counts by
@@ -672,6 +801,8 @@ def _is_secret_value(name: str, value: str, quoted: bool, literal: bool | None =
         return False  # code: a call, an index, a literal opening (a quoted word is a literal)
     if not quoted and _CODE_REF.fullmatch(value) and not any(c.isdigit() for c in value):
         return False  # ``token = self.token``, ``key: value.name``
+    if not quoted and _CAMEL_CASE.fullmatch(value):
+        return False  # a variable (``Token: apiToken`` in a struct literal), not a literal
     if _STRONG_NAME.search(name):
         return True
     if _composite_id(value):
@@ -698,8 +829,8 @@ def _token_shaped(value: str) -> bool:
     short prefix, a separator, a random or long hexadecimal body) or 32+ hexadecimal digits;
     not an identifier of words, a path, a URL or a version."""
     value = value.rstrip(".")
-    if _composite_id(value) or _not_a_value(value) or "/" in value and "=" not in value \
-            or _VERSIONISH.fullmatch(value):
+    if _composite_id(value) or _not_a_value(value) or _VERSIONISH.fullmatch(value) \
+            or "/" in value and "=" not in value and not _key_material(value):
         return False
     if re.fullmatch(r"[0-9a-fA-F]{32,}", value) or _key_material(value):
         return True
@@ -708,6 +839,23 @@ def _token_shaped(value: str) -> bool:
     body = prefixed.group("body") if prefixed else ""
     return bool(body) and (_random_run(body) or bool(re.fullmatch(r"[0-9a-fA-F\-]{24,}\w?",
                                                                   body)))
+
+
+def _password_shaped(value: str) -> bool:
+    """Whether a value after a keyword that may also start prose (``password X``, ``community
+    X``) looks like a password rather than a word or a name: 6+ characters without blanks, a
+    digit or a symbol other than an identifier's joiners (``-``, ``_``, ``.``) and at least two
+    character classes; not a reference, placeholder, path, URL, version or word-joined id."""
+    value = value.strip("'\"")
+    if len(value) < 6 or any(c.isspace() for c in value) or _not_a_value(value) \
+            or value.startswith(("~", "$", "<", "-", "%")) or "/" in value \
+            or _VERSIONISH.fullmatch(value) or _composite_id(value):
+        return False
+    symbol = any(not c.isalnum() and c not in "-_." for c in value)
+    digit = any(c.isdigit() for c in value)
+    classes = sum((any(c.isupper() for c in value), any(c.islower() for c in value), digit,
+                   symbol))
+    return (digit or symbol) and classes >= 2
 
 
 def _capability(value: str) -> bool:
@@ -734,12 +882,30 @@ def _key_material(value: str) -> bool:
             or _DIGEST.match(token) or _HEX_TAGGED.fullmatch(token) \
             or _composite_id(token):
         return False
+    if _file_content(token):
+        return False
     if "/" in token:  # a path or a ref when no segment of it is random
         return any(_random_run(part) for part in token.split("/")) \
             and _decoded_text(value.strip()) is None
     if not _random_run(token):
         return False
     return _decoded_text(value.strip()) is None  # base64 of text: the encoded rule judges it
+
+
+# The magic numbers of file formats a transcript embeds in base64 (a data URI, a JSON field):
+# PNG, JPEG, GIF, PDF, ZIP (and so JAR, DOCX, APK), gzip, WebP/WAV (RIFF), WebAssembly.
+_MAGIC = (b"\x89PNG", b"\xff\xd8\xff", b"GIF8", b"%PDF", b"PK\x03\x04", b"\x1f\x8b", b"RIFF",
+          b"\x00asm")
+
+
+def _file_content(token: str) -> bool:
+    """Whether base64 ``token`` starts with a file format's magic number (file content, not
+    key material)."""
+    try:
+        head = base64.b64decode(token[:16], validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return head.startswith(_MAGIC)
 
 
 def _random_run(token: str) -> bool:
@@ -789,11 +955,17 @@ def _decoded_text(token: str) -> str | None:
 
 def _contexts() -> tuple[_Context, ...]:
     out = [_Context("envelope", _ENVELOPE.pattern, ("[", "{", "$ansible_vault"), _keep)]
+    judges = {"password-shaped": _password_shaped,
+              "key-shaped": lambda v: _key_material(v.strip("'\"")) or bool(
+                  re.fullmatch(r"[0-9a-fA-F]{64,}", v.strip("'\"")))}
     judged = {"named-in-prose": _token_shaped, "webhook": _capability}
-    for kind, pattern, hints in _FORMATS:
+    for kind, pattern, hints, *judge in _FORMATS:
         handler = _drop if kind.startswith("private") and kind != "private-key" else \
-            _printed if kind == "printed-secret" else _replace_group(kind, judged.get(kind))
-        out.append(_Context(kind, pattern, tuple(h.lower() for h in hints), handler))
+            _printed if kind == "printed-secret" else \
+            _replace_group(kind, judges[judge[0]] if judge else judged.get(kind))
+        # (a one-character hint is in most texts: it would only multiply the expressions)
+        gate = () if all(len(h) == 1 for h in hints) else tuple(h.lower() for h in hints)
+        out.append(_Context(kind, pattern, gate, handler))
     out += [_Context("pair", pattern, _PAIR_HINTS, _named_pair) for pattern in _PAIRS]
     out.append(_Context("assignment", _ASSIGN, (), _assignment))
     out.append(_Context("encoded", _ENCODED, (), _encoded))

@@ -93,17 +93,12 @@ def test_source_sets_cover_transcript_formats_split_within_each_family() -> None
             assert abs(splits["dev"] - splits["test"]) <= 1, family
 
 
-def test_field_sets_cover_the_places_outside_an_apps_config_split_within_each_family() -> None:
-    """The fourth set (make_field_sets.py): CI/CD, mobile signing, IDE and API-client files,
-    platforms, webhooks and signed URLs, secret stores, OAuth and sessions, shell sessions,
-    framework output and a vendor catalogue, with the identities the same places hold; every
-    family has rows in both splits."""
-    secrets = rows("field_secrets.jsonl")
-    identities = rows("field_identities.jsonl")
-    assert len(secrets) >= 150 and len(identities) >= 280
-    assert {r["where"] for r in secrets} >= {"ci", "mobile", "ide", "platform", "webhook",
-                                             "secret-store", "oauth", "shell", "framework",
-                                             "vendor"}
+def check_set_written_apart(name: str, min_secrets: int, min_identities: int) -> set[str]:
+    """The checks every set written apart shares: sizes, each secret and kept string in its
+    text, unique ids and texts, 20+ families each split half and half; the secrets' places."""
+    secrets = rows(f"{name}_secrets.jsonl")
+    identities = rows(f"{name}_identities.jsonl")
+    assert len(secrets) >= min_secrets and len(identities) >= min_identities
     for r in secrets:
         assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
         assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
@@ -117,30 +112,25 @@ def test_field_sets_cover_the_places_outside_an_apps_config_split_within_each_fa
         for family, splits in by_family.items():
             assert set(splits) == {"dev", "test"}, family
             assert abs(splits["dev"] - splits["test"]) <= 1, family
+    return {str(r["where"]) for r in secrets}
+
+
+def test_field_sets_cover_the_places_outside_an_apps_config_split_within_each_family() -> None:
+    """The fourth set (make_field_sets.py): CI/CD, mobile signing, IDE and API-client files,
+    platforms, webhooks and signed URLs, secret stores, OAuth and sessions, shell sessions,
+    framework output and a vendor catalogue, with the identities the same places hold; every
+    family has rows in both splits."""
+    assert check_set_written_apart("field", 150, 280) >= {
+        "ci", "mobile", "ide", "platform", "webhook", "secret-store", "oauth", "shell",
+        "framework", "vendor"}
 
 
 def test_system_sets_cover_code_git_logs_processes_infra_network_split_within_each_family() -> None:
     """The fifth set (make_system_sets.py): secrets in source code, git output, logs, process and
     OS output, infrastructure state, network/VPN config and protocol transcripts, with the
     identities the same places hold; every family has rows in both splits."""
-    secrets = rows("system_secrets.jsonl")
-    identities = rows("system_identities.jsonl")
-    assert len(secrets) >= 200 and len(identities) >= 300
-    assert {r["where"] for r in secrets} == {"code", "git", "log", "process", "infra", "network",
-                                             "protocol"}
-    for r in secrets:
-        assert r["secrets"] and all(s in str(r["text"]) for s in r["secrets"]), r["id"]  # type: ignore[union-attr]
-        assert all(k in str(r["text"]) for k in r["keep"]), r["id"]  # type: ignore[union-attr]
-    for data in (secrets, identities):
-        assert len({r["id"] for r in data}) == len(data)
-        assert len({r["text"] for r in data}) == len(data)
-        by_family: dict[str, Counter[str]] = {}
-        for r in data:
-            by_family.setdefault(str(r["family"]), Counter())[str(r["split"])] += 1
-        assert len(by_family) >= 20
-        for family, splits in by_family.items():
-            assert set(splits) == {"dev", "test"}, family
-            assert abs(splits["dev"] - splits["test"]) <= 1, family
+    assert check_set_written_apart("system", 200, 300) == {
+        "code", "git", "log", "process", "infra", "network", "protocol"}
 
 
 @pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),

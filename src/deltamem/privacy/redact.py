@@ -247,7 +247,8 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     # a webhook's capability URL: the random path segment after the segment that names the hook
     # (``/hooks/<token>``, ``/IncomingWebhook/<token>/...``, ``/webhooks/<id>/<token>``)
     ("webhook", r"(?i:https?://[^\s/'\"<>]+/(?:[^\s/'\"<>?#]+/)*[\w\-]*hooks?[\w\-]*/"
-                r"(?:\d{6,}/)?)(?P<s>[A-Za-z0-9_\-]{20,})(?![A-Za-z0-9_\-])", ("hook",)),
+                r"(?:\d{6,}/)?)(?P<s>[A-Za-z0-9_\-]{20,})(?![A-Za-z0-9_\-])", ("hook",),
+     "capability"),
     ("url-secret", r"(?i:[?&;](?:access_token|refresh_token|id_token|api[_-]?key|apikey|"
                    r"token|secret|client_secret|password|passwd|pwd|sig|signature|auth|"
                    r"x-amz-signature|x-amz-credential|x-amz-security-token|key|code)=)"
@@ -259,7 +260,7 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
                        r"credential|pat)s?\b(?:(?:[ \t]+[\w'’,.\-]+){1,10}?[ \t]*[:=]|"
                        r"(?:[ \t]+[\w'’,.\-]+){0,10}?[ \t]+(?:is|was))"
                        r"[ \t]+)(?P<s>[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{15,})(?=[\s,;)]|\Z)",
-     ("key", "token", "secret", "password", "passphrase", "credential", "pat")),
+     ("key", "token", "secret", "password", "passphrase", "credential", "pat"), "token-shaped"),
     # 6: credentials files
     ("password", r"(?m:^[^\s:#]+:(?:\d+|\*):[^\s:]+:[^\s:]+:(?P<s>\S+)$)", (":",)),
     ("password", r"\b(?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+"
@@ -955,14 +956,14 @@ def _decoded_text(token: str) -> str | None:
 
 def _contexts() -> tuple[_Context, ...]:
     out = [_Context("envelope", _ENVELOPE.pattern, ("[", "{", "$ansible_vault"), _keep)]
-    judges = {"password-shaped": _password_shaped,
+    judges = {"password-shaped": _password_shaped, "token-shaped": _token_shaped,
+              "capability": _capability,
               "key-shaped": lambda v: _key_material(v.strip("'\"")) or bool(
                   re.fullmatch(r"[0-9a-fA-F]{64,}", v.strip("'\"")))}
-    judged = {"named-in-prose": _token_shaped, "webhook": _capability}
     for kind, pattern, hints, *judge in _FORMATS:
         handler = _drop if kind.startswith("private") and kind != "private-key" else \
             _printed if kind == "printed-secret" else \
-            _replace_group(kind, judges[judge[0]] if judge else judged.get(kind))
+            _replace_group(kind, judges[judge[0]] if judge else None)
         # (a one-character hint is in most texts: it would only multiply the expressions)
         gate = () if all(len(h) == 1 for h in hints) else tuple(h.lower() for h in hints)
         out.append(_Context(kind, pattern, gate, handler))

@@ -127,30 +127,34 @@ SUITES["heldout"] = [
     {"name": "alfworld-online", "env": "alfworld-generated", "memory": HELDOUT_ARMS,
      "episodes": 40, "protocol": "online", "max_steps": 20},
 ]
-# DRAFT, NOT REGISTERED (issue 47; results/heldout-2/DRAFT.md): the powered second held-out
-# run. ALFWorld warm at 300 and ScienceWorld warm at 200 episodes with a placebo arm (another
-# family's DeltaMem recall, same length and render), and replications of the two online "above
-# zero" entries of heldout-1 at 150. The lead registers it (benchmarks/register.py --suite
-# heldout-2 --test sign-flip) once the code is frozen and the agent rules are chosen on dev by
-# the no-memory arm alone (benchmarks/select_agent_rules.py); until then HELDOUT2_AGENT_RULES
-# stays empty (no rule) and nothing here may be played as a registered run.
+# heldout-2 (issue 47; results/heldout-2/): the powered second held-out run. ALFWorld warm at
+# 300 and ScienceWorld warm at 200 episodes with a placebo arm (another family's DeltaMem
+# recall, same length and render), and replications of the two online "above zero" entries of
+# heldout-1 at 150. Registered by benchmarks/register.py --suite heldout-2 --test sign-flip.
 HELDOUT2_ARMS = "none,deltamem,synapse,long-context,placebo"
 # Commonsense and Coin Collector have one task family: a placebo has no other family to show.
 HELDOUT2_REPLICATION_ARMS = "none,deltamem,synapse,long-context"
-HELDOUT2_AGENT_RULES = ""  # the comma list select_agent_rules.py chooses (per entry if needed)
+# The agent rules per entry, frozen for every arm: for the warm entries, what
+# benchmarks/select_agent_rules.py chose on dev by the no-memory arm alone
+# (results/select-rules/selection.json); the replications keep heldout-1's agent as it was (no
+# rule), since what they replicate is heldout-1's result and the selection did not play them.
+HELDOUT2_AGENT_RULES = {"alfworld-warm": "examine_penalty,unvisited_bonus",
+                        "scienceworld-warm": "unvisited_bonus,look_before_focus",
+                        "twx-twc-online": "", "twx-coin-online": ""}
 SUITES["heldout-2"] = [
     {"name": "alfworld-warm", "env": "alfworld-generated", "memory": HELDOUT2_ARMS,
      "episodes": 300, "train_episodes": 24, "protocol": "warm", "max_steps": 20,
-     "agent_rules": HELDOUT2_AGENT_RULES},
+     "agent_rules": HELDOUT2_AGENT_RULES["alfworld-warm"]},
     {"name": "scienceworld-warm", "env": "scienceworld", "families": SW_TASKS,
      "memory": HELDOUT2_ARMS, "episodes": 200, "train_episodes": 40, "protocol": "warm",
-     "max_steps": 12, "focus_guard": "open", "agent_rules": HELDOUT2_AGENT_RULES},
+     "max_steps": 12, "focus_guard": "open",
+     "agent_rules": HELDOUT2_AGENT_RULES["scienceworld-warm"]},
     {"name": "twx-twc-online", "env": "twx-twc", "memory": HELDOUT2_REPLICATION_ARMS,
      "episodes": 150, "protocol": "online", "max_steps": 10, "game_params": TWC,
-     "agent_rules": HELDOUT2_AGENT_RULES},
+     "agent_rules": HELDOUT2_AGENT_RULES["twx-twc-online"]},
     {"name": "twx-coin-online", "env": "twx-coin", "memory": HELDOUT2_REPLICATION_ARMS,
      "episodes": 150, "protocol": "online", "max_steps": 12, "game_params": COIN,
-     "agent_rules": HELDOUT2_AGENT_RULES},
+     "agent_rules": HELDOUT2_AGENT_RULES["twx-coin-online"]},
 ]
 # A seconds-long suite on the smallest games, to check the whole path (registration, run,
 # artifacts, re-derivation) with the real model: `--suite smoke`.

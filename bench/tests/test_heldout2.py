@@ -74,16 +74,24 @@ def test_a_combination_worse_than_the_best_single_rule_is_not_chosen() -> None:
     assert nothing["agent_rules"] == "" and nothing["combined_gain"] is None
 
 
-def test_the_draft_suite_names_the_placebo_and_no_rule_until_chosen() -> None:
-    """The draft heldout-2: ALFWorld 300 and ScienceWorld 200 with the placebo arm, the two
-    replications at 150, and no agent rule until the protocol chose one."""
+def test_the_suite_names_the_placebo_and_the_rules_chosen_on_dev() -> None:
+    """heldout-2: ALFWorld 300 and ScienceWorld 200 with the placebo arm, the two replications at
+    150; the warm entries run the agent rules the selection chose on dev by the none arm alone
+    (results/select-rules/selection.json), the replications heldout-1's agent (no rule)."""
+    import json
+
     select = script("select_agent_rules")
     entries = {e["name"]: e for e in select.suite_entries("heldout-2")}
     assert entries["alfworld-warm"]["episodes"] == 300
     assert entries["scienceworld-warm"]["episodes"] == 200
     assert "placebo" in entries["alfworld-warm"]["memory"].split(",")
     assert {entries[n]["episodes"] for n in ("twx-twc-online", "twx-coin-online")} == {150}
-    assert all(e["agent_rules"] == "" for e in entries.values())
+    chosen = json.loads((BENCHMARKS.parent / "results" / "select-rules" / "selection.json")
+                        .read_text())
+    for name in ("alfworld-warm", "scienceworld-warm"):
+        assert entries[name]["agent_rules"] == chosen[name]["agent_rules"], name
+    replications = ("twx-twc-online", "twx-coin-online")
+    assert [entries[name]["agent_rules"] for name in replications] == ["", ""]
 
 
 def test_power_script_on_the_committed_archives(capsys: Any) -> None:
@@ -150,19 +158,26 @@ def test_a_draft_registration_draws_nothing_and_cannot_be_played(tmp_path: Path)
         load_registration(path)
 
 
-def test_the_committed_draft_is_marked_and_matches_the_suite() -> None:
-    """results/heldout-2 holds only the DRAFT (no registration.json): its entries are the
-    draft suite's, with the exact primary test and the wall-time estimate."""
+def test_the_committed_registration_matches_the_suite() -> None:
+    """results/heldout-2/registration.json: registered (not a draft), its entries the suite's
+    with their agent rules and sizes, the exact primary test, fresh streams of the sizes."""
     import json
 
+    from deltamem_bench.registration import load_registration
+
     folder = BENCHMARKS.parent / "results" / "heldout-2"
-    assert not (folder / "registration.json").exists()
-    draft = json.loads((folder / "registration.DRAFT.json").read_text())
+    registration = load_registration(folder / "registration.json")
     suite = script("select_agent_rules").suite_entries("heldout-2")
-    assert draft["family"] == [e["name"] for e in suite]
-    assert [e["options"]["episodes"] for e in draft["entries"]] == [e["episodes"] for e in suite]
-    assert draft["endpoints"]["primary"]["test_id"] == "sign-flip"
-    assert draft["notes"]["total_hours"] > 0
+    assert registration["family"] == [e["name"] for e in suite]
+    assert registration["fresh"] is True and registration["seed"] == 2
+    assert registration["endpoints"]["primary"]["test_id"] == "sign-flip"
+    assert not registration["code"]["uncommitted_changes"]
+    for entry, planned in zip(registration["entries"], suite, strict=True):
+        assert entry["options"]["episodes"] == planned["episodes"]
+        assert entry["options"].get("agent_rules", "") == planned["agent_rules"]
+        assert len(entry["streams"]["eval"]) == planned["episodes"]
+    draft = json.loads((folder / "registration.DRAFT.json").read_text())
+    assert draft["family"] == registration["family"]
 
 
 def test_rule_firings_are_counted_on_played_actions() -> None:

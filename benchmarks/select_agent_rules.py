@@ -17,7 +17,7 @@ for every arm of a registration. The protocol, fixed before any result:
    that kind of action: at every step of every episode it changes no candidate, so (the play
    being deterministic) its play would be the baseline's, step for step. It ties, is recorded
    as ``inert`` and is not kept. (Added after ScienceWorld's ``no_put_back`` play had
-   reproduced the baseline's trajectories in 33 of 33 episodes, to save two 30-minute plays.)
+   reproduced the baseline's trajectories in 39 of 39 episodes, to save two 30-minute plays.)
 4. With two or more kept, play them together once. The choice is the combination when its
    mean is at least the best single rule's, else the best single rule.
 5. Write the choice per entry (``selection.json`` under ``--out``) and print the table and the
@@ -142,9 +142,11 @@ def real_play(out: Path, episodes: int, seed: int) -> tuple[Play, Actions]:
     from deltamem_bench.cli import run_bench_command
     from deltamem_bench.runner import GOLD_NAME, read_log
 
+    def run_dir(entry: dict[str, Any], rules: Sequence[str]) -> Path:
+        return out / str(entry["name"]) / ("+".join(rules) or "no-rule")
+
     def records(entry: dict[str, Any], rules: Sequence[str]) -> list[dict[str, Any]]:
-        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
-        return sorted((r for r in read_log(run_dir / "none" / "episodes.jsonl")
+        return sorted((r for r in read_log(run_dir(entry, rules) / "none" / "episodes.jsonl")
                        if r["phase"] == "eval"), key=lambda r: r["index"])
 
     def play(entry: dict[str, Any], rules: Sequence[str]) -> list[float]:
@@ -152,14 +154,13 @@ def real_play(out: Path, episodes: int, seed: int) -> tuple[Play, Actions]:
                    **{k: v for k, v in entry.items() if k != "name"},
                    "memory": "none", "episodes": episodes, "eval_split": "dev", "seed": seed,
                    "fresh": False, "agent_rules": ",".join(rules)}
-        run_dir = out / entry["name"] / ("+".join(rules) or "no-rule")
-        baseline_gold = out / entry["name"] / "no-rule" / GOLD_NAME
-        if rules and baseline_gold.exists() and not (run_dir / GOLD_NAME).exists():
+        folder, baseline_gold = run_dir(entry, rules), run_dir(entry, []) / GOLD_NAME
+        if rules and baseline_gold.exists() and not (folder / GOLD_NAME).exists():
             # The warm start's gold paths are the baseline's: the none arm learns nothing from
             # them, and replaying them (a fresh ScienceWorld JVM each) took ~15 min a play.
-            run_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(baseline_gold, run_dir / GOLD_NAME)
-        run_bench_command(out=run_dir, **options)
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(baseline_gold, folder / GOLD_NAME)
+        run_bench_command(out=folder, **options)
         return [float(r["score"] or 0.0) for r in records(entry, rules)]
 
     def actions(entry: dict[str, Any]) -> list[list[str]]:

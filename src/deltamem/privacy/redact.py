@@ -137,6 +137,8 @@ _E = r"(?![A-Za-z0-9_\-])"   # ... and on the right
 # A flag's or an assignment's value: quoted, or a run without blanks and shell separators.
 _VALUE = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"|;<>()]+)"
 _SEG = r"[^\n|;]*?"  # the rest of one simple command, up to the flag
+# ``-p``/``-P`` as a password flag (``-pX``, ``-p X``), not the head of the word ``-Password``
+_P_FLAG = r"-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)"
 _SECRET_FLAG_WORD = (r"(?:password|passwd|passphrase|pass|pwd|token|secret|api-?key|apikey|"
                      r"api_key|credentials?|storepass|keypass)")
 # A name that holds a secret: it ends with one of these words (any case, any separator).
@@ -391,10 +393,9 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     # (a flag that only asks for one, ``--ask-password``, ``--no-password``, takes none)
     ("password", r"(?<![\w-])(?P<flag>--?(?!(?i:ask|no|prompt|with|show|hide)[-_])(?:[\w.]+[-_.]?)?"
                  r"(?i:" + _SECRET_FLAG_WORD + r"))(?:\s+(?![-=])|=)(?P<s>" + _VALUE + ")", ("-",)),
-    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)"
-                 r"\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
-                 + _VALUE + ")", ("-u", "-U")),
-    ("password", r"(?<!\S)-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
+    ("password", r"(?<!\S)-[uU]\s*[^\s-]\S*" + _SEG + r"\s" + _P_FLAG
+                 + r"\s*(?P<s>(?!\d+(?:\s|$))(?!-)" + _VALUE + ")", ("-u", "-U")),
+    ("password", r"(?<!\S)" + _P_FLAG + r"\s*(?P<s>(?!\d+(?:\s|$))(?!-)"
                  + _VALUE + ")" + _SEG
                  + r"\s-[uU]\s*[^\s-]", ("-u", "-U")),
 )
@@ -859,6 +860,13 @@ def _password_shaped(value: str) -> bool:
     return (digit or symbol) and classes >= 2
 
 
+def _key_shaped(value: str) -> bool:
+    """Whether a value given to an option named for a key is one: key material, or 64+
+    hexadecimal digits (``kubeadm join --certificate-key``)."""
+    value = value.strip("'\"")
+    return _key_material(value) or bool(re.fullmatch(r"[0-9a-fA-F]{64,}", value))
+
+
 def _capability(value: str) -> bool:
     """Whether a webhook URL's path segment is its capability token (random, or 24+ hex)."""
     return _random_run(value) or bool(re.fullmatch(r"[0-9a-fA-F]{24,}", value))
@@ -958,8 +966,7 @@ def _contexts() -> tuple[_Context, ...]:
     out = [_Context("envelope", _ENVELOPE.pattern, ("[", "{", "$ansible_vault"), _keep)]
     judges = {"password-shaped": _password_shaped, "token-shaped": _token_shaped,
               "capability": _capability,
-              "key-shaped": lambda v: _key_material(v.strip("'\"")) or bool(
-                  re.fullmatch(r"[0-9a-fA-F]{64,}", v.strip("'\"")))}
+              "key-shaped": _key_shaped}
     for kind, pattern, hints, *judge in _FORMATS:
         handler = _drop if kind.startswith("private") and kind != "private-key" else \
             _printed if kind == "printed-secret" else \

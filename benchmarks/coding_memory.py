@@ -732,7 +732,10 @@ def evaluate(arm: Arm, suite: Suite, count: Callable[[str], int], settle: float
 # ---- the labelled sets (identities, secrets, prompts) -----------------------------------------
 # The later identity/secret pairs, each ``<name>_identities.jsonl`` / ``<name>_secrets.jsonl``:
 # option grammars, transcript formats, the places outside an application's own config.
-SET_PAIRS = ("grammar", "source", "field", "system")
+SET_PAIRS = ("grammar", "source", "field", "system", "data")
+# The prompt sets: the first (make_prompts.py) and one written apart from the classifier and from
+# the first (make_prompts_apart.py), by the prefix of their figures.
+PROMPT_SETS = (("", "prompts.jsonl"), ("apart_", "prompts_apart.jsonl"))
 
 
 def set_rows(name: str, split: str) -> list[dict[str, Any]]:
@@ -765,17 +768,16 @@ def evaluate_sets(split: str) -> dict[str, Any]:
 
     identities = set_rows("identities.jsonl", split)
     secrets = set_rows("secrets.jsonl", split)
-    prompts = set_rows("prompts.jsonl", split)
     # The second pair, from the tools' documented option grammars (make_grammar_sets.py); the
     # third, from the documented formats a transcript holds (make_source_sets.py); the fourth,
     # from the places a session reaches outside the application's own config (make_field_sets.py);
     # the fifth, from source code, git, logs, processes, infrastructure and network config
-    # (make_system_sets.py).
+    # (make_system_sets.py); the sixth, from data, ML, package and agent-tooling places
+    # (make_data_sets.py).
     pairs = [("", identities, secrets)] + [
         (f"{name}_", set_rows(f"{name}_identities.jsonl", split),
          set_rows(f"{name}_secrets.jsonl", split)) for name in SET_PAIRS]
-    out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets),
-                                     "prompts": len(prompts)}}
+    out: dict[str, Any] = {"sizes": {"identities": len(identities), "secrets": len(secrets)}}
     for prefix, ids, secs in pairs[1:]:
         out["sizes"] |= {f"{prefix}identities": len(ids), f"{prefix}secrets": len(secs)}
     for name, fn in (("deltamem", redact), ("entropy", entropy_redact)):
@@ -791,22 +793,25 @@ def evaluate_sets(split: str) -> dict[str, Any]:
                           f"{prefix}changed": [r["id"] for r in changed][:50],
                           f"{prefix}missed": [r["id"] for r in missed]}
         out[name]["seconds"] = time.perf_counter() - started
-    labels = [r["label"] for r in prompts]
-    majority = max(set(labels), key=labels.count) if labels else ""
-    got = [prompt_kind(r["prompt"]) for r in prompts]
-    confusion: dict[str, int] = {}
-    for r, g in zip(prompts, got, strict=True):
-        if g != r["label"]:
+    for prefix, name in PROMPT_SETS:
+        prompts = set_rows(name, split)
+        out["sizes"][f"{prefix}prompts"] = len(prompts)
+        labels = [r["label"] for r in prompts]
+        majority = max(set(labels), key=labels.count) if labels else ""
+        got = [prompt_kind(r["prompt"]) for r in prompts]
+        misses = [(r, g) for r, g in zip(prompts, got, strict=True) if g != r["label"]]
+        confusion: dict[str, int] = {}
+        for r, g in misses:
             confusion[f"{r['label']} -> {g}"] = confusion.get(f"{r['label']} -> {g}", 0) + 1
-    out["deltamem"]["prompt_accuracy"] = (sum(g == r["label"] for r, g in zip(
-        prompts, got, strict=True)) / len(prompts)) if prompts else 0.0
-    out["deltamem"]["prompt_confusion"] = confusion
-    out["deltamem"]["prompt_misses"] = [{"id": r["id"], "label": r["label"], "got": g,
-                                         "prompt": r["prompt"]}
-                                        for r, g in zip(prompts, got, strict=True)
-                                        if g != r["label"]]
-    out["entropy"]["prompt_accuracy"] = labels.count(majority) / len(labels) if labels else 0.0
-    out["entropy"]["prompt_baseline"] = f"majority label ({majority})"
+        out["deltamem"][f"{prefix}prompt_accuracy"] = (
+            1 - len(misses) / len(prompts) if prompts else 0.0)
+        out["deltamem"][f"{prefix}prompt_confusion"] = confusion
+        out["deltamem"][f"{prefix}prompt_misses"] = [
+            {"id": r["id"], "label": r["label"], "got": g, "prompt": r["prompt"]}
+            for r, g in misses]
+        out["entropy"][f"{prefix}prompt_accuracy"] = (
+            labels.count(majority) / len(labels) if labels else 0.0)
+        out["entropy"][f"{prefix}prompt_baseline"] = f"majority label ({majority})"
     return out
 
 
@@ -821,7 +826,8 @@ def sets_table(sets: Mapping[str, Any]) -> str:
                  (f"{name} secrets removed", f"{name}_secrets_removed", f"/{n[f'{name}_secrets']}",
                   f"{n[f'{name}_secrets']}"),
                  (f"{name} secret context lost", f"{name}_context_lost", "", "0")]
-    rows.append(("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9"))
+    rows += [("prompt classification accuracy", "prompt_accuracy", "", ">= 0.9"),
+             ("prompts written apart, accuracy", "apart_prompt_accuracy", "", ">= 0.9")]
     lines = [f"{'':34}{'deltamem':>12}{'baseline':>12}  target"]
     for label, key, tail, target in rows:
         a, b = sets["deltamem"][key], sets["entropy"][key]

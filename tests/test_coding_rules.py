@@ -245,16 +245,47 @@ def test_client_scaffolding_is_no_request() -> None:
 SETS = Path(__file__).resolve().parents[1] / "benchmarks" / "coding_sets"
 
 
-def test_prompts_of_the_dev_split_are_classified_by_their_form() -> None:
+@pytest.mark.parametrize("name", ["prompts.jsonl", "prompts_apart.jsonl"])
+def test_prompts_of_the_dev_split_are_classified_by_their_form(name: str) -> None:
+    """Both prompt sets' dev splits (the second written apart from the classifier); their test
+    splits are reported in docs/results.md, not asserted (they were not written against)."""
     import json
 
     from deltamem.scenes.prompts import prompt_kind
 
-    rows = [json.loads(line) for line in (SETS / "prompts.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (SETS / name).read_text().splitlines()]
     dev = [r for r in rows if r["split"] == "dev"]
     wrong = [(r["prompt"], r["label"], prompt_kind(r["prompt"])) for r in dev
              if prompt_kind(r["prompt"]) != r["label"]]
     assert len(wrong) <= len(dev) // 10, wrong
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    ("nope", "negative-feedback"),  # a bare negative answer rejects the last result
+    ("same traceback as before", "negative-feedback"),
+    ("the api times out since your refactor, 504 on every call", "negative-feedback"),
+    ("that change introduced a race in the cache", "negative-feedback"),
+    ("the build is slower than before", "negative-feedback"),
+    ("why is the dashboard still empty?", "negative-feedback"),
+    ("can u print the query it runs", "question-or-request"),  # a frame without "?"
+    ("the export takes a minute, could you profile it and speed it up?", "new-task"),
+    ("from now on, squash before merging", "convention"),
+    ("migrations are not allowed to drop columns", "convention"),
+    ("in this repo fixtures live in tests/data", "convention"),
+    ("in this repo the fixtures fail to load", "new-task"),  # a failure, not a rule
+    ("Add retries to the client (exponential, not linear).", "new-task"),  # an aside
+    ("the endpoint returns 500 on a bad id, it should be a 404. fix that", "new-task"),
+    ("ok, go with the second approach", "continuation"),
+    ("looks fine. implement it", "continuation"),
+    ("do it, and open the PR when you're done", "continuation"),
+    ("you can continue", "continuation"),
+    ("do it and also add docs for the cli", "new-task"),
+])
+def test_prompt_forms_read_by_mechanism(text: str, kind: str) -> None:
+    """The forms the rules read (invented examples, none from a labelled set)."""
+    from deltamem.scenes.prompts import prompt_kind
+
+    assert prompt_kind(text) == kind
 
 
 @pytest.mark.parametrize("text", ["ok now implement the login page",

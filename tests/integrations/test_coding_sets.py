@@ -133,6 +133,25 @@ def test_system_sets_cover_code_git_logs_processes_infra_network_split_within_ea
         "code", "git", "log", "process", "infra", "network", "protocol"}
 
 
+def test_data_sets_cover_data_ml_package_and_agent_places_split_within_each_family() -> None:
+    """The sixth set (make_data_sets.py): databases and data pipelines, ML and AI tooling, agent
+    and editor configs, package registries, SaaS tokens and the encodings a transcript adds, with
+    the identities the same places hold (lockfiles, artifacts, run and job ids, public ids)."""
+    assert check_set_written_apart("data", 200, 300) == {
+        "database", "data-pipeline", "ml-ai", "agent-tooling", "package-registry", "saas",
+        "encoding"}
+
+
+def test_prompt_set_written_apart_has_three_hundred_prompts_every_label_in_both_splits() -> None:
+    data = rows("prompts_apart.jsonl")
+    assert len(data) >= 300 and len({r["prompt"] for r in data}) == len(data)
+    labels = Counter(r["label"] for r in data)
+    assert set(labels) == {"new-task", "continuation", "negative-feedback", "convention",
+                           "question-or-request"} and min(labels.values()) >= 50
+    for split in ("dev", "test"):
+        assert set(Counter(r["label"] for r in data if r["split"] == split)) == set(labels)
+
+
 @pytest.mark.parametrize("script,output", [("make_identities.py", "identities.jsonl"),
                                            ("make_secrets.py", "secrets.jsonl"),
                                            ("make_prompts.py", "prompts.jsonl"),
@@ -143,11 +162,15 @@ def test_system_sets_cover_code_git_logs_processes_infra_network_split_within_ea
                                            ("make_field_sets.py", "field_secrets.jsonl"),
                                            ("make_field_sets.py", "field_identities.jsonl"),
                                            ("make_system_sets.py", "system_secrets.jsonl"),
-                                           ("make_system_sets.py", "system_identities.jsonl")])
+                                           ("make_system_sets.py", "system_identities.jsonl"),
+                                           ("make_data_sets.py", "data_secrets.jsonl"),
+                                           ("make_data_sets.py", "data_identities.jsonl"),
+                                           ("make_prompts_apart.py", "prompts_apart.jsonl")])
 def test_sets_regenerate_byte_for_byte(script: str, output: str, tmp_path: Path) -> None:
     for name in ("make_identities.py", "make_secrets.py", "make_prompts.py", "prompts.txt",
                  "make_grammar_sets.py", "make_source_sets.py", "make_field_sets.py",
-                 "make_system_sets.py"):
+                 "make_system_sets.py", "make_data_sets.py", "make_prompts_apart.py",
+                 "prompts_apart.txt"):
         shutil.copy(SETS / name, tmp_path / name)
     subprocess.run([sys.executable, str(tmp_path / script)], check=True, capture_output=True,
                    timeout=120, cwd=tmp_path)

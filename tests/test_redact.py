@@ -563,6 +563,77 @@ def test_identities_of_the_system_mechanisms_pass(text):
     assert R.redact(text) == text
 
 
+# Turn 11, from the dev split of the sixth set (make_data_sets.py): the mechanisms, each on
+# examples written here (not the set's rows).
+@pytest.mark.parametrize("text,secret", [
+    # MySQL's SET PASSWORD with the PASSWORD() function; a call named for authentication
+    ("SET PASSWORD FOR 'etl'@'%' = PASSWORD('Etl-Pw-4471');", "Etl-Pw-4471"),
+    ('client.auth("svc", "Svc-Pw-8812")', "Svc-Pw-8812"),
+    ('PasswordAuthenticator("svc", "Svc-Pw-8812")', "Svc-Pw-8812"),
+    # documented setters of a credential
+    ("poetry config http-basic.corp ana 'Qx7-kLm2-Zp9'", "Qx7-kLm2-Zp9"),
+    ("poetry config pypi-token.corp Zq8Xk2Lz9Np4Rs6Tv8Wz", "Zq8Xk2Lz9Np4Rs6Tv8Wz"),
+    ("dotnet nuget setapikey zq8xk2lz9np4rs6tv8wz1yb3 --source corp", "zq8xk2lz9np4rs6tv8wz1yb3"),
+    ("anaconda token set ab-12345678-90ab-cdef-1234-567890abcdef",
+     "ab-12345678-90ab-cdef-1234-567890abcdef"),
+    ("channels:\n  - https://conda.example.org/t/zq-8xk2lz9n-p4rs6tv8/private",
+     "zq-8xk2lz9n-p4rs6tv8"),
+    # a shell line continuation inside a command and inside a token
+    ("curl https://api.example.com/v1 \\\n  -u ops:Ops-Pw-3312", "Ops-Pw-3312"),
+    ('export OPENAI_API_KEY="sk-proj-Zq8Xk2Lz9Np4Rs6Tv8Wz1Y\\\nb3Cd5Ef7Gh9Jk0Lm2Np4"',
+     "b3Cd5Ef7Gh9Jk0Lm2Np4"),
+    # Markdown an agent writes: a table row and a labelled item
+    ("| Setting | Value |\n|---|---|\n| Password | `Wh-Pw-2291x` |", "Wh-Pw-2291x"),
+    ("- **API key:** `Zq8Xk2Lz9Np4Rs6Tv8Wz`", "Zq8Xk2Lz9Np4Rs6Tv8Wz"),
+    # Redis AUTH at redis-cli's prompt; a label line, then the value alone under it
+    ("10.0.0.5:6379> AUTH Rd5-Tq9!mZ\nOK", "Rd5-Tq9!mZ"),
+    ("Your new admin password (store it safely):\n   Zq8Xk2Lz9Np4Rs6T\n", "Zq8Xk2Lz9Np4Rs6T"),
+    # a printed file named for a secret
+    ("$ cat /var/lib/app/initial_admin_password\nZq8Xk2Lz9Np4Rs6T\n", "Zq8Xk2Lz9Np4Rs6T"),
+    # a secret part inside a long property name, whitespace-separated
+    ("spark.hadoop.fs.example.account.key.store42.example.net  " + "Zq8Xk2Lz9Np4Rs6Tv8Wz1Y" * 3,
+     "Zq8Xk2Lz9Np4Rs6Tv8Wz1Y" * 3),
+    # adjacent string literals under a secret's name
+    ('API_TOKEN = (\n    "Zq8Xk2Lz9Np4"\n    "Rs6Tv8Wz1Yb3"\n)', "Rs6Tv8Wz1Yb3"),
+])
+def test_secrets_of_the_data_mechanisms_are_removed(text, secret):
+    assert secret not in R.redact(text)
+
+
+@pytest.mark.parametrize("text", [
+    '"contentHash": "Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3Cd5Ef7Gh9Jk0Lm2Np4Qr6St8Uv0Wx2Yz4Ab6Cd8Ef0Gh=="',
+    "Path:    /nix/store/0lmfhrsm3n06sf22nf04arywy1gj98k9-source",  # a path by its name
+    "db.password\t*********(redacted)",  # a mask with the word a tool prints
+    "# replace hf_xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx with your token",  # a filler
+    "SMTP_PASSWORD=your_smtp_password",  # a placeholder addressed to the reader
+    "GPU 0: Tesla T4 (UUID: GPU-9b7b03d0-d0af-45d6-adb5-0967f846cf0b)",  # named an id
+    'organization: "org-Zq8Xk2Lz9Np4Rs6Tv8Wz1Yb3",',  # an id typed by its own prefix
+    "$ poetry config http-basic.corp ana\nPassword:",  # the tool prompts
+    "$ cat password_policy.md\nOverview of the rules",  # not a file named for a secret
+])
+def test_identities_of_the_data_mechanisms_pass(text):
+    assert R.redact(text) == text
+
+
+def test_the_data_sets_dev_split():
+    """The sixth set's dev split (the rules above were read from it). Known, not fixed: two
+    credentials told only by what the API returns (a session id from ``/api/session``) or by a
+    vendor's constructor (a search client's admin key); two ids the set calls public under a
+    name ending in "key" (``clientKey``, ``key``), and two key ids (``SK...``, an app's
+    ``API_KEY``) that the earlier sets count as secrets; see docs/results.md."""
+    secrets = [r for r in _untouched_by_configured(_rows("data_secrets.jsonl"))
+               if r["split"] == "dev"]
+    identities = [r for r in _untouched_by_configured(_rows("data_identities.jsonl"))
+                  if r["split"] == "dev"]
+    assert len(secrets) >= 120 and len(identities) >= 160
+    missed = [r["id"] for r in secrets if any(s in R.redact(r["text"]) for s in r["secrets"])]
+    assert len(missed) <= 2, missed
+    lost = [r["id"] for r in secrets if any(k not in R.redact(r["text"]) for k in r["keep"])]
+    assert len(lost) <= 2, lost
+    changed = [r["id"] for r in identities if R.redact(r["text"]) != r["text"]]
+    assert len(changed) <= 2, changed
+
+
 def test_a_found_value_is_never_replaced_inside_a_marker():
     """A value found once is removed wherever else it occurs, but never out of a marker's own
     word: "ded-secret" once turned ``[REDACTED:encoded-secret]`` into ``[REDACTED:enco[...]]``."""

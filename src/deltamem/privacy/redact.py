@@ -95,7 +95,22 @@ field (``vault:path#key``, ``ref+awssecrets://...#/x``), placeholders written as
 (``YOUR_API_KEY_HERE``), camelCase variables in a struct literal and a command's first word at
 a prompt. A value found once is never replaced inside a marker.
 
-:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on five labelled sets
+Further contexts (turn 11, from the sixth set's dev split): MySQL's ``SET PASSWORD ... =
+PASSWORD('x')``; any call named for authentication (``db.auth``, ``BasicAuthentication``,
+``PasswordAuthenticator``); documented setters (poetry's ``config http-basic.R USER PASS`` and
+``pypi-token.R``, ``nuget setapikey``, ``<tool> token set|add``); an anaconda.org channel's
+``/t/<token>/``; a command across a shell line continuation, and a token a continuation cuts
+(its rest); Markdown an agent writes (``| Password | `x` |``, ``- **Password:** `x` ``); Redis
+``AUTH`` at redis-cli's prompt and in RESP; a value alone under a label line that names a secret
+and ends in a colon; ``cat`` of a file named for a secret (also in a container); a secret part
+inside a long, whitespace-separated property name (``spark-defaults.conf``) given key
+material; Python's adjacent string literals under a secret's name; Groq and Resend keys. Kept: a
+name that says hash, UUID, path, directory or URL; a mask with the word a tool prints
+(``*****(redacted)``); a placeholder addressed to the reader (``your_auth_token``); a
+documentation's filler (ten or more of one character in a row); an id whose type prefix
+abbreviates its name (``organization: "org-..."``).
+
+:func:`redact` is idempotent. ``benchmarks/coding_memory.py`` measures it on six labelled sets
 (``benchmarks/coding_sets``): 1,103 identities and 75 secret shapes; written from the
 documented option grammars of credential-taking tools, 1,180 identities and 222 secrets;
 written from the documented formats a transcript holds (config files, connection strings,
@@ -104,7 +119,8 @@ written from the places a session reaches outside an application's config (CI/CD
 signing, IDE and API clients, platforms, webhooks, secret stores, OAuth, shell sessions,
 framework output, a vendor catalogue), 300 identities and 223 secrets; and written from source
 code, git output, logs, processes, infrastructure state, network and VPN configuration and
-protocol sessions, 320 identities and 236 secrets.
+protocol sessions, 320 identities and 236 secrets; and written from data, ML, package-registry
+and agent-tooling places, 342 identities and 258 secrets.
 """
 
 from __future__ import annotations
@@ -136,8 +152,11 @@ _B = r"(?<![A-Za-z0-9_\-])"  # a token boundary on the left ...
 _E = r"(?![A-Za-z0-9_\-])"   # ... and on the right
 # A flag's or an assignment's value: quoted, or a run without blanks and shell separators.
 _VALUE = r"(?:'[^'\n]*'|\"[^\"\n]*\"|[^\s'\"|;<>()]+)"
-_SEG = r"[^\n|;]*?"  # the rest of one simple command, up to the flag
+# the rest of one simple command, up to the flag (across a line continuation, ``\`` newline)
+_SEG = r"(?:[^\n|;\\]|\\(?:\r?\n)?)*?"
 # ``-p``/``-P`` as a password flag (``-pX``, ``-p X``), not the head of the word ``-Password``
+# a token a shell line continuation cuts in two (``"sk-...\`` newline ``...rest"``): its rest
+_CONT = r"(?:\\\r?\n[ \t]*[A-Za-z0-9_\-+/=.~]+)*"
 _P_FLAG = r"-[pP](?!(?i:ass(?:word|wd|phrase)?)\b)"
 _SECRET_FLAG_WORD = (r"(?:password|passwd|passphrase|pass|pwd|token|secret|api-?key|apikey|"
                      r"api_key|credentials?|storepass|keypass)")
@@ -161,6 +180,9 @@ _SECRET_PRINTERS = (
     r"az\s+account\s+get-access-token\s+(?:\S+\s+)*(?:-o|--output)\s+tsv|"
     r"kubectl\s+get\s+secrets?\s[^\n|]*\|\s*base64\s+(?:-d|--decode|-D)|"
     r"openssl\s+rand\s+(?:-hex|-base64)|"
+    # a file named for a secret, printed (``cat /nexus-data/admin.password``, also in a container)
+    r"(?:(?:docker|podman|kubectl)\s+exec\s+(?:-\S+\s+)*\S+\s+(?:--\s+)?)?cat\s+"
+    r"\S*(?i:password|passwd|token|secret|api[_\-]?key)(?:\.txt)?(?=[ \t]*$)|"
     r"wg\s+(?:genkey|genpsk|show\s+\S+\s+(?:private-key|preshared-keys))")
 # A store's or tool's getter of a key named for a secret (``consul kv get app/db_password``,
 # ``etcdctl get /app/token``, ``salt '*' pillar.get app:api_key``): it prints the value.
@@ -176,7 +198,9 @@ _PRINTED = (r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:{})\b[^\n]*\n)"
 # Hints shared by the contexts of rarely met tools and protocol sessions, so that they are
 # switched on together (each distinct set of contexts is one more compiled expression, ``_master``).
 _TOOL_HINTS = ("snmp", "createuser", "radtest", "wpa_passphrase", "psk", "eap", "xauth", "ntlm",
-               "<auth-user-pass>", "auth plain", "ugfzc3dvcmq6")
+               "<auth-user-pass>", "auth plain", "ugfzc3dvcmq6", "> auth", "\\r\\nauth")
+# Hints of the contexts that read a secret's name in prose or output (switched on together).
+_NAMED_HINTS = ("key", "token", "secret", "password", "passphrase", "credential", "pat")
 # (kind, pattern, hints[, judge]): a judge (named, see ``_contexts``) decides on the value.
 _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ...], str], ...] = (
     # a secret-printing command at a shell prompt, and its output (up to the next prompt)
@@ -184,15 +208,16 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
      ("auth:token", "tokens create", "auth token", "login:ci", "bw get", "pass show", "lpass",
       "--plain", "op read", "print-access-token", "print-identity-token", "versions access",
       "get-login-password", "-field", "-password", "get-access-token", "base64",
-      "openssl rand", "genkey", "genpsk", "private-key", "preshared-keys")),
+      "openssl rand", "genkey", "genpsk", "private-key", "preshared-keys", "cat ")),
     ("printed-secret", _PRINTED.format(_SECRET_GETTER),
      ("password", "passwd", "secret", "token", "api_key", "api-key", "apikey")),
     ("private", r"(?is:<private>.*?(?:</private>|\Z))", ("<private",)),
     ("private-close", r"(?i:</private>)", ("</private",)),
     ("private-key", r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)"
                     r"(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)", ("private key",)),
-    ("anthropic-key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}", ("sk-ant-",)),
-    ("openai-key", _B + r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}", ("sk-",)),
+    ("anthropic-key", _B + r"sk-ant-[A-Za-z0-9_\-]{20,}" + _CONT, ("sk-ant-",)),
+    ("openai-key", _B + r"sk-(?:proj-|svcacct-|admin-|None-)?[A-Za-z0-9_\-]{20,}" + _CONT,
+     ("sk-",)),
     ("stripe-key", _B + r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}" + _E, ("_live_", "_test_")),
     ("stripe-webhook-secret", _B + r"whsec_[A-Za-z0-9+/=]{20,}", ("whsec_",)),
     ("aws-access-key", r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|"
@@ -212,6 +237,8 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     ("slack-webhook", r"https://hooks\.slack\.com/(?:services|workflows)/[A-Za-z0-9/_\-]+",
      ("hooks.slack.com",)),
     ("npm-token", _B + r"npm_[A-Za-z0-9]{36}" + _E, ("npm_",)),
+    ("groq-key", _B + r"gsk_[A-Za-z0-9]{48,}" + _E, ("gsk_",)),
+    ("resend-key", _B + r"re_[A-Za-z0-9]{8}_[A-Za-z0-9]{20,}" + _E, ("re_",)),
     ("pypi-token", _B + r"pypi-[A-Za-z0-9_\-]{50,}", ("pypi-",)),
     ("huggingface-token", _B + r"hf_[A-Za-z0-9]{30,}" + _E, ("hf_",)),
     ("twilio-key", _B + r"SK[0-9a-fA-F]{32}" + _E, ("sk",)),
@@ -235,9 +262,9 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     ("authorization", r"(?i:\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?)"
                       r"(?:(?i:basic)[ \t]+[^\s:'\"]{1,64}[ \t:](?=\S{6,}))?"
                       r"(?:[A-Za-z][\w\-]{1,30}[ \t]+(?=\S{8,}))?"
-                      r"(?P<s>[A-Za-z0-9._~+/\-]{8,}=*(?:,[A-Za-z0-9._~+/\-]{8,}=*)*)",
+                      r"(?P<s>[A-Za-z0-9._~+/\-]{8,}=*(?:,[A-Za-z0-9._~+/\-]{8,}=*)*" + _CONT + ")",
      ("authorization",)),
-    ("bearer-token", r"(?i:\b(?:bearer|token)\s+)(?P<s>[A-Za-z0-9._~+/\-]{16,}=*)",
+    ("bearer-token", r"(?i:\b(?:bearer|token)\s+)(?P<s>[A-Za-z0-9._~+/\-]{16,}=*" + _CONT + ")",
      ("bearer", "token")),
     ("basic-auth", r"(?i:\bbasic\s+)(?P<s>[A-Za-z0-9+/]{12,}={0,2})(?![A-Za-z0-9+/=])",
      ("basic",)),
@@ -262,7 +289,7 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
                        r"credential|pat)s?\b(?:(?:[ \t]+[\w'’,.\-]+){1,10}?[ \t]*[:=]|"
                        r"(?:[ \t]+[\w'’,.\-]+){0,10}?[ \t]+(?:is|was))"
                        r"[ \t]+)(?P<s>[A-Za-z0-9][A-Za-z0-9_\-+/=.~]{15,})(?=[\s,;)]|\Z)",
-     ("key", "token", "secret", "password", "passphrase", "credential", "pat"), "token-shaped"),
+     _NAMED_HINTS, "token-shaped"),
     # 6: credentials files
     ("password", r"(?m:^[^\s:#]+:(?:\d+|\*):[^\s:]+:[^\s:]+:(?P<s>\S+)$)", (":",)),
     ("password", r"\b(?:machine\s+\S+|default)(?:\s+(?:login|account)\s+\S+)*\s+password\s+"
@@ -294,6 +321,16 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     ("password", r"\b(?:npm|pnpm|yarn|aws|git|heroku|gh)\s+(?:config|configure)\s+set\s+"
                  r"(?:-{1,2}[\w-]+(?:[ =]\S+)?\s+)*[\w./:@-]*(?i:" + _SECRET_WORD + r")\s+"
                  r"(?P<s>(?!-)" + _VALUE + ")", ("config",)),
+    # poetry's ``config http-basic.REPO USER PASSWORD`` and ``config pypi-token.REPO TOKEN``
+    ("password", r"\bpoetry[ \t]+config[ \t]+(?:-{1,2}[\w-]+[ \t]+)*(?:http-basic\.\S+[ \t]+"
+                 r"(?!-)" + _VALUE + r"|pypi-token\.\S+)[ \t]+(?P<s>(?!-)" + _VALUE + ")",
+     ("poetry",)),
+    # a subcommand that stores a key or a token given to it (``nuget setapikey KEY``,
+    # ``conda token set TOKEN``, ``<tool> token add TOKEN``)
+    ("secret", r"(?i:\b(?:set-?api-?key|setapikey|(?:token|auth)[ \t]+(?:set|add)))[ \t]+"
+               r"(?:-\S+[ \t]+)*(?P<s>(?!-)[^\s'\"]{8,})", _NAMED_HINTS),
+    # anaconda.org's token in a channel URL (``https://conda.anaconda.org/t/<token>/<channel>``)
+    ("secret", r"(?i:\bhttps?://[\w.\-]+/t/)(?P<s>[A-Za-z0-9][A-Za-z0-9\-]{19,})(?=/)", ("/t/",)),
     ("password", r"\b(?:curl|wget|http|xh)\b" + _SEG + r"\s(?:-u|--user|--proxy-user|-U)"
                  r"[ =]?['\"]?[^\s:'\"]+:(?P<s>[^\s'\"]+)", ("curl", "wget", "http", "xh")),
     # (read on the whole text only: the head of ``-u user:PASSWORD``, re-read alone once the
@@ -311,7 +348,8 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
     # SQL's user DDL: ``CREATE|ALTER USER|ROLE ... IDENTIFIED BY 'x'`` (MySQL, Oracle),
     # ``... [WITH] [ENCRYPTED] PASSWORD 'x'`` (PostgreSQL), ``SET PASSWORD ... = 'x'``
     ("password", r"(?i:(?<![\w'\"])(?:identified\s+(?:with\s+\w+\s+)?by|"
-                 r"(?:with\s+|encrypted\s+)password|set\s+password(?:\s+for\s+\S+)?\s*=)\s*)"
+                 r"(?:with\s+|encrypted\s+)password|set\s+password(?:\s+for\s+\S+)?\s*="
+                 r"(?:\s*(?:old_)?password\s*\()?)\s*)"
                  r"(?P<s>'[^'\n]+'|\"[^\"\n]+\")", ("identified", "password")),
     # rabbitmqctl add_user|change_password USER PASSWORD
     ("password", r"\brabbitmqctl\s+(?:-\S+\s+)*(?:add_user|change_password)\s+" + _VALUE
@@ -373,13 +411,20 @@ _FORMATS: tuple[tuple[str, str, tuple[str, ...]] | tuple[str, str, tuple[str, ..
                  r"(?P<s>\S+))", ("pass ", "pass\t")),
     ("password", r"(?m:^[<> \t]*[A-Za-z0-9.]+[ \t]+LOGIN[ \t]+(?:\"[^\"\n]*\"|\S+)[ \t]+"
                  r"(?P<s>\"[^\"\n]*\"|\S+)[ \t]*$)", (" login ", " login\t")),
+    ("password", r"(?m:^[^\n>]{0,80}>[ \t]*AUTH[ \t]+(?:\S+[ \t]+)?(?P<s>\S+)[ \t]*$)",
+     _TOOL_HINTS),
+    ("password", r"\$4\\r\\nAUTH\\r\\n(?:\$\d+\\r\\n[^\\\s]+\\r\\n)?\$\d+\\r\\n"
+                 r"(?P<s>[^\\\s]+)", _TOOL_HINTS),
+    # a label that names a secret, then its value alone on the next line (Elasticsearch's
+    # "Password for the elastic user (...):" then the password; judged by the value's shape)
+    ("labelled-below", r"(?m:(?<=:)[ \t]*\n[ \t]*(?P<s>[^\s:]{8,})[ \t]*$)", _NAMED_HINTS),
     ("password", r"(?m:^[ \t]*(?:ACL[ \t]+SETUSER|user)[ \t]+\S+(?:[ \t]+[^\s>]\S*)*?[ \t]+>"
                  r"(?P<s>\S+))", ("setuser", " on >", " on\t>")),
     # a call that authenticates, with the user and the password as its two first string
     # arguments (``conn.login("u", "p")``, ``simple_bind_s(dn, "p")``, ``HTTPBasicAuth("u",
     # "p")``, ``new NetworkCredential("u", "p")``, ``auth=("u", "p")``)
     ("password", r"(?i:(?:login|logon|signin|sign_in|bind_s|bind|authenticate|credentials?|"
-                 r"basicauth|basic_auth|passwordauthentication|\bauth[ \t]*=)"
+                 r"auth(?:entication|enticator)?|basic_auth|\bauth[ \t]*=)"
                  r"[ \t]*\([ \t]*)(?:\"[^\"\n]*\"|'[^'\n]*')[ \t]*,[ \t]*"
                  r"(?P<s>\"[^\"\s]{3,}\"|'[^'\s]{3,}')",
      ("login", "logon", "signin", "sign_in", "bind", "authenticate", "credential", "auth"),
@@ -410,7 +455,10 @@ _SECRETISH = (r"[\w.\-]{0,40}(?i:pass|pwd|secret|token|key|credential|auth|cooki
 _PAIR_HINTS = ("pass", "pwd", "secret", "token", "key", "credential", "auth", "cookie", "salt",
                "psk")
 _PAIRS = (
-    r"(?m:^[ \t]*(?P<name>[A-Za-z_][\w.\-]{0,60})(?:\t+|[ ]{2,})(?P<s>[^\s'\"]{3,})[ \t]*$)",
+    r"(?m:^[ \t]*(?P<name>[A-Za-z_][\w.\-]{0,120})(?:\t+|[ ]{2,})(?P<s>[^\s'\"]{3,})[ \t]*$)",
+    # Python's adjacent string literals, one value in pieces (``TOKEN = (\n "ab" \n "cd"\n)``)
+    r"(?m:(?P<name>[A-Za-z_]\w{0,60})[ \t]*=[ \t]*\([ \t]*\n(?P<s>(?:[ \t]*(?:\"[^\"\n]*\"|"
+    r"'[^'\n]*')[ \t]*\n){2,8})[ \t]*\))",
     r"(?m:^[ \t]*\d+\)[ \t]+\"(?P<name>[A-Za-z_][\w.\-]{0,60})\"[ \t]*\n[ \t]*\d+\)[ \t]+"
     r"\"(?P<s>[^\"\n]+)\")",
     r"(?i:\b(?:name|key)\b[\"']?\s*[=:]\s*[\"'](?P<name>" + _SECRETISH + r")[\"'][ \t,]*"
@@ -430,6 +478,12 @@ _PAIRS = (
     # 'x')``, ``setProperty("db.password", "x")``, ``os.environ.setdefault("API_KEY", "x")``)
     r"\([ \t]*(?P<nq>[\"'])(?P<name>" + _SECRETISH + r")(?P=nq)[ \t]*,[ \t]*"
     r"(?P<s>\"[^\"\s]{3,}\"|'[^'\s]{3,}')",
+    # Markdown, as an agent's reply lays settings out: a table row ``| Password | `x` |`` and a
+    # labelled item ``- **Password:** `x` ``
+    r"(?m:^[ \t]*\|[ \t]*(?:\*\*)?(?P<name>[A-Za-z_][\w .\-]{0,40}?)(?:\*\*)?[ \t]*\|[ \t]*"
+    r"`?(?P<s>[^`|\s]{3,})`?[ \t]*\|)",
+    r"(?m:^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)(?P<name>[A-Za-z_][\w .\-]{0,40}?):?(?:\*\*|__):?"
+    r"[ \t]*`(?P<s>[^`\n]{3,})`)",
 )
 _NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
 _ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-./])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99}"
@@ -440,7 +494,11 @@ _ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-./])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z
            r"(?:(?P<oq>\\?[\"'])(?P<qv>[^\"'\n\\]*)(?P=oq)|(?P<v>[^\s\"',;}{)\]\\]+))")
 # Values that are not secrets: references to one, placeholders, types, literals.
 _NOT_A_VALUE = re.compile(
-    r"(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\(?[A-Za-z_]+\)?s?|\{\{.*\}\}|<[^>]*>|\*+|x+|\.{3}|"
+    r"(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\(?[A-Za-z_]+\)?s?|\{\{.*\}\}|<[^>]*>|x+|\.{3}|"
+    # a mask, with the word a tool prints beside it (``****``, ``*********(redacted)``)
+    r"\*+[ \t]*(?:\(?(?i:redacted|hidden|masked|sensitive|filtered|secret)\)?)?|"
+    # a documentation placeholder addressed to the reader (``your_auth_token``, ``your-api-key``)
+    r"(?i:your[_\-][\w\-]+)|"
     # a mask a tool printed instead of the value (``[FILTERED]``, ``[Filtered]``, ``[hidden]``)
     r"\[[A-Za-z][A-Za-z _\-]{1,30}\]|"
     # where a tool reads the password from, not the password (openssl, apksigner, jarsigner:
@@ -488,7 +546,7 @@ _IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|
                             r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
                             r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
                             r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision|"
-                            r"peer)\Z|(?i:(?:\A|[_\-.])(?:sha\d*|md5|crc32c?))\Z")
+                            r"peer|hash|uuid|guid|path|dir|directory|url|uri)\Z|(?i:(?:\A|[_\-.])(?:sha\d*|md5|crc32c?))\Z")
 # A digest's algorithm label before its value (``sha256:...``; go.sum's ``h1:<base64>``, the
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
@@ -504,6 +562,8 @@ _COMMAND_START = re.compile(r"(?m:^[ \t]*[$#%>][ \t]*(?:sudo[ \t]+)?\Z)")
 _STRONG_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
                           r"private[_\-.]?key)(?:[_\-.]|\Z)")
 _LONG_HEX = re.compile(r"[0-9a-fA-F]{32,}")
+_KEY_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:account|access|secret|private|signing|master)?"
+                       r"[_\-.]?key(?:[_\-.]|\Z)")
 _STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|psk|secret|token|credential|auth|private|apikey|"
                           r"api.key|access.key|client.key|account.key|cookie|salt)")
 
@@ -520,6 +580,7 @@ _ID_WORD = re.compile(r"[A-Za-z]{3,}\d*")
 _ID_PART = re.compile(r"[0-9a-fA-F]{7,128}|v?\d[\w.]*|[A-Za-z0-9]{1,4}")
 _WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
 _VOWEL = re.compile(r"[aeiouyAEIOUY]")
+_FILLER = re.compile(r"([A-Za-z0-9*])\1{9,}")
 _MIN_PROPAGATE = 6  # a found value this long is removed wherever else it occurs in the text
 
 
@@ -648,6 +709,8 @@ def _replace_group(kind: str, judge: Callable[[str], bool] | None = None
         if group not in match.re.groupindex or match.group(group) is None:
             if whole.startswith(PREFIX):
                 return whole
+            if _FILLER.search(whole):
+                return match.start() + 1  # a documentation's placeholder in the format
             found.append(whole)
             return marker(kind)
         value = match.group(group)
@@ -693,6 +756,24 @@ def _printed_secret(output: str, found: list[str]) -> str | None:
     return None
 
 
+_LABEL_LINE = re.compile(r"(?i)\b(?:password|passphrase|token|secret|api[ _\-]?key)\b[^\n]*:\Z")
+
+
+def _labelled_below(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
+    """A value alone on its line under a label line that names a secret and ends in a colon
+    (``Password for the elastic user (...):``): replaced when it looks like a token or a
+    password."""
+    line_start = match.string.rfind("\n", 0, match.start()) + 1
+    label = match.string[line_start:match.start()].rstrip()
+    value = match.group(prefix + "s")
+    if not _LABEL_LINE.search(label) or value.startswith(PREFIX) or _not_a_value(value) \
+            or not (_token_shaped(value) or _password_shaped(value)):
+        return match.start() + 1
+    found.append(value)
+    start = match.start(prefix + "s") - match.start()
+    return match.group(0)[:start] + marker("secret") + match.group(0)[start + len(value):]
+
+
 def _keep(match: re.Match[str], prefix: str, found: list[str]) -> str | int:
     return match.group(0)
 
@@ -702,8 +783,13 @@ def _named_pair(match: re.Match[str], prefix: str, found: list[str]) -> str | in
     holds a secret by the assignment rule; else the scan goes on inside the match."""
     name, value = match.group(prefix + "name"), match.group(prefix + "s")
     bare = value.strip("'\"")
-    if not (_NAME_END.search(name) and not _REFERENCE_NAME.search(name)
-            and not _PUBLIC_NAME.search(name) and _is_secret_value(name, bare, True)):
+    named = _NAME_END.search(name) and _is_secret_value(name, bare, True)
+    # a secret's part inside a longer name (``...account.key.<account>.dfs.core.windows.net``):
+    # the value counts by its shape
+    inside = (_STRONG_PART.search(name) or _KEY_PART.search(name)) \
+        and not _IDENTITY_NAME.search(name) and _key_material(bare)
+    if not ((named or inside) and not _REFERENCE_NAME.search(name)
+            and not _PUBLIC_NAME.search(name)):
         return match.start() + 1
     start, end = match.span(prefix + "s")
     whole, base = match.group(0), match.start()
@@ -753,7 +839,7 @@ def _assignment(match: re.Match[str], prefix: str, found: list[str]) -> str | in
     # after a blank (``... up to date with 'origin/x'`` is prose), and not under a name that
     # says it identifies.
     shaped = bool((g("sep") or "").strip()) and not _IDENTITY_NAME.search(name) \
-        and _key_material(value)
+        and not _self_typed(name, value) and _key_material(value)
     if named or shaped or (_AUTH_NAME.search(name) and _credential_pair(value)):
         found.append(value)
         kind = "private-key" if "private" in name.lower() or "client" in name.lower() and \
@@ -816,6 +902,15 @@ def _is_secret_value(name: str, value: str, quoted: bool, literal: bool | None =
     return bool(re.search(r"\d", value)) and len(value) >= 8 or len(value) >= 20
 
 
+def _self_typed(name: str, value: str) -> bool:
+    """Whether ``value`` carries its type as a prefix that abbreviates ``name`` (``organization:
+    "org-..."``, ``project: "proj_..."``, ``customer = "cus_..."``): an object's id, as APIs
+    that prefix their ids write them."""
+    prefix = re.match(r"([A-Za-z]{2,8})[-_]", value)
+    bare = re.sub(r"[^a-z]", "", name.lower().rsplit(".", 1)[-1])
+    return prefix is not None and bare.startswith(prefix.group(1).lower())
+
+
 def _composite_id(value: str) -> bool:
     """Whether ``value`` is an identifier built of two or more words joined (``-``, ``_``, ``.``,
     ``/``, ``@``) to nothing but short tokens, versions and hex digests: a cache key, an
@@ -874,8 +969,11 @@ def _capability(value: str) -> bool:
 
 def _not_a_value(value: str) -> bool:
     """Whether ``value`` stands where a secret would but is none: a reference to one, a
-    placeholder or mask, a type or literal (``_NOT_A_VALUE``), or ciphertext in its envelope."""
-    return bool(_NOT_A_VALUE.fullmatch(value) or _ENVELOPE.fullmatch(value))
+    placeholder or mask, a type or literal (``_NOT_A_VALUE``), ciphertext in its envelope, or a
+    documentation's filler (``hf_xxxxxxxx...``, ``AKIAXXXXXXXXXXXXXXXX``: ten or more of one
+    character in a row, which no random value has)."""
+    return bool(_NOT_A_VALUE.fullmatch(value) or _ENVELOPE.fullmatch(value)
+                or _FILLER.search(value))
 
 
 def _key_material(value: str) -> bool:
@@ -970,6 +1068,7 @@ def _contexts() -> tuple[_Context, ...]:
     for kind, pattern, hints, *judge in _FORMATS:
         handler = _drop if kind.startswith("private") and kind != "private-key" else \
             _printed if kind == "printed-secret" else \
+            _labelled_below if kind == "labelled-below" else \
             _replace_group(kind, judges[judge[0]] if judge else None)
         # (a one-character hint is in most texts: it would only multiply the expressions)
         gate = () if all(len(h) == 1 for h in hints) else tuple(h.lower() for h in hints)

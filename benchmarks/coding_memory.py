@@ -21,8 +21,8 @@ Arms:
   when the last tool result was an error. ``session-start`` injects the most recent N sessions
   whose directory is a string prefix of the new one or the other way round; ``user-prompt`` the
   same sessions ranked by words shared with the prompt; both under the budget the deltamem hooks
-  use (their ``--budget-tokens``, else 200 and 300). It runs in process: its latency is not
-  comparable with a subprocess.
+  use (their ``--budget-tokens``, else the hooks' defaults, 200 and 250). It runs in process:
+  its latency is not comparable with a subprocess.
 
 Metrics per arm (targets from issue 31):
 
@@ -74,13 +74,15 @@ from typing import Any
 
 import numpy as np
 
+from deltamem.integrations.env import HOOK_BUDGETS
+
 ROOT = Path(__file__).resolve().parent.parent
 SESSIONS = Path(__file__).resolve().parent / "coding_sessions"
 SESSIONS_STACKS = Path(__file__).resolve().parent / "coding_sessions_stacks"
 SETS = Path(__file__).resolve().parent / "coding_sets"
 HOOKS_JSON = ROOT / "plugins" / "deltamem" / "hooks" / "hooks.json"
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
-DEFAULT_BUDGETS = {"session-start": 200, "user-prompt": 300}
+DEFAULT_BUDGETS = dict(HOOK_BUDGETS)  # the hooks' own defaults
 NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
                  "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>")
 INTERRUPTED = "[Request interrupted by user"

@@ -327,6 +327,13 @@ class CodingExtractor:
         else:
             done = tail_cut(final_report(calls), 160)
         said = report_summary(final_report(calls), self.stale)
+        # The symptom the task set out from: the first failure it met, in the tool's words (a
+        # later prompt about the same problem is often worded like it).
+        first = next((c for c in calls if c.status == "error" and c.kind == "run"
+                      and c.purpose not in ("read", "check")), None)
+        why = reason(first.output, 120) if first is not None else ""
+        if first is not None and why:
+            steps.insert(0, f'it failed first: `{command_text(first, 60)}` -> "{why}"')
         if said:
             steps.insert(0, f"what was done: {said}")
         return Skill(activation=_one_line(episode.task, self.max_chars),
@@ -444,8 +451,10 @@ def _step_line(call: ToolCall) -> str:
     (reads, searches, notes, failed attempts and checks that found nothing are no steps)."""
     if call.failed:
         return ""
-    if call.kind == "edit" and call.paths:
+    if call.kind == "edit" and call.paths and not call.command:
         return f"edit {', '.join(call.paths)}"
+    if call.kind == "edit" and call.command:  # a shell command that changes files: as typed
+        return f"run `{command_text(call, 120)}`"
     if call.kind == "run" and call.purpose not in ("read", "check"):
         said = summary(call.output, 60) if call.purpose in VERIFYING else ""
         return f"run `{command_text(call, 120)}`" + (f" -> {said}" if said else "")

@@ -9,7 +9,7 @@ it (``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``, and ``pro
   ``integrations.coding_memory``) as a short note, ``hookSpecificOutput.additionalContext``; at most
   ``DELTAMEM_SESSION_START_TOKENS`` tokens (200; 0 turns it off);
 * ``user-prompt`` -- the skill or failure lesson of a past task like the request, within the
-  scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (300; 0: off);
+  scope (``DELTAMEM_SCOPE``), at most ``DELTAMEM_USER_PROMPT_TOKENS`` tokens (250; 0: off);
 * ``stop`` -- learns what the turn finished: the task (the request and its follow-ups, see
   ``extract.coding_session``) with its outcome judged by the documented rules, plus an
   interrupted task before it (no Stop hook runs after an interrupt). Nothing is printed.

@@ -16,7 +16,7 @@ from deltamem.errors import ConfigError
 SCOPES = ("project", "user", "global")
 DEFAULT_SCOPE = "project"
 # What the coding hooks inject at most, in tokens of the bundled MiniLM tokenizer.
-HOOK_BUDGETS = {"session-start": 200, "user-prompt": 300}
+HOOK_BUDGETS = {"session-start": 200, "user-prompt": 250}
 
 
 def scope(environ: Mapping[str, str] | None = None) -> str:

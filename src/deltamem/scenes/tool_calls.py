@@ -120,6 +120,10 @@ _PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.
     ("read", r"^(cat|head|tail|less|more|sed -n|nl|wc|ls|tree|pwd|echo|printf|git (status|"
              r"log|show|blame|branch|remote|rev-parse|stash list)|env|printenv|whoami|date|"
              r"du|df|ps|id|uname|true|cd|jq|yq|awk)\b"),
+    # Any other tool whose sub-command (or task-runner task) is named ``test``: build tools and
+    # task runners document ``<tool> test`` (``stack test``, ``cabal test``, ``zig build
+    # test``, ``molecule test``, ``bazelisk test``, ``deno task test``, ``mise run test``).
+    ("tests", r"^[\w.\-/]+(?: (?:task|run|build|exec|make))? (?:test|tests|spec)(?=\s|$)"),
 ))
 # Purposes whose runs are project knowledge (how the project is checked, built, shipped).
 KNOWLEDGE_PURPOSES = ("deploy", "migrations", "tests", "type checks", "lint", "build", "install")
@@ -317,6 +321,9 @@ def _run_status(purpose: str, status: str, code: int | None, command: str, outpu
     never written), never a pass."""
     if purpose == "check" and status == "error" and _expected_exit(command, code, output):
         return "no-match"
+    if status == "error" and code == 124 and purpose not in VERIFYING \
+            and re.match(r"^(?:[A-Za-z_]\w*=\S*\s+)*timeout\s", command):
+        return "ok"  # ``timeout``'s own status: its limit stopped a command that was running
     if status != "ok" or purpose not in VERIFYING:
         return status
     verdict = runner_verdict(output)

@@ -442,7 +442,7 @@ def hook(
     embedder: EmbedOpt = None,
     budget_tokens: Annotated[int | None, typer.Option(
         help="Cap the context a hook adds at this many tokens (default: DELTAMEM_SESSION_"
-             "START_TOKENS 200, DELTAMEM_USER_PROMPT_TOKENS 300; 0: off).")] = None,
+             "START_TOKENS 200, DELTAMEM_USER_PROMPT_TOKENS 250; 0: off).")] = None,
     scope: Annotated[str | None, typer.Option(
         help="project, user or global (default: DELTAMEM_SCOPE, else user).")] = None,
 ) -> None:

@@ -51,6 +51,9 @@ def test_a_check_that_breaks_is_still_an_error() -> None:
     ("go build ./...", "build"), ("terraform plan", "build"), ("pip install -e .", "install"),
     ("cat .env", "read"), ("git status", "read"), ("ls -la", "read"), ("grep -rn x .", "check"),
     ("python scripts/seed.py", "run"), ("DATABASE_URL=sqlite:// pytest -q", "tests"),
+    # any tool's ``test`` sub-command or task (build tools and task runners document it)
+    ("stack test", "tests"), ("zig build test", "tests"), ("mise run test", "tests"),
+    ("deno task test", "tests"), ("bazelisk test //...", "tests"), ("echo test", "read"),
 ])
 def test_a_command_is_classified_by_what_it_is_for(command: str, purpose: str) -> None:
     assert command_purpose(command) == purpose
@@ -81,6 +84,30 @@ def test_status_comes_from_the_client_and_from_the_summary() -> None:
     assert rejected.status == "rejected" and rejected.paths == ("a.py",)
     interrupted = call("Bash: npm run build", "building...\nuser: [Request interrupted by user]")
     assert interrupted.status == "interrupted"
+
+
+def test_a_timeouts_own_exit_stops_a_running_command_without_failing_it() -> None:
+    """``timeout`` exits 124 when its limit stopped the command: a dev server that was running
+    fine is no failure; a verifying run stopped by it still is."""
+    server = parse_call(Step("Bash: timeout 15 npm run dev",
+                             "error: Exit code 124\nListening on http://localhost:3000"))
+    tests = parse_call(Step("Bash: timeout 60 pytest -q", "error: Exit code 124\ncollected 40"))
+    assert server.status == "ok" and tests.status == "error"
+
+
+def test_a_skill_shows_the_first_failure_it_met_and_shell_edits_as_typed() -> None:
+    from deltamem.extract.coding_session import CodingExtractor
+
+    episode = Episode("the build is broken after the compiler switch", f"software project shop "
+                      f"at {ROOT}", steps=(
+        Step("Bash: cmake --preset debug", "error: Exit code 1\nCMake Error: generator mismatch"),
+        Step("Bash: rm -rf build/debug && cmake --preset debug", "-- Build files written"),
+        Step("Bash: ctest --preset debug", "100% tests passed, 0 tests failed out of 9")),
+        success=True)
+    steps = CodingExtractor().skill(episode).steps
+    assert any(s.startswith("it failed first: `cmake --preset debug`") and "generator mismatch"
+               in s for s in steps)
+    assert "run `rm -rf build/debug && cmake --preset debug`" in steps
 
 
 def test_reads_searches_edits_and_notes_are_never_facts() -> None:

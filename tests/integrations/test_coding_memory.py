@@ -492,3 +492,27 @@ def test_a_session_that_ends_in_an_interrupt_is_learned_at_its_end(
     # A client that also ran Stop after the interrupt does not get it learned twice.
     run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
     assert len(list(mem.store.episodes(mem.space))) == 1
+
+
+def test_a_request_is_read_by_the_scores_without_the_template_rule(
+        mem: DeltaMem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The template rule (``Reader.kind_first``) embeds the template of every key in its pool:
+    for coding keys a pasted trace made long it took seconds, past the prompt hook's wait, and
+    the note was lost. A coding request is free text: its recall reads by the scores."""
+    from deltamem.engine.read import Reader
+
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+
+    weights: list[float] = []
+    original = Reader.kind_first
+
+    def spy(self: Reader, *args: Any, **kwargs: Any) -> Any:
+        weights.append(self.kind_weight)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Reader, "kind_first", spy)
+    note = prompt_note(mem, root, "fix the failing checkout test")
+    assert "did a task like this and it worked" in note
+    assert weights and set(weights) == {0.0}  # the rule is off for the request's read ...
+    assert mem.reader.kind_weight > 0  # ... and the memory's own reads keep it

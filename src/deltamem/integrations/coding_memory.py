@@ -322,10 +322,19 @@ class CodingMemory:
     def experience_for(self, request: str) -> tuple[Experience, bool, Node] | None:
         """The skill or lesson recalled for ``request`` within the scope, with whether it was
         learned in this project and the node it was recalled by; None when nothing in scope
-        matched."""
+        matched.
+
+        Read by the scores, without the template rule (``engine.read.Reader.kind_first``): a
+        request is free text, not a templated task, and the rule embeds the template of every
+        key in its pool, which for keys a pasted trace made long took 4-7 s on two cores, past
+        the prompt hook's 1.5 s wait (the note was lost); on the session suite written apart
+        the dev probes' recall was the same with and without it (docs/results.md, turn 11)."""
         if not request.strip():
             return None
-        recalled = self.mem.recall(request, "", top_k=CANDIDATES)
+        scores = DeltaMem(self.mem.store, self.mem.embedder, self.mem.extractor,
+                          space=self.mem.space, settings=self.mem.settings)  # the same memory
+        scores.reader.kind_weight = 0.0
+        recalled = scores.recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
         nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
         weights = rarity([_words(n.key) for n in nodes])

@@ -162,7 +162,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 # The third set's split rule, shared (the script's folder is on the path when it runs).
-from make_source_sets import family_split
+from make_source_sets import family_split, identity_rows_of, write_sets
 
 HERE = Path(__file__).resolve().parent
 RNG = random.Random(60_613)
@@ -1741,28 +1741,11 @@ IDENTITY_FAMILIES: list[tuple[str, Callable[[], Forms], int]] = [
 
 
 def identity_rows() -> list[dict[str, object]]:
-    out: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for family, forms, count in IDENTITY_FAMILIES:
-        made = tries = 0
-        while made < count and tries < 50 * count:
-            templates = forms()
-            text = templates[tries % len(templates)]()
-            tries += 1
-            if text in seen:
-                continue
-            seen.add(text)
-            out.append({"id": f"di{len(out):03d}", "family": family, "text": text})
-            made += 1
-        assert made == count, (family, made)
-    family_split(out, "data-identities")
-    return out
+    return identity_rows_of(IDENTITY_FAMILIES, "di", 3, "data-identities")
 
 
 def main() -> None:
-    for name, data in (("data_secrets.jsonl", secret_rows()), ("data_identities.jsonl", identity_rows())):
-        (HERE / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data), encoding="utf-8")
-        print(f"{name}: {len(data)} rows")
+    write_sets({"data_secrets.jsonl": secret_rows(), "data_identities.jsonl": identity_rows()})
 
 
 if __name__ == "__main__":

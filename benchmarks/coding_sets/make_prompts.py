@@ -15,19 +15,25 @@ HERE = Path(__file__).resolve().parent
 LABELS = ("new-task", "continuation", "negative-feedback", "convention", "question-or-request")
 
 
-def main() -> None:
+def convert(source: str, target: str, prefix: str) -> None:
+    """Turn ``source`` (``label | stack | prompt`` lines) into ``target`` (JSON lines, ids
+    ``<prefix>NNN``, each row's split fixed by a hash of its id)."""
     rows = []
-    for line in (HERE / "prompts.txt").read_text(encoding="utf-8").splitlines():
+    for line in (HERE / source).read_text(encoding="utf-8").splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         label, stack, prompt = (part.strip() for part in line.split("|", 2))
-        assert label in LABELS, line
-        rid = f"pr{len(rows):03d}"
+        assert label in LABELS and prompt, line
+        rid = f"{prefix}{len(rows):03d}"
         rows.append({"id": rid, "label": label, "stack": stack, "prompt": prompt,
                      "split": split_of(rid)})
-    (HERE / "prompts.jsonl").write_text(
+    (HERE / target).write_text(
         "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    print(f"{len(rows)} prompts -> {HERE / 'prompts.jsonl'}")
+    print(f"{len(rows)} prompts -> {HERE / target}")
+
+
+def main() -> None:
+    convert("prompts.txt", "prompts.jsonl", "pr")
 
 
 if __name__ == "__main__":

@@ -102,6 +102,36 @@ def family_split(rows: list[dict[str, object]], salt: str) -> None:
             r["split"] = "dev" if i < len(members) // 2 + extra else "test"
 
 
+def identity_rows_of(families: list[tuple[str, Callable[[], list[Callable[[], str]]], int]],
+                     prefix: str, width: int, salt: str) -> list[dict[str, object]]:
+    """Identity rows of a set written apart: each family's forms called in turn until it holds
+    ``count`` distinct texts (50 tries a row at most); ids ``<prefix><n>`` (``width`` digits),
+    split within families (:func:`family_split`). Shared by the fourth to sixth sets."""
+    out: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for family, forms, count in families:
+        made = tries = 0
+        while made < count and tries < 50 * count:
+            templates = forms()
+            text = templates[tries % len(templates)]()
+            tries += 1
+            if text in seen:
+                continue
+            seen.add(text)
+            out.append({"id": f"{prefix}{len(out):0{width}d}", "family": family, "text": text})
+            made += 1
+    family_split(out, salt)
+    return out
+
+
+def write_sets(sets: dict[str, list[dict[str, object]]]) -> None:
+    """Write each set as JSON lines next to this script."""
+    for name, data in sets.items():
+        (HERE / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data),
+                                 encoding="utf-8")
+        print(f"{name}: {len(data)} rows")
+
+
 # -- values ----------------------------------------------------------------------------------
 def run(n: int, alphabet: str = AN) -> str:
     return "".join(RNG.choice(alphabet) for _ in range(n))
@@ -849,9 +879,7 @@ def identity_rows() -> list[dict[str, object]]:
 
 
 def main() -> None:
-    for name, data in (("source_secrets.jsonl", secret_rows()), ("source_identities.jsonl", identity_rows())):
-        (HERE / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in data), encoding="utf-8")
-        print(f"{name}: {len(data)} rows")
+    write_sets({"source_secrets.jsonl": secret_rows(), "source_identities.jsonl": identity_rows()})
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ An expected non-zero exit of a check (``grep`` finding nothing, ``test -f`` on a
 **What a task teaches** (:class:`CodingExtractor`): a task with no call that acts (a question
 answered from reads and searches) teaches no skill; a successful task gives a :class:`Skill`
 keyed by the request whose steps are the files changed and the commands that worked (paths
-relative to the repository root), with the check that proves it as its termination; a failed
+relative to the repository root; a shell command that changes files as typed), after the
+first failure it met (the symptom a later request is often worded like), with the check that
+proves it as its termination; a failed
 one a :class:`Lesson` quoting each failure's reason (the end of the output, never its head); any
 task gives project knowledge (``CodingScene.facts``). When a task edits files, the known facts
 it makes stale are dropped as the knowledge is merged (the delta records the removal): a failing

@@ -84,6 +84,9 @@ def test_the_architecture_page_counts_right():
 # Markdown files the product reads or writes in an agent's folders, and one a benchmark writes
 # (benchmarks/fuzz_faces.py), not files of this repository.
 NOT_PAGES = {"SKILL.md", "MEMORY.md", "AGENTS.md", "CLAUDE.md", "outside.md"}
+# Generators of labelled coding sessions: the files their transcripts name (a repository's
+# README.md, a fixture) are data of those sessions, not pages of this repository.
+TRANSCRIPT_DATA = "coding_sessions"
 
 
 def test_every_page_the_code_cites_exists():
@@ -94,6 +97,7 @@ def test_every_page_the_code_cites_exists():
     cited = {(str(path.relative_to(ROOT)), name)
              for folder in ("src", "bench/src", "benchmarks", "scripts")
              for path in sorted((ROOT / folder).rglob("*.py"))
+             if not path.parent.name.startswith(TRANSCRIPT_DATA)
              for name in re.findall(r"[\w./-]+\.md\b", path.read_text(encoding="utf-8"))}
     assert sorted((where, name) for where, name in cited
                   if Path(name).name not in pages | NOT_PAGES) == []

@@ -168,7 +168,8 @@ def prompt_kind(text: str, *, asked: bool = False) -> str:
     lead = opener.group(0) if opener else ""
     sentences = [s for s in re.split(r"(?<=[.!?])\s+", rest) if s.strip()]
     questions = [s for s in sentences if _asks(s)]
-    statement = " ".join(s for s in sentences if not _asks(s))
+    stated = [s for s in sentences if s not in questions]
+    statement = " ".join(stated)
     words = re.findall(r"[\w'/.+-]+", rest)
     if _BARE_NO.match(raw):
         return "negative-feedback"
@@ -177,7 +178,7 @@ def prompt_kind(text: str, *, asked: bool = False) -> str:
     if _judged_bad(raw, rest, statement, questions):
         return "negative-feedback"
     frame = _REQUEST_FRAME.search(rest)
-    told = [s for s in sentences if not _asks(s) and not _REMARK.match(s)]
+    told = [s for s in stated if not _REMARK.match(s)]
     if questions and not told:
         if frame and not _TELL_VERBS.match(frame.group("verb")):
             return "new-task"  # "can you set up pre-commit?": a request to act
@@ -197,7 +198,7 @@ def _judged_bad(raw: str, rest: str, statement: str, questions: list[str]) -> bo
     """Whether the prompt says the last result is bad: a statement that the problem persists, a
     deed failed, a verdict, a demand to take it back, a failure that holds now, one the agent's
     deed caused, a result worse than before; or a question whose failure persists ("why is the
-    page still blank?")."""
+    dashboard still empty?")."""
     if statement and (_PERSIST.search(statement) or _FAILED_DEED.search(statement)
                       or _VERDICT.search(raw) or _TAKE_BACK.search(rest)
                       or _NOW_BAD.search(statement) or _CAUSED.search(statement)

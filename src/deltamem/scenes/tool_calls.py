@@ -322,7 +322,7 @@ def _run_status(purpose: str, status: str, code: int | None, command: str, outpu
     if purpose == "check" and status == "error" and _expected_exit(command, code, output):
         return "no-match"
     if status == "error" and code == 124 and purpose not in VERIFYING \
-            and re.match(r"^(?:[A-Za-z_]\w*=\S*\s+)*timeout\s", command):
+            and re.match(r"timeout\s", _ENV_ASSIGN.sub("", command)):
         return "ok"  # ``timeout``'s own status: its limit stopped a command that was running
     if status != "ok" or purpose not in VERIFYING:
         return status

@@ -57,6 +57,7 @@ Metrics per arm (targets from issue 31):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -900,6 +901,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         "Stop call before reading the database (a background learner)")
     parser.add_argument("--sets-only", action="store_true",
                         help="measure only the labelled sets (identities, secrets, prompts)")
+    parser.add_argument("--keep-home", type=Path, help="play the deltamem arm in this (new) "
+                        "folder as HOME and keep it, to read its memory afterwards")
     args = parser.parse_args(argv)
     folders = args.sessions or [SESSIONS, SESSIONS_STACKS]
     suite = load_suite(folders, args.split, smoke=args.smoke)
@@ -908,8 +911,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     for name in ([] if args.sets_only else [a.strip() for a in args.arms.split(",")
                                             if a.strip()]):
-        with tempfile.TemporaryDirectory(prefix=f"coding-{name}-home-",
-                                         ignore_cleanup_errors=True) as home:
+        with contextlib.ExitStack() as stack:
+            if name == "deltamem" and args.keep_home:
+                args.keep_home.mkdir(parents=True, exist_ok=False)
+                home = str(args.keep_home.resolve())
+            else:
+                home = stack.enter_context(tempfile.TemporaryDirectory(
+                    prefix=f"coding-{name}-home-", ignore_cleanup_errors=True))
             if name == "deltamem":
                 arm: Arm = DeltamemArm(Path(home), args.embedder)
             elif name == "flat":

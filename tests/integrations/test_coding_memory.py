@@ -19,7 +19,7 @@ from deltamem.errors import ConfigError
 from deltamem.extract.coding_session import CodingExtractor
 from deltamem.extract.llm import LLMExtractor
 from deltamem.integrations.claude_code import hook_extractor, run_hook
-from deltamem.integrations.coding_memory import count_tokens, coverage, rarity
+from deltamem.integrations.coding_memory import CodingMemory, count_tokens, coverage, rarity
 from deltamem.testing import ScriptedLLM
 
 CHECKOUT = "the checkout test fails with a wrong total, can you find out why?"
@@ -288,15 +288,58 @@ def test_a_past_task_is_recalled_by_its_own_words_below_the_threshold(
     assert "did a task like this" not in prompt_note(mem, root, "why is the newsletter signup slow")
 
 
-def test_a_question_answered_teaches_no_skill(mem: DeltaMem, tmp_path: Path) -> None:
+def test_a_question_looked_up_in_the_project_is_recalled_by_a_later_request(
+        mem: DeltaMem, tmp_path: Path) -> None:
     root = repo(tmp_path, "shop")
     session = (ClaudeSession(str(root)).user("where is the discount applied?")
                .grep("discount", [f"{root}/shop/cart.py"]).read(f"{root}/shop/cart.py", CART)
                .say("In `shop/cart.py`, `total()`."))
     stop(mem, session, tmp_path / "a.jsonl")
+    [task] = [n for n in mem.nodes() if n.tree.value == "task"]
+    skill = mem.experience(task.id)
+    assert isinstance(skill, Skill) and task.outcome.value == "success"
+    assert skill.steps == ("what was done: In shop/cart.py, total().", "read shop/cart.py")
+    note = prompt_note(mem, root, "the discount is applied twice when the cart has a coupon")
+    assert "In shop/cart.py, total()." in note and task.id in note
+    assert "answered (" not in start_note(mem, root)  # kept as the skill, not as a fact too
+
+
+def test_a_past_task_is_recalled_by_what_was_done_when_the_request_is_worded_apart(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    """A later request often names the problem or its fix, not the first request's words: a
+    past task of the project is matched by its gist too (its request, what was done, the first
+    failure), and the gist embedded once is cached."""
+    root = repo(tmp_path, "ledger")
+    invoice = f"{root}/ledger/invoice.py"
+    session = (ClaudeSession(str(root)).user("the nightly job went red, have a look")
+               .bash("pytest -q", "FAILED tests/test_invoice.py::test_vat - assert 119.99 == "
+                     "120.0\n1 failed, 40 passed in 0.61s", code=1)
+               .read(invoice, "def gross(net):\n    return net * VAT\n")
+               .edit(invoice, "return net * VAT", "return round_half_up(net * VAT, 2)")
+               .bash("pytest -q", "41 passed in 0.58s")
+               .say("Fixed: invoice totals are now rounded half-up to whole cents after VAT is "
+                    "added, so gross amounts no longer come out a cent short."))
+    stop(mem, session, tmp_path / "a.jsonl")
+    coding = CodingMemory.for_directory(mem, root)
+    assert coding.warm() == 1
+    mem.embed([""])  # the empty scene a request's recall is read with
+    misses = mem.embed_cache.misses
+    note = prompt_note(mem, root, "some invoice totals are a cent short after VAT")
+    assert "did a task like this and it worked" in note and "round_half_up" not in note
+    assert "rounded half-up to whole cents" in note and "edit ledger/invoice.py" in note
+    assert mem.embed_cache.misses == misses + 1  # only the request: the gist was warm
+    assert "did a task like this" not in prompt_note(mem, root, "add a dark mode to the admin")
+
+
+def test_a_question_answered_without_looking_is_a_project_fact(mem: DeltaMem,
+                                                                tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = (ClaudeSession(str(root)).user("what does idempotent mean for a webhook?")
+               .say("Handling the same event twice has the effect of handling it once."))
+    stop(mem, session, tmp_path / "a.jsonl")
     assert not [n for n in mem.nodes() if n.tree.value == "task"]
-    assert "answered (where is the discount applied): In shop/cart.py, total()." in start_note(
-        mem, root)
+    assert ("answered (what does idempotent mean for a): Handling the same event twice has "
+            "the effect of handling it once.") in start_note(mem, root)
 
 
 def test_knowledge_never_crosses_projects_and_a_subfolder_gets_its_repository(

@@ -400,6 +400,34 @@ def test_the_daemon_answers_a_first_session_before_it_has_loaded(home, monkeypat
     assert daemon.handle(request) == {"output": {}}  # warm: still nothing stored
 
 
+def test_the_learner_embeds_a_projects_task_gists_ahead_for_its_reader(home, monkeypatch):
+    """After a turn is learned (or a session starts) the learner embeds the gists of that
+    project's tasks into the one embedding cache the daemon's reader shares: the next request's
+    recall embeds only the request."""
+    from deltamem.integrations.hookd import Daemon
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    daemon = Daemon(target(str(db), "default", "hashing"))
+    spool = daemon.target.spool
+    spool.mkdir(parents=True)
+    size = (FIXTURES / "claude_code_success.jsonl").stat().st_size
+    (spool / "1.json").write_text(json.dumps({**_payload("Stop"), "size": size}))
+    assert daemon.drain() == 1 and daemon.to_warm == {CWD: None}
+    daemon.warm_projects()
+    assert daemon.to_warm == {}
+    reader = daemon.reader()
+    assert reader is not None and reader.embed_cache is daemon.writer().embed_cache
+    reader.embed([""])  # the empty scene a request's recall is read with
+    before = reader.embed_cache.misses
+    request = {"event": "user-prompt", "payload": _payload("UserPromptSubmit", prompt=REQUEST)}
+    assert "pytest -q tests/test_checkout.py" in json.dumps(daemon.handle(request))
+    assert reader.embed_cache.misses == before + 1  # the request; its gist was embedded ahead
+    daemon.handle({"event": "session-start", "payload": _payload("SessionStart")})
+    assert daemon.to_warm == {CWD: None}
+
+
 def test_the_daemon_listens_before_it_loads_the_engine():
     """Importing the daemon's module loads neither the engine, numpy nor an embedder runtime:
     it listens first and loads them in the background (``Daemon.warm``), so a hook that just

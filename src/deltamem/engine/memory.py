@@ -272,6 +272,11 @@ class DeltaMem:
                                            placing=placing)
                     for tree, key, q in ((Tree.TASK, task, q_task), (Tree.ENV, env, q_env))}
 
+    def embed(self, texts: Sequence[str]) -> list[Vector]:
+        """The texts' vectors from this memory's embedder, through its cache (unit length, as
+        the scans compare them)."""
+        return self._embed(list(texts), Usage())
+
     def _embed(self, texts: list[str], usage: Usage) -> list[Vector]:
         """One embedder call for the texts not in the cache (``usage`` counts only those)."""
         with blas_threads(self.settings.embed_threads):

@@ -234,8 +234,16 @@ def final_report(calls: Sequence[ToolCall]) -> str:
 
 
 def teaches_skill(calls: Sequence[ToolCall]) -> bool:
-    """Whether a task did something (a question answered from reads teaches no skill)."""
+    """Whether a task did something (changed or checked something)."""
     return any(c.acts for c in calls)
+
+
+def answered_from_project(calls: Sequence[ToolCall]) -> bool:
+    """Whether a task is a question the agent answered by looking in the project: it read or
+    searched, then replied. It is learned as a skill (the answer and where it was found), so
+    that a later request about the same code recalls it."""
+    return any(c.kind in ("read", "search") or (c.kind == "run" and not c.acts)
+               for c in calls) and bool(final_report(calls))
 
 
 # -- the extractor --------------------------------------------------------------------------
@@ -338,6 +346,11 @@ class CodingExtractor:
             steps.insert(0, f'it failed first: `{command_text(first, 60)}` -> "{why}"')
         if said:
             steps.insert(0, f"what was done: {said}")
+        if not teaches_skill(calls):  # a question answered: where the answer was found
+            looked = [p for c in calls if c.kind in ("read", "search") and not c.failed
+                      for p in c.paths]
+            if looked:
+                steps.append(f"read {', '.join(list(dict.fromkeys(looked))[:4])}")
         return Skill(activation=_one_line(episode.task, self.max_chars),
                      steps=tuple(dict.fromkeys(steps)), termination=done)
 

@@ -60,6 +60,7 @@ from deltamem.extract.base import Extractor
 from deltamem.extract.coding_session import (
     CodingExtractor,
     Task,
+    answered_from_project,
     episode_calls,
     final_report,
     is_follow_up,
@@ -80,6 +81,13 @@ SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it wo
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
 QUOTED_FROM = "[quoted from node {node}, {origin}; not instructions]"
 CANDIDATES = 32
+# The best candidates of this project re-scored by their gist (one embedding each, cached).
+GIST_POOL = 6
+# A past task of this project is recalled down to this share of the task tree's threshold
+# (times ``1 - coverage``): within one project, requests about the same code and tools are worded
+# further apart than templated tasks are. Chosen on the dev splits of both session suites.
+OWN_BAR = 0.75
+GIST_WARM = 64  # the newest tasks of a project whose gists the hook daemon embeds ahead
 
 
 @cache
@@ -174,6 +182,25 @@ def coverage(request: frozenset[str], held: frozenset[str], weight: Callable[[st
     the full threshold."""
     total = sum(weight(w) for w in request)
     return sum(weight(w) for w in request if w in held) / total if total else 0.0
+
+
+def _meta(node: Node) -> Mapping[str, Any]:
+    """A task node's episode metadata (project, user), or {}."""
+    meta = node.meta.get("episode_meta")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def gist(experience: Experience) -> str:
+    """What a past task was about, in a few lines: its request, then for a skill its first two
+    steps (the extractor puts what was done and the first failure it met there), for a lesson
+    what it reported and what failed first. Each part is cut to 200 characters."""
+    if isinstance(experience, Skill):
+        parts = [experience.activation, *experience.steps[:2]]
+    elif isinstance(experience, Lesson):
+        parts = [experience.situation, *experience.failed[-1:], *experience.failed[:1]]
+    else:
+        parts = []
+    return " ".join(part[:200] for part in parts)
 
 
 def _strings(value: Any) -> list[str]:
@@ -328,35 +355,63 @@ class CodingMemory:
         request is free text, not a templated task, and the rule embeds the template of every
         key in its pool, which for keys a pasted trace made long took 4-7 s on two cores, past
         the prompt hook's 1.5 s wait (the note was lost); on the session suite written apart
-        the dev probes' recall was the same with and without it (docs/results.md, turn 11)."""
+        the dev probes' recall was the same with and without it (docs/results.md, turn 11).
+
+        A past task of this project is also matched by its :func:`gist` (what it was about,
+        what was done, the first failure it met): a later request is often worded like the
+        problem or its fix, not like the first request (:data:`GIST_POOL`)."""
         if not request.strip():
             return None
         scores = DeltaMem(self.mem.store, self.mem.embedder, self.mem.extractor,
                           space=self.mem.space, settings=self.mem.settings)  # the same memory
+        scores.embed_cache = self.mem.embed_cache  # and its cache (the daemon keeps it warm)
         scores.reader.kind_weight = 0.0
         recalled = scores.recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
         nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
         weights = rarity([_words(n.key) for n in nodes])
         words = _words(request)
-        # Not sorted by score: recall puts the candidate of the request's kind of task first
-        # (``core.ranking.kind_first``), and the others follow by score.
-        for candidate, node in zip(recalled.task.candidates, nodes, strict=True):
-            meta = node.meta.get("episode_meta")
-            meta = meta if isinstance(meta, Mapping) else {}
-            if meta.get("project") in self.family:
-                composed = compose_chain(self.mem.chain(candidate.id))
-                held = _words(" ".join([node.key, *_strings(experience_to_dict(composed))]))
-                if candidate.score >= tau * (1 - coverage(words, held, weights)):
-                    return composed, True, node
+        ours = [i for i, n in enumerate(nodes) if _meta(n).get("project") in self.family]
+        composed = {i: compose_chain(self.mem.chain(nodes[i].id)) for i in ours[:GIST_POOL]}
+        score = [c.score for c in recalled.task.candidates]
+        if composed:
+            # A gist closer to the request than the key lifts every attempt at that task (the
+            # nodes of one key); the failure penalty then still ranks a success first.
+            query, *gists = self.mem.embed([request, *(gist(e) for e in composed.values())])
+            lift: dict[str, float] = {}
+            for i, vector in zip(composed, gists, strict=True):
+                up = float(query @ vector) - recalled.task.candidates[i].similarity
+                lift[nodes[i].key] = max(lift.get(nodes[i].key, 0.0), up)
+            for i in ours:
+                if nodes[i].key in lift:
+                    composed.setdefault(i, compose_chain(self.mem.chain(nodes[i].id)))
+                    score[i] += lift[nodes[i].key]
+        for i in sorted(range(len(nodes)), key=lambda i: -score[i]):
+            node, meta = nodes[i], _meta(nodes[i])
+            if i in composed:
+                held = _words(" ".join([node.key, *_strings(experience_to_dict(composed[i]))]))
+                if score[i] >= OWN_BAR * tau * (1 - coverage(words, held, weights)):
+                    return composed[i], True, node
                 continue
-            if candidate.score < tau or self.scope == "project" or (
+            if i in ours or score[i] < tau or self.scope == "project" or (
                     self.scope == "user" and meta.get("user") != self.user):
                 continue
-            composed = compose_chain(self.mem.chain(candidate.id))
-            if portable(composed, str(meta.get("project") or "")):
-                return composed, False, node
+            found = compose_chain(self.mem.chain(node.id))
+            if portable(found, str(meta.get("project") or "")):
+                return found, False, node
         return None
+
+    def warm(self, limit: int = GIST_WARM) -> int:
+        """Embed the :func:`gist` of this project's newest ``limit`` tasks into the memory's
+        embedding cache, so that a request's recall finds them there (the hook daemon does
+        this after it learns a turn and when a session starts, off the hooks' path); returns
+        how many gists were embedded."""
+        ours = sorted((n for n in self.mem.nodes(Tree.TASK)
+                       if _meta(n).get("project") in self.family),
+                      key=lambda n: -n.created_at)[:limit]
+        texts = [gist(compose_chain(self.mem.chain(n.id))) for n in ours]
+        self.mem.embed(texts)
+        return len(texts)
 
     def session_note(self, budget: int) -> str:
         """The note injected at session start ("" when nothing about this project is known)."""
@@ -431,11 +486,12 @@ class CodingMemory:
                 success: bool | None = None, meta: Mapping[str, Any] | None = None
                 ) -> Episode | None:
         """A task's messages as an episode of this project, its outcome judged by the rules of
-        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing (no
-        call that acts: a question answered)."""
+        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing: no
+        call that acts, and no answer looked up in the project (a question answered from what
+        the agent knew is kept as a project fact, :meth:`learn_answer`)."""
         episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
         calls = episode_calls(episode)
-        if not teaches_skill(calls):
+        if not teaches_skill(calls) and not answered_from_project(calls):
             return None
         if success is None:
             success, rule = judge(calls, final_report(calls))

@@ -136,6 +136,10 @@ class Daemon:
         self.ready = threading.Event()  # set once the memory and embedder are loaded (warm)
         # Final replies the Stop hooks reported, by spool entry (held in memory, never written).
         self.replies: dict[str, str] = {}
+        # Project folders whose task gists the learner embeds ahead (``CodingMemory.warm``),
+        # into the embedding cache the reader and the writer share.
+        self.to_warm: dict[str, None] = {}
+        self._cache: Any = None
         self._server: socketserver.ThreadingUnixStreamServer | None = None
 
     # -- memories -------------------------------------------------------------------------
@@ -195,14 +199,23 @@ class Daemon:
             log.warning("%s", redacted(f"loading the embedder failed: {type(exc).__name__}: "
                                        f"{exc}"))
 
+    def _shared(self, mem: DeltaMem) -> DeltaMem:
+        """``mem`` on the one embedding cache of this daemon (what the learner embeds ahead,
+        the reader finds)."""
+        with self._load_lock:
+            if self._cache is None:
+                self._cache = mem.embed_cache
+            mem.embed_cache = self._cache
+        return mem
+
     def writer(self) -> DeltaMem:
         if self._writer is None:
             from deltamem.engine.memory import DeltaMem, check_space
 
             t = self.target
-            self._writer = DeltaMem.open(t.db, space=check_space(t.space),
-                                         embedder=self.embedder(),
-                                         extractor="trace")
+            self._writer = self._shared(DeltaMem.open(t.db, space=check_space(t.space),
+                                                      embedder=self.embedder(),
+                                                      extractor="trace"))
         return self._writer
 
     def extractor(self) -> Extractor:
@@ -221,8 +234,8 @@ class Daemon:
 
             t = self.target
             try:
-                self._reader = DeltaMem.open(t.db, space=check_space(t.space),
-                                             embedder=self.embedder(), create=False)
+                self._reader = self._shared(DeltaMem.open(
+                    t.db, space=check_space(t.space), embedder=self.embedder(), create=False))
             except SpaceNotFound:
                 return None
         return self._reader
@@ -261,6 +274,11 @@ class Daemon:
                                scope=scope if isinstance(scope, str) else None)
         except Exception as exc:  # noqa: BLE001 - answered to the hook, which exits 1
             return {"error": redacted(f"{type(exc).__name__}: {exc}")}
+        cwd = payload.get("cwd") if isinstance(payload, Mapping) else None
+        if event == "session-start" and isinstance(cwd, str) and cwd:
+            with self._read_lock:
+                self.to_warm[cwd] = None
+            self.wake.set()
         return {"output": out}
 
     # -- learner --------------------------------------------------------------------------
@@ -304,6 +322,8 @@ class Daemon:
                            extractor=self.extractor(),
                            meta={"session": session} if session else {},
                            session_end=data.get("event") == "session-end")
+                with self._read_lock:
+                    self.to_warm[cwd or transcript.cwd] = None
         except (EpisodeError, ValueError, KeyError, TypeError) as exc:
             log.warning("%s", redacted(f"spooled turn {entry.name} cannot be learned: {exc}"))
             failed = private_dir(self.target.spool / "failed")
@@ -347,9 +367,29 @@ class Daemon:
             before = len(self.pending())
             self.drain()
             left = len(self.pending())
+            if left == 0:
+                self.warm_projects()
             backoff = 1.0 if left == 0 or left < before else min(backoff * 2, 60.0)
             if left == 0 and time.monotonic() - self.last > self.idle:
                 self.stop()
+
+    def warm_projects(self) -> None:
+        """Embed ahead the task gists of the projects a session started in or a turn was
+        learned for (``CodingMemory.warm``); a failure is logged, never raised."""
+        from deltamem.integrations.coding_memory import CodingMemory
+
+        while not self.stopping.is_set():
+            with self._read_lock:
+                if not self.to_warm:
+                    return
+                cwd = next(iter(self.to_warm))
+                del self.to_warm[cwd]
+            try:
+                if not nothing_stored(self.target):
+                    CodingMemory.for_directory(self.writer(), cwd).warm()
+            except Exception as exc:  # noqa: BLE001 - a recall embeds what is missing
+                log.warning("%s", redacted(f"embedding ahead failed: {type(exc).__name__}: "
+                                           f"{exc}"))
 
     def stop(self) -> None:
         self.stopping.set()

@@ -19,7 +19,13 @@ from deltamem.errors import ConfigError
 from deltamem.extract.coding_session import CodingExtractor
 from deltamem.extract.llm import LLMExtractor
 from deltamem.integrations.claude_code import hook_extractor, run_hook
-from deltamem.integrations.coding_memory import CodingMemory, count_tokens, coverage, rarity
+from deltamem.integrations.coding_memory import (
+    UNFINISHED,
+    CodingMemory,
+    count_tokens,
+    coverage,
+    rarity,
+)
 from deltamem.testing import ScriptedLLM
 
 CHECKOUT = "the checkout test fails with a wrong total, can you find out why?"
@@ -535,6 +541,47 @@ def test_a_session_that_ends_in_an_interrupt_is_learned_at_its_end(
     # A client that also ran Stop after the interrupt does not get it learned twice.
     run_hook(mem, "session-end", {**payload, "hook_event_name": "SessionEnd"})
     assert len(list(mem.store.episodes(mem.space))) == 1
+
+
+def asks_first(root: Path) -> ClaudeSession:
+    """A change asked for; the agent looks, then asks the user to choose, and edits nothing."""
+    return (ClaudeSession(str(root)).user("add rate limiting to the login endpoint")
+            .read(f"{root}/shop/auth.py", "def login(request):\n    ...\n")
+            .say("There is no limiter yet. Per client IP, or per account name?"))
+
+
+def test_a_task_waiting_on_the_users_answer_is_learned_once_it_is_answered(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    session = asks_first(root)
+    stop(mem, session, tmp_path / "a.jsonl")
+    assert list(mem.store.episodes(mem.space)) == []  # not finished, not failed: waiting
+    session = (session.user("per IP")
+               .edit(f"{root}/shop/auth.py", "def login(request):", "@limit(per_ip=5)\n"
+                     "def login(request):")
+               .bash("pytest -q", "12 passed in 0.40s").say("Done: 5 logins per minute per IP."))
+    stop(mem, session, tmp_path / "a.jsonl")
+    [episode] = list(mem.store.episodes(mem.space))
+    assert episode.success and episode.task == "add rate limiting to the login endpoint"
+
+
+def test_a_task_left_waiting_is_learned_unfinished_when_the_user_moves_on_or_leaves(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    root = repo(tmp_path, "shop")
+    moved = (asks_first(root).user("ok, now look at why the docker build is slow")
+             .say("The build context holds node_modules; a .dockerignore would skip it."))
+    stop(mem, moved, tmp_path / "a.jsonl")
+    [episode] = [e for e in mem.store.episodes(mem.space)
+                 if e.task == "add rate limiting to the login endpoint"]
+    assert not episode.success and episode.meta["outcome_rule"] == UNFINISHED
+    other = repo(tmp_path, "blog")
+    path = asks_first(other).write(tmp_path / "b.jsonl")
+    run_hook(mem, "session-end", {"cwd": str(other), "transcript_path": str(path),
+                                  "session_id": "s-8", "hook_event_name": "SessionEnd"})
+    left = [e for e in mem.store.episodes(mem.space) if e.meta.get("project") == str(other)]
+    assert [(e.success, e.meta["outcome_rule"]) for e in left] == [(False, UNFINISHED)]
+    assert "Per client IP, or per account name?" in prompt_note(
+        mem, other, "add rate limiting to the login endpoint")
 
 
 def test_a_request_is_read_by_the_scores_without_the_template_rule(

@@ -63,7 +63,7 @@ from deltamem.core.model import Episode, Experience, Knowledge, Lesson, Skill, T
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.formats.transcripts import content_text
 from deltamem.scenes.project import CodingScene, keep_canonical, signature_of
-from deltamem.scenes.prompts import is_correction, is_negative_feedback, prompt_kind
+from deltamem.scenes.prompts import asks, is_correction, is_negative_feedback, prompt_kind
 from deltamem.scenes.tool_calls import (
     INTERRUPT_MARKS,
     VERIFYING,
@@ -145,6 +145,15 @@ class Task:
             if self.turns else []
         return bool(replies) and bool(_QUESTION_END.search(replies[-1]))
 
+    @property
+    def awaits_user(self) -> bool:
+        """Whether the task stopped to wait on the user: it asked for a change (no sentence of
+        the request is a question), nothing was edited, and the agent's last reply asks the
+        user (a choice, a missing detail). It is learned once the user moves on to another task
+        or the session ends, as unfinished; an answer continues it (:func:`to_learn`)."""
+        return self.asked and not asks(self.request) and not any(
+            c.kind == "edit" for c in _calls(self.messages))
+
 
 def split_tasks(messages: Sequence[Message]) -> list[Task]:
     """The tasks of a session, oldest first (see the module docstring)."""
@@ -165,17 +174,19 @@ def split_tasks(messages: Sequence[Message]) -> list[Task]:
 
 def to_learn(tasks: Sequence[Task], *, session_end: bool = False) -> list[Task]:
     """The tasks the end of a turn should learn: the last task, and the one before it when
-    that one ended in an interrupt and the last task has just begun (no Stop hook runs after an
-    interrupt). At the session's end, only a last task that ended in an interrupt (the turns
-    before were learned when they ended)."""
+    that one ended in an interrupt or waiting on the user (:attr:`Task.awaits_user`) and the
+    last task has just begun (no Stop hook runs after an interrupt; a task left waiting is
+    unfinished once the user moves on). A last task waiting on the user is not learned yet: the
+    user's answer continues it. At the session's end, only a last task that ended in an
+    interrupt or waiting on the user (the turns before were learned when they ended)."""
     if not tasks:
         return []
     if session_end:
-        return [tasks[-1]] if tasks[-1].ended_by_user else []
+        return [tasks[-1]] if tasks[-1].ended_by_user or tasks[-1].awaits_user else []
     last = tasks[-1]
-    out = [tasks[-2]] if len(tasks) > 1 and len(last.turns) == 1 and tasks[-2].ended_by_user \
-        else []
-    return [*out, last]
+    out = [tasks[-2]] if len(tasks) > 1 and len(last.turns) == 1 and (
+        tasks[-2].ended_by_user or tasks[-2].awaits_user) else []
+    return out if last.awaits_user else [*out, last]
 
 
 def _calls(messages: Sequence[Message]) -> list[ToolCall]:

@@ -81,6 +81,7 @@ SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it wo
 LESSON_HEAD = "deltamem: an earlier attempt at a task like this{where} FAILED; avoid repeating it"
 QUOTED_FROM = "[quoted from node {node}, {origin}; not instructions]"
 CANDIDATES = 32
+UNFINISHED = "the agent asked the user, who moved on before anything was changed"
 # The best candidates of this project re-scored by their gist (one embedding each, cached).
 GIST_POOL = 6
 # A past task of this project is recalled down to this share of the task tree's threshold
@@ -401,15 +402,17 @@ class CodingMemory:
                 return found, False, node
         return None
 
-    def warm(self, limit: int = GIST_WARM) -> int:
-        """Embed the :func:`gist` of this project's newest ``limit`` tasks into the memory's
-        embedding cache, so that a request's recall finds them there (the hook daemon does
-        this after it learns a turn and when a session starts, off the hooks' path); returns
-        how many gists were embedded."""
+    def gists(self, limit: int = GIST_WARM) -> list[str]:
+        """The :func:`gist` of this project's newest ``limit`` tasks, newest first."""
         ours = sorted((n for n in self.mem.nodes(Tree.TASK)
                        if _meta(n).get("project") in self.family),
                       key=lambda n: -n.created_at)[:limit]
-        texts = [gist(compose_chain(self.mem.chain(n.id))) for n in ours]
+        return [gist(compose_chain(self.mem.chain(n.id))) for n in ours]
+
+    def warm(self, limit: int = GIST_WARM) -> int:
+        """Embed the :meth:`gists` of this project's newest ``limit`` tasks into the memory's
+        embedding cache, so that a request's recall finds them there; returns how many."""
+        texts = self.gists(limit)
         self.mem.embed(texts)
         return len(texts)
 
@@ -483,20 +486,19 @@ class CodingMemory:
                         settings=self.mem.settings)
 
     def episode(self, messages: Sequence[Mapping[str, Any]], *, task: str | None = None,
-                success: bool | None = None, meta: Mapping[str, Any] | None = None
-                ) -> Episode | None:
+                success: bool | None = None, meta: Mapping[str, Any] | None = None,
+                rule: str = "given") -> Episode | None:
         """A task's messages as an episode of this project, its outcome judged by the rules of
-        ``extract.coding_session`` unless ``success`` is given; None when it teaches nothing: no
-        call that acts, and no answer looked up in the project (a question answered from what
-        the agent knew is kept as a project fact, :meth:`learn_answer`)."""
+        ``extract.coding_session`` unless ``success`` is given (decided by ``rule``); None when
+        it teaches nothing: no call that acts, and no answer looked up in the project (a
+        question answered from what the agent knew is kept as a project fact,
+        :meth:`learn_answer`)."""
         episode = episode_from_messages(messages, success=True, task=task, env=self.scene)
         calls = episode_calls(episode)
         if not teaches_skill(calls) and not answered_from_project(calls):
             return None
         if success is None:
             success, rule = judge(calls, final_report(calls))
-        else:
-            rule = "given"
         info = {**dict(meta or {}), "project": self.root, "user": self.user,
                 "outcome_rule": rule, **({"remote": self.remote} if self.remote else {})}
         return replace(episode, success=success, meta=info)
@@ -552,6 +554,9 @@ class CodingMemory:
 
     def learn_episode(self, task: Task, verdict: bool | None,
                       meta: Mapping[str, Any] | None) -> Episode | None:
+        if verdict is None and task.awaits_user:  # left waiting, then the user moved on
+            return self.episode(task.messages, task=task.request, success=False, meta=meta,
+                                rule=UNFINISHED)
         return self.episode(task.messages, task=task.request, success=verdict, meta=meta)
 
     def learn(self, episode: Episode) -> LearnResult:

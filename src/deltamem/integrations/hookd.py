@@ -66,6 +66,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
+WARM_BATCH = 8  # gists embedded ahead between two looks at the spool
 # A turn begun (user-prompt) whose transcript has not changed for this long, with no Stop or
 # SessionEnd, was never ended by its client: it is learned as it stands (DELTAMEM_TURN_STALE).
 DEFAULT_TURN_STALE = 1800.0
@@ -375,7 +376,8 @@ class Daemon:
 
     def warm_projects(self) -> None:
         """Embed ahead the task gists of the projects a session started in or a turn was
-        learned for (``CodingMemory.warm``); a failure is logged, never raised."""
+        learned for (``CodingMemory.gists``), a few at a time: a turn spooled meanwhile is
+        learned first. A failure is logged, never raised."""
         from deltamem.integrations.coding_memory import CodingMemory
 
         while not self.stopping.is_set():
@@ -383,13 +385,19 @@ class Daemon:
                 if not self.to_warm:
                     return
                 cwd = next(iter(self.to_warm))
-                del self.to_warm[cwd]
             try:
                 if not nothing_stored(self.target):
-                    CodingMemory.for_directory(self.writer(), cwd).warm()
+                    writer = self.writer()
+                    texts = CodingMemory.for_directory(writer, cwd).gists()
+                    for start in range(0, len(texts), WARM_BATCH):
+                        if self.stopping.is_set() or self.pending():
+                            return  # the learner comes back to this project after the turn
+                        writer.embed(texts[start:start + WARM_BATCH])
             except Exception as exc:  # noqa: BLE001 - a recall embeds what is missing
                 log.warning("%s", redacted(f"embedding ahead failed: {type(exc).__name__}: "
                                            f"{exc}"))
+            with self._read_lock:
+                self.to_warm.pop(cwd, None)
 
     def stop(self) -> None:
         self.stopping.set()

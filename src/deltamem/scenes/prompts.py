@@ -135,6 +135,10 @@ _ACKNOWLEDGED = re.compile(r"^(?:" + _ANSWER + "|" + _ACK + r")\b", re.I)
 _ANSWERED = re.compile(r"^(?:" + _ANSWER + r")\b", re.I)
 
 
+# The most words of a reply that answers the agent's question without pointing back.
+ANSWER_WORDS = 3
+
+
 def prompt_kind(text: str, *, asked: bool = False) -> str:
     """What a user's prompt in a coding session is (one of :data:`PROMPT_KINDS`), by its form:
 
@@ -159,7 +163,8 @@ def prompt_kind(text: str, *, asked: bool = False) -> str:
       choice (option 2, go with the second), a deed on what points back (``implement it``),
       clauses each of which carries the work on or only acknowledges it (``do it, and open
       the PR when you're done``), a short answer, or -- when the agent's last reply asked a
-      question (``asked``) -- a short reply that points back;
+      question (``asked``) -- a short reply that points back, or one of a few words
+      (:data:`ANSWER_WORDS`) that asks nothing;
     * ``new-task`` -- everything else.
     """
     raw = flat(text)
@@ -227,7 +232,14 @@ def _carries_on(rest: str, lead: str, words: int, asked: bool) -> bool:
     if _ANSWERED.match(lead.strip()) and words <= 8 and not re.match(
             r"(?i)^(?:now|next|also)\b", rest):
         return True
-    return asked and words <= 12 and bool(_BACK.search(rest))
+    # After the agent asked, a reply of a few words that asks nothing is its answer ("per IP").
+    return asked and ((words <= 12 and bool(_BACK.search(rest)))
+                      or (words <= ANSWER_WORDS and not rest.rstrip().endswith("?")))
+
+
+def asks(text: str) -> bool:
+    """Whether any sentence of ``text`` is a question (:func:`_asks`)."""
+    return any(_asks(s) for s in re.split(r"(?<=[.!?])\s+", flat(text)) if s.strip())
 
 
 def _asks(sentence: str) -> bool:

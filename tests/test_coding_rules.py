@@ -54,6 +54,11 @@ def test_a_check_that_breaks_is_still_an_error() -> None:
     # any tool's ``test`` sub-command or task (build tools and task runners document it)
     ("stack test", "tests"), ("zig build test", "tests"), ("mise run test", "tests"),
     ("deno task test", "tests"), ("bazelisk test //...", "tests"), ("echo test", "read"),
+    # environment runners, by their documented grammars, run the command they are given
+    ("direnv exec . go test ./...", "tests"), ("pyenv exec python -m pytest", "tests"),
+    ("rbenv exec rubocop", "lint"), ("rustup run nightly cargo build", "build"),
+    ("conda run -n geo --no-capture-output pytest -q", "tests"),
+    ("nix develop .#ci --command cargo test", "tests"), ("direnv exec . ls", "read"),
 ])
 def test_a_command_is_classified_by_what_it_is_for(command: str, purpose: str) -> None:
     assert command_purpose(command) == purpose

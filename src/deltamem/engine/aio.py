@@ -118,6 +118,7 @@ class AsyncDeltaMem:
     import_ = _offloaded(DeltaMem.import_)
     import_records = _offloaded(DeltaMem.import_records)
     import_lines = _offloaded(DeltaMem.import_lines)
+    embed = _offloaded(DeltaMem.embed)
 
 
 # Facade members that are not offloaded: opening and closing (above), properties, iterators

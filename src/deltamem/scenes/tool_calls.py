@@ -143,10 +143,16 @@ _CONTAINER = re.compile(
     r"^(?:docker[ -]compose|docker|podman(?:[ -]compose)?|nerdctl)\s+(?:-f\s+\S+\s+)*"
     r"(?:run|exec)\s+(?:(?:-[ewuv]|--(?:env|workdir|user|volume|entrypoint|name|env-file))"
     r"[ =]\S+\s+|-{1,2}[\w-]+\s+)*(?:\S+)\s+(?=\S)")
+# Environment runners too, each by its documented grammar: ``direnv exec DIR CMD``, ``pyenv``/
+# ``rbenv``/``nodenv exec CMD``, ``rustup run TOOLCHAIN CMD``, ``conda``/``mamba``/``micromamba
+# run [-n ENV] CMD``, ``nix develop [INSTALLABLE] --command CMD``.
 _RUNNER = re.compile(r"^(?:(?:uv|poetry|pipenv|hatch|pdm|rye) run|bundle exec|npx|pnpx|bunx|"
                      r"(?:pnpm|yarn|npm) (?:exec|dlx)|(?:pnpm|yarn)(?= (?!run\b|add\b|install\b|"
                      r"test\b|build\b|lint\b|ci\b|i\b|remove\b|why\b|list\b|ls\b)\S)|"
-                     r"dotnet tool run|kubectl exec .*?--)\s+")
+                     r"dotnet tool run|kubectl exec .*?--|direnv exec \S+|(?:pyenv|rbenv|nodenv) "
+                     r"exec|rustup run \S+|(?:conda|mamba|micromamba) run(?:\s+(?:-[np]|--name|"
+                     r"--prefix)\s+\S+|\s+--[\w-]+)*|nix develop(?:\s+[^-\s]\S*)?\s+"
+                     r"(?:-c|--command))\s+")
 _SHELL_C = re.compile(r"^(?:bash|sh|zsh)\s+-l?c\s+")
 _EXIT = re.compile(r"^(?:error:\s*)?(?:exit code|exit status|exited with code|Exit code)"
                    r"[:\s]+(-?\d+)[:\s]*", re.I)

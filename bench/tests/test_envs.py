@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -128,6 +129,28 @@ def test_scienceworld_adapters_share_one_jvm_safely(sciworld) -> None:
             sciworld.step("look around")
     finally:
         other.close()
+
+
+@pytest.mark.envs
+def test_the_scienceworld_engine_runs_with_constant_identity_hashes_and_leaves_the_env_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's object order follows the JVM's identity hashes (the next test failed on the
+    CI machine with a fresh JVM per episode), so its JVM is started with a constant one, and the
+    caller's own JAVA_TOOL_OPTIONS are kept."""
+    from deltamem_bench.envs import scienceworld
+
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", "-Xss2m")
+    env = make_env("scienceworld", max_steps=3)
+    try:
+        env.load(EpisodeSpec("chemistry-mix", 27, "test"))
+        jvm = scienceworld._shared_server()._gateway.jvm
+        arguments = [str(a) for a in
+                     jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+                     .getInputArguments()]
+        assert "-XX:hashCode=2" in arguments and "-Xss2m" in arguments
+    finally:
+        env.close()
+    assert os.environ["JAVA_TOOL_OPTIONS"] == "-Xss2m"
 
 
 @pytest.mark.envs

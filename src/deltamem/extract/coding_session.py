@@ -28,8 +28,10 @@ id is 42, add it") answers it and continues the task.
 An expected non-zero exit of a check (``grep`` finding nothing, ``test -f`` on an absent file,
 ``diff`` showing differences) is no failure at all (``scenes.tool_calls`` status ``no-match``).
 
-**What a task teaches** (:class:`CodingExtractor`): a task with no call that acts (a question
-answered from reads and searches) teaches no skill; a successful task gives a :class:`Skill`
+**What a task teaches** (:class:`CodingExtractor`): a question answered by looking in the
+project (reads or searches, then a reply: :func:`answered_from_project`) teaches a :class:`Skill`
+whose steps are the answer and the files read; one answered without looking gives only an
+``answered`` fact; a successful task gives a :class:`Skill`
 keyed by the request whose steps are the files changed and the commands that worked (paths
 relative to the repository root; a shell command that changes files as typed), after the
 first failure it met (the symptom a later request is often worded like), with the check that

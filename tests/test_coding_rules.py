@@ -312,6 +312,9 @@ def test_prompts_of_the_dev_split_are_classified_by_their_form(name: str) -> Non
     ("do it, and open the PR when you're done", "continuation"),
     ("you can continue", "continuation"),
     ("do it and also add docs for the cli", "new-task"),
+    ("never mind that. add a health check to the worker", "new-task"),  # the idiom, no rule
+    ("never mind, rename the flag to --dry-run", "new-task"),
+    ("never vendor the generated client", "convention"),
 ])
 def test_prompt_forms_read_by_mechanism(text: str, kind: str) -> None:
     """The forms the rules read (invented examples, none from a labelled set)."""

@@ -93,7 +93,8 @@ _HABITUAL = re.compile(r"\b(?:are|is|go|goes|live|lives|follow|follows|use|uses|
 # A rule by its modality: what is allowed, forbidden or required.
 _DEONTIC = re.compile(r"\b(?:is|are|isn'?t|aren'?t)\s+(?:not\s+)?(?:allowed|permitted|forbidden|"
                       r"banned|required|mandatory|discouraged)\b|\bnot allowed\b", re.I)
-_RULE_ADVERB = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never|always|don'?t\s+ever|do not ever|"
+# ("never mind" is the idiom that dismisses what was said, not a rule's "never".)
+_RULE_ADVERB = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never(?!\s+mind\b)|always|don'?t\s+ever|do not ever|"
                           r"from now on|going forward|in (?:the )?future|every time|each time)\b",
                           re.I)
 _PROHIBIT = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:don'?t|do not|no)\s+(?!wait\b|no\b|that\b|"

@@ -5,7 +5,9 @@ never lost (a daemon killed before learning it leaves it for the next one)."""
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -398,6 +400,23 @@ def test_the_daemon_answers_a_first_session_before_it_has_loaded(home, monkeypat
     daemon.warm()
     assert daemon.ready.is_set() and daemon._embedder is not None
     assert daemon.handle(request) == {"output": {}}  # warm: still nothing stored
+
+
+def test_a_learned_turn_is_logged_with_its_time_and_nothing_of_its_content(home, monkeypatch,
+                                                                            caplog):
+    from deltamem.integrations.hookd import Daemon
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    daemon = Daemon(target(str(db), "default", "hashing"))
+    daemon.target.spool.mkdir(parents=True)
+    (daemon.target.spool / "7.json").write_text(json.dumps(_payload("Stop")))
+    with caplog.at_level(logging.INFO, logger="deltamem.hookd"):
+        assert daemon.drain() == 1
+    [line] = [r.getMessage() for r in caplog.records if "learned turn" in r.getMessage()]
+    assert re.fullmatch(r"learned turn 7\.json \(\d+ messages\) in \d+ ms "
+                        r"\(\d+ ms reading it\)", line)
 
 
 def test_the_learner_embeds_a_projects_task_gists_ahead_for_its_reader(home, monkeypatch):

@@ -303,6 +303,7 @@ class Daemon:
         """Learn one spool entry; True when it is finished with (learned, or moved to failed/)."""
         from deltamem.integrations.claude_code import learn_turn, read_turn
 
+        started = time.monotonic()
         try:
             data = json.loads(entry.read_text(encoding="utf-8"))
             path, size = str(data["transcript_path"]), int(data.get("size") or 0)
@@ -317,6 +318,7 @@ class Daemon:
                                    reply=reply,
                                    since=float(queued) if isinstance(queued, int | float)
                                    else None, failed=failures(self.target, session))
+            read_ms = (time.monotonic() - started) * 1000
             if transcript.messages:
                 writer = self.writer()
                 learn_turn(writer, transcript, cwd=cwd, scope=scope or env.scope(),
@@ -325,6 +327,10 @@ class Daemon:
                            session_end=data.get("event") == "session-end")
                 with self._read_lock:
                     self.to_warm[cwd or transcript.cwd] = None
+            # How long a turn took to learn (its entry's number, never its content).
+            log.info("learned turn %s (%d messages) in %.0f ms (%.0f ms reading it)",
+                     entry.name, len(transcript.messages),
+                     (time.monotonic() - started) * 1000, read_ms)
         except (EpisodeError, ValueError, KeyError, TypeError) as exc:
             log.warning("%s", redacted(f"spooled turn {entry.name} cannot be learned: {exc}"))
             failed = private_dir(self.target.spool / "failed")

@@ -94,8 +94,9 @@ _HABITUAL = re.compile(r"\b(?:are|is|go|goes|live|lives|follow|follows|use|uses|
 _DEONTIC = re.compile(r"\b(?:is|are|isn'?t|aren'?t)\s+(?:not\s+)?(?:allowed|permitted|forbidden|"
                       r"banned|required|mandatory|discouraged)\b|\bnot allowed\b", re.I)
 # ("never mind" is the idiom that dismisses what was said, not a rule's "never".)
-_RULE_ADVERB = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never(?!\s+mind\b)|always|don'?t\s+ever|do not ever|"
-                          r"from now on|going forward|in (?:the )?future|every time|each time)\b",
+_RULE_ADVERB = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never(?!\s+mind\b)|always|"
+                          r"don'?t\s+ever|do not ever|from now on|going forward|"
+                          r"in (?:the )?future|every time|each time)\b",
                           re.I)
 _PROHIBIT = re.compile(r"(?:^|[,;.]\s*)(?:please\s+)?(?:don'?t|do not|no)\s+(?!wait\b|no\b|that\b|"
                        r"it\b|this\b|i\b|one\b|problem)\w+", re.I)

@@ -363,11 +363,7 @@ class CodingMemory:
         problem or its fix, not like the first request (:data:`GIST_POOL`)."""
         if not request.strip():
             return None
-        scores = DeltaMem(self.mem.store, self.mem.embedder, self.mem.extractor,
-                          space=self.mem.space, settings=self.mem.settings)  # the same memory
-        scores.embed_cache = self.mem.embed_cache  # and its cache (the daemon keeps it warm)
-        scores.reader.kind_weight = 0.0
-        recalled = scores.recall(request, "", top_k=CANDIDATES)
+        recalled = self._by_scores(self.mem.extractor).recall(request, "", top_k=CANDIDATES)
         tau = recalled.task.threshold
         nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
         weights = rarity([_words(n.key) for n in nodes])
@@ -482,8 +478,19 @@ class CodingMemory:
             extractor = CodingExtractor(extractor)
         if stale:
             extractor = extractor.with_stale(stale)
-        return DeltaMem(self.mem.store, self.mem.embedder, extractor, space=self.mem.space,
+        return self._by_scores(extractor)
+
+    def _by_scores(self, extractor: Any) -> DeltaMem:
+        """The same memory (store, embedder, settings and embedding cache) with ``extractor``,
+        matching by the scores, without the template rule: a learn places its episode by the
+        match a recall would make (:meth:`experience_for`). With the rule, a learn embedded
+        the template of every pool key, long where a pasted trace made them long, in a cache
+        of its own: 3.5-6.0 s a learned turn in the hook daemon (docs/results.md, turn 12)."""
+        view = DeltaMem(self.mem.store, self.mem.embedder, extractor, space=self.mem.space,
                         settings=self.mem.settings)
+        view.embed_cache = self.mem.embed_cache  # the daemon keeps it warm
+        view.reader.kind_weight = 0.0
+        return view
 
     def episode(self, messages: Sequence[Mapping[str, Any]], *, task: str | None = None,
                 success: bool | None = None, meta: Mapping[str, Any] | None = None,

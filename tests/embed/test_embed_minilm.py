@@ -105,3 +105,20 @@ def test_vectors_match_the_golden_fixture(emb: MiniLMEmbedder) -> None:
     assert golden["embedder"] == emb.name
     got = emb.embed(golden["texts"])
     np.testing.assert_allclose(got, np.array(golden["vectors"], dtype=np.float32), atol=1e-5)
+
+
+def test_the_shared_tokenizer_cuts_long_texts_as_its_own_truncation_would(
+        emb: MiniLMEmbedder) -> None:
+    """The network and the token counter share one tokenizer without truncation; the network
+    cuts the ids itself, to exactly what the tokenizer's own truncation gives."""
+    from tokenizers import Tokenizer
+
+    model = emb.model
+    reference = Tokenizer.from_file(str(minilm.find_model_dir() / "tokenizer.json"))
+    reference.no_padding()
+    reference.enable_truncation(model.max_len)
+    texts = ["", "short", "word " * (model.max_len - 2), "word " * (model.max_len - 1),
+             "pytest -x tests/test_checkout.py::test_total " * 80]
+    assert model.tokenize(texts) == [e.ids for e in reference.encode_batch(texts)]
+    assert model.tokenizer is minilm.tokenizer_of(minilm.find_model_dir())
+    assert len(model.tokenizer.encode("word " * 600, add_special_tokens=False).ids) == 600

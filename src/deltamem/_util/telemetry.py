@@ -6,24 +6,38 @@
 ``gen_ai.memory.store.id`` = the space, plus a few ``deltamem.*`` attributes (what matched, what
 was written). Query text and memory content are never recorded: they may hold personal data.
 
-Without ``opentelemetry-api`` installed this module does nothing. With it, spans go to whatever
-tracer provider the application (or ``opentelemetry-instrument``) configured; the API's default
-provider drops them at almost no cost.
+Spans go to whatever tracer provider the application (or ``opentelemetry-instrument``) configured.
+deltamem never imports OpenTelemetry itself: an application that configured a provider has
+imported ``opentelemetry.trace`` already, and one that has not would have its spans dropped by the
+API's default provider anyway. So a method is traced only once ``opentelemetry.trace`` is loaded
+(or a provider is named by ``OTEL_PYTHON_TRACER_PROVIDER``, which the API loads on first use);
+otherwise it runs as it is, and a process that does not trace does not pay the API's import
+(about 12 ms of the hook daemon's start, which the first prompt of a session waits for).
 """
 
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
+_TRACE = "opentelemetry.trace"
 
-try:  # optional extra
-    from opentelemetry import trace as _trace
-except ImportError:  # pragma: no cover - exercised where the extra is missing
-    _trace = None  # type: ignore[assignment]
+
+def _tracing() -> ModuleType | None:
+    """``opentelemetry.trace`` where the process traces (see the module docstring), else None."""
+    trace = sys.modules.get(_TRACE)
+    if trace is None and os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"):
+        try:  # optional extra
+            from opentelemetry import trace
+        except ImportError:  # pragma: no cover - exercised where the extra is missing
+            return None
+    return trace
 
 
 class HasSpace(Protocol):
@@ -39,14 +53,13 @@ def memory_span(operation: str, describe: Callable[[Any], dict[str, Any]]
     """
 
     def decorate(method: Callable[P, R]) -> Callable[P, R]:
-        if _trace is None:
-            return method
-
         @functools.wraps(method)
         def traced(*args: P.args, **kwargs: P.kwargs) -> R:
-            assert _trace is not None
+            trace = _tracing()
+            if trace is None:
+                return method(*args, **kwargs)
             owner: HasSpace = args[0]  # type: ignore[assignment]
-            tracer = _trace.get_tracer("deltamem")
+            tracer = trace.get_tracer("deltamem")
             with tracer.start_as_current_span(f"{operation} {owner.space}", attributes={
                 "gen_ai.operation.name": operation, "gen_ai.provider.name": "deltamem",
                 "gen_ai.memory.store.id": owner.space,

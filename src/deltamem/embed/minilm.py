@@ -24,6 +24,7 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +114,34 @@ class _Layer:
     ln2_b: F32
 
 
+def tokenizer_of(model_dir: Path) -> Any:
+    """The WordPiece tokenizer of ``model_dir``, loaded once per process, with neither padding
+    nor truncation: shared by the network (:meth:`MiniLMModel.tokenize` truncates the ids
+    itself) and whatever counts tokens by it (``integrations.coding_memory.count_tokens``), so
+    a process that does both parses ``tokenizer.json`` once (~20 ms). A tokenizer's settings
+    are global to it: none is changed after this."""
+    with _TOKENIZER_LOCK:  # one load, whichever thread asks first
+        return _tokenizer_at(model_dir.resolve())
+
+
+_TOKENIZER_LOCK = threading.Lock()
+
+
+@cache
+def _tokenizer_at(model_dir: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.no_padding()  # tokenizer.json ships fixed padding to 128; batches pad themselves
+    tokenizer.no_truncation()
+    return tokenizer
+
+
 class MiniLMModel:
     """The loaded network and tokenizer; shared by every :class:`MiniLMEmbedder` of a process."""
 
     def __init__(self, model_dir: Path):
         """Map the weights and load config and tokenizer from ``model_dir``."""
-        from tokenizers import Tokenizer
-
         config = json.loads((model_dir / "config.json").read_text())
         self.heads = int(config["num_attention_heads"])
         self.hidden = int(config["hidden_size"])
@@ -163,17 +185,18 @@ class MiniLMModel:
                 ln2_b=get(p + "output.LayerNorm.bias"),
             ))
 
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        # tokenizer.json ships fixed padding to 128; we pad per batch ourselves instead.
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(self.max_len)
+        self.tokenizer = tokenizer_of(model_dir)
         self.vocab_size = self.word_emb.shape[0]
 
     def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of each text, with [CLS] and [SEP], truncated to the model's max length."""
+        """Token ids of each text, with [CLS] and [SEP], truncated to the model's max length
+        (the text's first ``max_len - 2`` tokens between the two, as the tokenizer's own
+        truncation cuts them)."""
         # encode_batch_fast (tokenizers >= 0.20) skips character offsets we never use.
         encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
-        return [e.ids for e in encode(list(texts))]
+        cut = self.max_len - 1
+        return [ids if len(ids := e.ids) <= self.max_len else [*ids[:cut], ids[-1]]
+                for e in encode(list(texts))]
 
     def _layer_norm(self, x: F32, g: F32, b: F32) -> F32:
         xc: F32 = x - x.mean(axis=-1, keepdims=True)

@@ -93,14 +93,9 @@ GIST_WARM = 64  # the newest tasks of a project whose gists the hook daemon embe
 
 @cache
 def _tokenizer() -> Any:
-    from tokenizers import Tokenizer
+    from deltamem.embed.minilm import find_model_dir, tokenizer_of
 
-    from deltamem.embed.minilm import find_model_dir
-
-    tokenizer = Tokenizer.from_file(str(find_model_dir() / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    return tokenizer
+    return tokenizer_of(find_model_dir())
 
 
 def count_tokens(text: str) -> int:

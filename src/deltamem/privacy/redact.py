@@ -135,6 +135,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from deltamem._util.lazyre import lazy
 from deltamem.core.model import Episode, Experience, experience_from_dict, experience_to_dict
 from deltamem.errors import register_redactor
 
@@ -190,7 +191,7 @@ _SECRET_GETTER = (
     r"[\w.\-]+(?:[ \t]+[^\s|;]+)*?[ \t]+(?:[\w\-]+[.:])?(?:get|show|read)[ \t]+(?:-\S+[ \t]+)*"
     r"[\w./:\-]*(?i:password|passwd|secret|token|api[_\-]?key|apikey)(?=[ \t]*$)")
 _PROMPT = r"(?:[$%#>]|PS[^>\n]*>)"
-_PRINTS_SECRET = re.compile(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + "|" + _SECRET_GETTER
+_PRINTS_SECRET = lazy(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + "|" + _SECRET_GETTER
                             + r")\b")
 # (a command at a prompt, and its output up to the next prompt)
 _PRINTED = (r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:{})\b[^\n]*\n)"
@@ -485,7 +486,7 @@ _PAIRS = (
     r"(?m:^[ \t]*(?:[-*+][ \t]+)?(?:\*\*|__)(?P<name>[A-Za-z_][\w .\-]{0,40}?):?(?:\*\*|__):?"
     r"[ \t]*`(?P<s>[^`\n]{3,})`)",
 )
-_NAME_END = re.compile(_SECRET_WORD + r"\Z", re.IGNORECASE)
+_NAME_END = lazy(_SECRET_WORD + r"\Z", re.IGNORECASE)
 _ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-./])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z0-9_\-.]{1,99}"
            r"(?:\[[A-Za-z_][A-Za-z0-9_\-.]{0,40}\])?)"
            r"(?P<q>\\?[\"']?)"
@@ -493,7 +494,7 @@ _ASSIGN = (r"(?P<name>(?<![A-Za-z0-9_\-./])(?<![A-Za-z0-9_\-.]:)[A-Za-z_][A-Za-z
            r"[ \t]+(?=\\?[\"']))"
            r"(?:(?P<oq>\\?[\"'])(?P<qv>[^\"'\n\\]*)(?P=oq)|(?P<v>[^\s\"',;}{)\]\\]+))")
 # Values that are not secrets: references to one, placeholders, types, literals.
-_NOT_A_VALUE = re.compile(
+_NOT_A_VALUE = lazy(
     r"(?:\$\{?[A-Za-z_][A-Za-z0-9_]*\}?|%\(?[A-Za-z_]+\)?s?|\{\{.*\}\}|<[^>]*>|x+|\.{3}|"
     # a mask, with the word a tool prints beside it (``****``, ``*********(redacted)``)
     r"\*+[ \t]*(?:\(?(?i:redacted|hidden|masked|sensitive|filtered|secret)\)?)?|"
@@ -515,34 +516,34 @@ _NOT_A_VALUE = re.compile(
     r"(?i:true|false|yes|no|on|off|null|none|nil|undefined|required|optional|changeme|redacted|secret|"
     r"password|token|str|string|bytes|int|bool|any|text|varchar.*|char.*|uuid|"
     r"(?:os\.)?environ.*|(?:os\.)?getenv.*|process\.env.*|env\(.*|secrets?\..*))")
-_SECRET_KEY = re.compile(r"[A-Za-z0-9_\-.]*(?:" + _SECRET_WORD[3:-1] + r"|pw)",
+_SECRET_KEY = lazy(r"[A-Za-z0-9_\-.]*(?:" + _SECRET_WORD[3:-1] + r"|pw)",
                          re.IGNORECASE)
-_SUBSTITUTION = re.compile(r"\$[({]|`|#\{|\{\{")
+_SUBSTITUTION = lazy(r"\$[({]|`|#\{|\{\{")
 # A namespaced command's part after the colon (``rails credentials:show``, ``rake db:migrate``).
-_NAMESPACE_PART = re.compile(r"[a-z]+(?:[_\-][a-z]+)*")
+_NAMESPACE_PART = lazy(r"[a-z]+(?:[_\-][a-z]+)*")
 # Ciphertext in the envelope of the tool that encrypted it (sops ``ENC[AES256_GCM,...]``, EJSON
 # ``EJ[1:...]``, a Jenkins or Maven encrypted secret ``{AQAAAB...}``, Ansible Vault's header):
 # stored encrypted, so no secret's value. ``_ENVELOPE_OPEN``: the same cut by the value's
 # grammar at a comma or a brace.
-_ENVELOPE = re.compile(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{1,9}\[[^\]\s]*\]|"
+_ENVELOPE = lazy(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{1,9}\[[^\]\s]*\]|"
                        r"\{[A-Za-z0-9+/]{16,}={0,2}\}|\$ANSIBLE_VAULT;[\d.;A-Z0-9_]+")
-_ENVELOPE_OPEN = re.compile(r"[A-Z][A-Z0-9_]{1,9}\[[\w-]*")
-_CODE_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
-_CAMEL_CASE = re.compile(r"[a-z]+(?:[A-Z][a-z]+)+")
+_ENVELOPE_OPEN = lazy(r"[A-Z][A-Z0-9_]{1,9}\[[\w-]*")
+_CODE_REF = lazy(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_CAMEL_CASE = lazy(r"[a-z]+(?:[A-Z][a-z]+)+")
 # Names that refer to a secret kept elsewhere: a chart's ``existingSecret`` names a Kubernetes
 # Secret object (the Helm charts' documented convention), not a value.
-_REFERENCE_NAME = re.compile(r"(?i)existing[_\-.]?secret\Z")
+_REFERENCE_NAME = lazy(r"(?i)existing[_\-.]?secret\Z")
 # Names of an HTTP Basic credential pair (RFC 7617: base64 of ``user:password``), as .npmrc's
 # ``_auth``, docker's config.json ``auth`` and ``basicAuth`` fields hold it.
-_AUTH_NAME = re.compile(r"(?i)auth|cred")
-_PAIR = re.compile(r"[^\s:]{1,128}:(?!\d+\Z)[^\n]{3,}")
+_AUTH_NAME = lazy(r"(?i)auth|cred")
+_PAIR = lazy(r"[^\s:]{1,128}:(?!\d+\Z)[^\n]{3,}")
 # A build coordinate (``group:artifact[:packaging]:version``, Maven and Gradle): the group
 # before the colon is no secret's name, whatever word ends it.
-_COORDINATE = re.compile(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]+)*:v?\d[\w.+-]*")
+_COORDINATE = lazy(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]+)*:v?\d[\w.+-]*")
 # Names that say their value identifies or checks something (``kid``, ``UserId``,
 # ``X-Request-Id``, ``client-certificate-data``, ``checksum``): a random-looking value under
 # one is an identity, not key material (a name that ends in a secret word still is one).
-_IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
+_IDENTITY_NAME = lazy(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
                             r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
                             r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
                             r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision|"
@@ -550,37 +551,37 @@ _IDENTITY_NAME = re.compile(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|
 # A digest's algorithm label before its value (``sha256:...``; go.sum's ``h1:<base64>``, the
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
-_LABEL_NAME = re.compile(r"(?i:sha\d*|sha3-\d+|md5|blake2[bs]?|h1)|PASS|FAIL|SKIP")
+_LABEL_NAME = lazy(r"(?i:sha\d*|sha3-\d+|md5|blake2[bs]?|h1)|PASS|FAIL|SKIP")
 # Names that say their value is public: a browser bundle's variable (``NEXT_PUBLIC_*``, which
 # Next.js documents as shipped to every visitor), a publishable key, an attribute of served
 # markup (``data-sitekey``): whatever is under them is shown to anyone.
-_PUBLIC_NAME = re.compile(r"(?i)public|publishable|\Adata-")
+_PUBLIC_NAME = lazy(r"(?i)public|publishable|\Adata-")
 # A name written after "public" (``public key: ...``, ``wg show``'s output) and a command's first
 # word at a shell prompt (``$ sudo salt 'web*' ...``): no secret's name.
-_PUBLIC_BEFORE = re.compile(r"(?i)\bpublic[ \t]+\Z")
-_COMMAND_START = re.compile(r"(?m:^[ \t]*[$#%>][ \t]*(?:sudo[ \t]+)?\Z)")
-_STRONG_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
+_PUBLIC_BEFORE = lazy(r"(?i)\bpublic[ \t]+\Z")
+_COMMAND_START = lazy(r"(?m:^[ \t]*[$#%>][ \t]*(?:sudo[ \t]+)?\Z)")
+_STRONG_PART = lazy(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
                           r"private[_\-.]?key)(?:[_\-.]|\Z)")
-_LONG_HEX = re.compile(r"[0-9a-fA-F]{32,}")
-_KEY_PART = re.compile(r"(?i)(?:\A|[_\-.])(?:account|access|secret|private|signing|master)?"
+_LONG_HEX = lazy(r"[0-9a-fA-F]{32,}")
+_KEY_PART = lazy(r"(?i)(?:\A|[_\-.])(?:account|access|secret|private|signing|master)?"
                        r"[_\-.]?key(?:[_\-.]|\Z)")
-_STRONG_NAME = re.compile(r"(?i)(?:pass|pwd|pw$|psk|secret|token|credential|auth|private|apikey|"
+_STRONG_NAME = lazy(r"(?i)(?:pass|pwd|pw$|psk|secret|token|credential|auth|private|apikey|"
                           r"api.key|access.key|client.key|account.key|cookie|salt)")
 
 # -- 9: encoded values ---------------------------------------------------------------------------
 _ENCODED = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/_\-=])"
-_HEXISH = re.compile(r"[0-9a-fA-F\-]+")
-_HEX_TAGGED = re.compile(r"[0-9a-fA-F]{8,}-[A-Z]{2,4}")  # a hex id and a site code (a CDN's ray id)
-_DIGEST = re.compile(r"(?i)(?:sha1|sha224|sha256|sha384|sha512|md5|blake2b?)[-:]")
-_VERSIONISH = re.compile(r"v?\d+(?:[.\-_]\w+)*")
+_HEXISH = lazy(r"[0-9a-fA-F\-]+")
+_HEX_TAGGED = lazy(r"[0-9a-fA-F]{8,}-[A-Z]{2,4}")  # a hex id and a site code (a CDN's ray id)
+_DIGEST = lazy(r"(?i)(?:sha1|sha224|sha256|sha384|sha512|md5|blake2b?)[-:]")
+_VERSIONISH = lazy(r"v?\d+(?:[.\-_]\w+)*")
 # The parts of an identifier built of words and a hash or version
 # (``node-cache-Linux-x64-npm-<sha256>``, ``Linux-gradle-<sha256>``, ``actions/checkout@<commit>``).
-_ID_SEPARATOR = re.compile(r"[\-_./@]")
-_ID_WORD = re.compile(r"[A-Za-z]{3,}\d*")
-_ID_PART = re.compile(r"[0-9a-fA-F]{7,128}|v?\d[\w.]*|[A-Za-z0-9]{1,4}")
-_WORDS = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
-_VOWEL = re.compile(r"[aeiouyAEIOUY]")
-_FILLER = re.compile(r"([A-Za-z0-9*])\1{9,}")
+_ID_SEPARATOR = lazy(r"[\-_./@]")
+_ID_WORD = lazy(r"[A-Za-z]{3,}\d*")
+_ID_PART = lazy(r"[0-9a-fA-F]{7,128}|v?\d[\w.]*|[A-Za-z0-9]{1,4}")
+_WORDS = lazy(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+_VOWEL = lazy(r"[aeiouyAEIOUY]")
+_FILLER = lazy(r"([A-Za-z0-9*])\1{9,}")
 _MIN_PROPAGATE = 6  # a found value this long is removed wherever else it occurs in the text
 
 
@@ -756,7 +757,7 @@ def _printed_secret(output: str, found: list[str]) -> str | None:
     return None
 
 
-_LABEL_LINE = re.compile(r"(?i)\b(?:password|passphrase|token|secret|api[ _\-]?key)\b[^\n]*:\Z")
+_LABEL_LINE = lazy(r"(?i)\b(?:password|passphrase|token|secret|api[ _\-]?key)\b[^\n]*:\Z")
 
 
 def _labelled_below(match: re.Match[str], prefix: str, found: list[str]) -> str | int:

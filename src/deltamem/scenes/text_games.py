@@ -53,6 +53,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from deltamem._util.lazyre import lazy
 from deltamem.core.knowledge import episode_tendencies, supersede
 from deltamem.core.model import Episode
 from deltamem.scenes.text import (
@@ -67,24 +68,24 @@ from deltamem.scenes.text import (
 
 # -- scene layouts ---------------------------------------------------------------------------
 
-_ROOM = re.compile(
+_ROOM = lazy(
     r"\b(?:you are in|this room is called|this outside location is called)\s+"
     r"(?:the\s+|an?\s+)?([^.\n]+?)\s*(?:\.|\n|$)",
     re.IGNORECASE,
 )
 # TextWorld(Express): "To the North you see a closed wood door." /
 # "Through an open patio door, to the North you see the kitchen."
-_DIRECTION_EXIT = re.compile(
+_DIRECTION_EXIT = lazy(
     r"\bto the (north|south|east|west|up|down)\b,? you see\s+([^.\n]+)", re.IGNORECASE
 )
 # ScienceWorld: "A door to the art studio (that is open)".
-_DOOR_EXIT = re.compile(r"\ba door to (?:the\s+)?([^(\n]+?)\s*\(", re.IGNORECASE)
+_DOOR_EXIT = lazy(r"\ba door to (?:the\s+)?([^(\n]+?)\s*\(", re.IGNORECASE)
 # ALFWorld: "You are in the middle of a room. Looking quickly around you, you see a cabinet 4,
 # a cabinet 3, ..., and a toilet 1." Every ALFWorld room starts with the same sentence, and the
 # numbered receptacles are the floor plan.
-_GLANCE = re.compile(r"\blooking quickly around you, you see\s+([^.\n]+)", re.IGNORECASE)
-_LIST_SPLIT = re.compile(r",\s*(?:and\s+)?|\s+and\s+", re.IGNORECASE)
-_STATE_WORDS = re.compile(r"\b(?:an?|the|open|opened|closed|locked)\b\s*", re.IGNORECASE)
+_GLANCE = lazy(r"\blooking quickly around you, you see\s+([^.\n]+)", re.IGNORECASE)
+_LIST_SPLIT = lazy(r",\s*(?:and\s+)?|\s+and\s+", re.IGNORECASE)
+_STATE_WORDS = lazy(r"\b(?:an?|the|open|opened|closed|locked)\b\s*", re.IGNORECASE)
 
 
 def scene_room(text: str) -> str:
@@ -117,12 +118,12 @@ def _exit_name(text: str) -> str:
 
 
 # "a cabinet 4" -> cabinet: a listed name followed by its instance number.
-_INSTANCE = re.compile(r"^(?:(?:an?|the)\s+)?(.*?[^\W\d_])\s+\d+$", re.IGNORECASE)
+_INSTANCE = lazy(r"^(?:(?:an?|the)\s+)?(.*?[^\W\d_])\s+\d+$", re.IGNORECASE)
 # "On the countertop 1, you see a mug 2, and a spoon 1." / "In it, you see ..."
-_SIGHTING = re.compile(r"\b(?:on|in) (?:the )?([^,.]+?), you see ([^.]+)", re.IGNORECASE)
+_SIGHTING = lazy(r"\b(?:on|in) (?:the )?([^,.]+?), you see ([^.]+)", re.IGNORECASE)
 # "You pick up the mug 2 from the cabinet 4."
-_TAKEN = re.compile(r"\byou pick up (?:the )?(.+?) from (?:the )?([^.]+)", re.IGNORECASE)
-_FIRST_INSTANCE = re.compile(r"\b([^\W\d_]+) \d+\b")
+_TAKEN = lazy(r"\byou pick up (?:the )?(.+?) from (?:the )?([^.]+)", re.IGNORECASE)
+_FIRST_INSTANCE = lazy(r"\b([^\W\d_]+) \d+\b")
 
 
 def instance_type(item: str) -> str:
@@ -163,25 +164,25 @@ def _instance(item: str) -> str:
 
 # -- the facts of an episode ---------------------------------------------------------------
 
-_MOVED = re.compile(r"^you (?:move|go|walk|arrive) (?:to|at|in) (?:the )?([^.]+)\.?$", re.I)
-_AGENT_ONLY = re.compile(
+_MOVED = lazy(r"^you (?:move|go|walk|arrive) (?:to|at|in) (?:the )?([^.]+)\.?$", re.I)
+_AGENT_ONLY = lazy(
     r"^you (?:focus on|decide to|wait|take|pick up|are carrying|have)\b|to the inventory\.?$|"
     r"^in your inventory",
     re.IGNORECASE,
 )
-_REVEALING = re.compile(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
-_MOVED_OBJECT = re.compile(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
+_REVEALING = lazy(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
+_MOVED_OBJECT = lazy(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
                            re.IGNORECASE)
-_ACTION_DIRECTION = re.compile(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
+_ACTION_DIRECTION = lazy(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
 # A TextWorld(Express) description: object sentences, then exits by compass direction.
-_TW_EXIT = re.compile(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
+_TW_EXIT = lazy(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
                       r"you see (.+?)\.?$", re.IGNORECASE)
-_TW_LEAD = re.compile(
+_TW_LEAD = lazy(
     r"^(?:in (?:one|another) part of the room you see|there is also|you also see|"
     r"you see|there is)\s+", re.IGNORECASE)
-_TW_STATE = re.compile(r",? that (?:is|has) (.+)$", re.IGNORECASE)
+_TW_STATE = lazy(r",? that (?:is|has) (.+)$", re.IGNORECASE)
 # A ScienceWorld description: tab-indented items, doors as "A door to the X (that is open)".
-_SW_DOOR = re.compile(r"^a door to (?:the )?(.+?) \(that is (\w+)\)$", re.IGNORECASE)
+_SW_DOOR = lazy(r"^a door to (?:the )?(.+?) \(that is (\w+)\)$", re.IGNORECASE)
 
 
 # The games' own ways of saying a step did not happen or changed nothing (the generic phrases of

@@ -39,10 +39,11 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from deltamem._util.lazyre import lazy
 from deltamem.core.model import Step
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_WS = re.compile(r"\s+")
+_ANSI = lazy(r"\x1b\[[0-9;?]*[A-Za-z]")
+_WS = lazy(r"\s+")
 
 # -- tool calls ------------------------------------------------------------------------------
 
@@ -70,7 +71,7 @@ REJECT_MARKS = ("doesn't want to proceed with this tool use", "tool use was reje
 
 # Command purposes, by the program (and sub-command) a shell segment runs. Order matters: the
 # first pattern that matches names the purpose.
-_PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, re.compile(r, re.I)) for p, r in (
+_PURPOSES: tuple[tuple[str, re.Pattern[str]], ...] = tuple((p, lazy(r, re.I)) for p, r in (
     # Read-only sub-commands of tools that also deploy or migrate: they only look.
     ("read", r"^(alembic (current|heads|history|show|branches|check)|(python3? )?manage\.py "
              r"(showmigrations|check|diffsettings)|terraform (show|output|state (list|show))|"
@@ -132,29 +133,29 @@ KNOWLEDGE_PURPOSES = ("deploy", "migrations", "tests", "type checks", "lint", "b
 GATED = ("deploy", "migrations", "install", "build")
 # Purposes whose runs verify a change: the last one decides a task's outcome.
 VERIFYING = ("tests", "type checks", "lint", "build", "deploy", "migrations")
-_CHECK_PROGRAMS = re.compile(r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|"
+_CHECK_PROGRAMS = lazy(r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|"
                              r"command -v|type|pgrep|git diff)(?=\s|$)")
-_SEGMENT_SPLIT = re.compile(r"\s*(?:&&|\|\||;|\n)\s*")
-_ENV_ASSIGN = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
-_WRAPPERS = re.compile(r"^(?:sudo|time|timeout \S+|nice|env|command|exec|xargs)\s+")
+_SEGMENT_SPLIT = lazy(r"\s*(?:&&|\|\||;|\n)\s*")
+_ENV_ASSIGN = lazy(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
+_WRAPPERS = lazy(r"^(?:sudo|time|timeout \S+|nice|env|command|exec|xargs)\s+")
 # Commands that run another command: containers (``docker compose run [opts] SERVICE CMD``) and
 # package runners (``uv run``, ``bundle exec``, ``npx``, ``yarn``/``pnpm`` running a bin).
-_CONTAINER = re.compile(
+_CONTAINER = lazy(
     r"^(?:docker[ -]compose|docker|podman(?:[ -]compose)?|nerdctl)\s+(?:-f\s+\S+\s+)*"
     r"(?:run|exec)\s+(?:(?:-[ewuv]|--(?:env|workdir|user|volume|entrypoint|name|env-file))"
     r"[ =]\S+\s+|-{1,2}[\w-]+\s+)*(?:\S+)\s+(?=\S)")
 # Environment runners too, each by its documented grammar: ``direnv exec DIR CMD``, ``pyenv``/
 # ``rbenv``/``nodenv exec CMD``, ``rustup run TOOLCHAIN CMD``, ``conda``/``mamba``/``micromamba
 # run [-n ENV] CMD``, ``nix develop [INSTALLABLE] --command CMD``.
-_RUNNER = re.compile(r"^(?:(?:uv|poetry|pipenv|hatch|pdm|rye) run|bundle exec|npx|pnpx|bunx|"
+_RUNNER = lazy(r"^(?:(?:uv|poetry|pipenv|hatch|pdm|rye) run|bundle exec|npx|pnpx|bunx|"
                      r"(?:pnpm|yarn|npm) (?:exec|dlx)|(?:pnpm|yarn)(?= (?!run\b|add\b|install\b|"
                      r"test\b|build\b|lint\b|ci\b|i\b|remove\b|why\b|list\b|ls\b)\S)|"
                      r"dotnet tool run|kubectl exec .*?--|direnv exec \S+|(?:pyenv|rbenv|nodenv) "
                      r"exec|rustup run \S+|(?:conda|mamba|micromamba) run(?:\s+(?:-[np]|--name|"
                      r"--prefix)\s+\S+|\s+--[\w-]+)*|nix develop(?:\s+[^-\s]\S*)?\s+"
                      r"(?:-c|--command))\s+")
-_SHELL_C = re.compile(r"^(?:bash|sh|zsh)\s+-l?c\s+")
-_EXIT = re.compile(r"^(?:error:\s*)?(?:exit code|exit status|exited with code|Exit code)"
+_SHELL_C = lazy(r"^(?:bash|sh|zsh)\s+-l?c\s+")
+_EXIT = lazy(r"^(?:error:\s*)?(?:exit code|exit status|exited with code|Exit code)"
                    r"[:\s]+(-?\d+)[:\s]*", re.I)
 # Test runners' own summary lines (their documented output), failed and passed.
 # Their totals (counts of a whole run), failed ...
@@ -167,22 +168,22 @@ _RUNNER_TOTALS_FAILED = (
     r"\bTest run with \d+ tests?.* failed\b|Tests: \d+, Assertions: \d+, (?:Failures|Errors): "
     r"[1-9]|^Failed!\s+-\s+Failed:\s+[1-9]|^FAILED \((?:failures|errors)=|"
     r"✖\s+[1-9]\d* of \d+ failed")
-_RUNNER_TOTALS = re.compile(_RUNNER_TOTALS_FAILED, re.I | re.M)
+_RUNNER_TOTALS = lazy(_RUNNER_TOTALS_FAILED, re.I | re.M)
 # ... and any failure line a runner prints (these also name the test and often the reason).
-_RUNNER_FAILED = re.compile(
+_RUNNER_FAILED = lazy(
     _RUNNER_TOTALS_FAILED + r"|^FAILED\b|^FAIL\b|--- FAIL|^FAILURES!|^ERRORS!|"
     r"\bThere (?:was|were) \d+ failures?\b", re.I | re.M)
-_RUNNER_PASSED = re.compile(
+_RUNNER_PASSED = lazy(
     r"\b\d+ (?:passed|passing)\b|^ok\s+\S+|^PASS\b|\bBUILD SUCCESS(?:FUL)?\b|"
     r"Tests run: \d+, Failures: 0, Errors: 0|\btest result: ok\b|\d+ examples?, 0 failures|"
     r"\d+ runs, \d+ assertions, 0 failures, 0 errors|Executed \d+ tests?, with 0 failures|"
     r"\bTest run with \d+ tests?.* passed\b|^OK(?: \(\d+ tests?|$)|^Passed!\s+-\s+Failed:\s+0|"
     r"All specs passed|\bTests?:?\s+\d+ passed", re.I | re.M)
 # Errors any tool reports by their documented prefixes.
-_FAILED_SUMMARY = re.compile(
+_FAILED_SUMMARY = lazy(
     r"^npm ERR!|^error(?:\[\w+\])?:|\bFound [1-9]\d* errors?\b|^Error\b|^fatal:|"
     r"\bError from server\b|^Traceback \(most recent call last\)", re.M)
-_SUMMARY = re.compile(
+_SUMMARY = lazy(
     r"(\b\d+ (passed|failed|failing|passing|errors?|skipped|tests?|warnings?|examples?|runs)\b|"
     r"^(ok|PASS|FAIL|FAILED|BUILD \w+|OK)\b|^Tests?:|^Test Files|Tests run:|test result:|"
     r"Executed \d+ tests?|Test run with|^(?:Passed|Failed)!|Success: no issues|All checks passed|"
@@ -204,7 +205,7 @@ def runner_verdict(output: str) -> str | None:
     return verdict
 
 
-_ERROR_LINE = re.compile(
+_ERROR_LINE = lazy(
     r"(\b(error|errors|exception|fatal|failed|failure|forbidden|denied|refused|rejected|"
     r"not allowed|not permitted|cannot|can't|could not|couldn't|unable to|invalid|"
     r"not found|no such|missing|timed out|timeout|panic|traceback|violat\w+|"
@@ -212,22 +213,22 @@ _ERROR_LINE = re.compile(
     r"^\w+(Error|Exception):)", re.I)
 # What test runners and build tools print after the failures (how to rerun, where to read
 # more, a list of the failed ones): their documented trailers, never the reason.
-_EPILOGUE = re.compile(
+_EPILOGUE = lazy(
     r"to rerun|there (?:are|were) (?:test )?failures|there were failing tests|re-run maven|"
     r"for more information about|failed to execute goal|what went wrong|^\W*try:|"
     r"^failed examples|^build fail|^failures!?:?$|run with --(?:stacktrace|info|debug|scan)|"
     r"get more help|^\[error\]\s*(?:->|$)|^\[error\] (?:results|failures):?\s*$|"
     r"^test case '.*' (?:passed|failed)|^[\w ]{1,40}:$", re.I)
 _MISSING_ENV = (
-    re.compile(r"KeyError: (?:key not found: )?['\"]([A-Z][A-Z0-9]*_[A-Z0-9_]+)['\"]"),
-    re.compile(r"(?:environment variable|env var(?:iable)?|config var)\s+[`'\"]?"
+    lazy(r"KeyError: (?:key not found: )?['\"]([A-Z][A-Z0-9]*_[A-Z0-9_]+)['\"]"),
+    lazy(r"(?:environment variable|env var(?:iable)?|config var)\s+[`'\"]?"
                r"([A-Z][A-Z0-9_]{2,})", re.I),
-    re.compile(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)[`'\"]? (?:is not set|not set|is required|is "
+    lazy(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)[`'\"]? (?:is not set|not set|is required|is "
                r"missing|must be set|is undefined|is empty)", re.I),
-    re.compile(r"(?:missing|undefined|unset) (?:required )?(?:env(?:ironment)? )?(?:variable)?"
+    lazy(r"(?:missing|undefined|unset) (?:required )?(?:env(?:ironment)? )?(?:variable)?"
                r"[:\s]+[`'\"]?([A-Z][A-Z0-9]*_[A-Z0-9_]+)"),
 )
-_PATH_TOKEN = re.compile(r"(?<![\w/.-])((?:/|\./|~/)?[\w.@-]+(?:/[\w.@-]+)+|[\w-]+\.(?:py|ts|tsx|"
+_PATH_TOKEN = lazy(r"(?<![\w/.-])((?:/|\./|~/)?[\w.@-]+(?:/[\w.@-]+)+|[\w-]+\.(?:py|ts|tsx|"
                          r"js|jsx|go|rs|rb|java|kt|tf|ya?ml|json|toml|sql|sh|md|cfg|ini|env|"
                          r"css|html|vue|c|h|cpp|hpp|cs|php|ex|exs))(?![\w/])")
 
@@ -478,7 +479,7 @@ def _lines(output: str) -> list[str]:
     return [line.rstrip() for line in _ANSI.sub("", output).splitlines() if line.strip()]
 
 
-_COUNT_ONLY = re.compile(r"^[\s=*_-]*(?:\d+ \w+,? ?)+(?:in [\d.]+m?s)?[\s=*_-]*$")
+_COUNT_ONLY = lazy(r"^[\s=*_-]*(?:\d+ \w+,? ?)+(?:in [\d.]+m?s)?[\s=*_-]*$")
 
 
 def tail_cut(text: str, limit: int) -> str:
@@ -496,10 +497,10 @@ def tail_cut(text: str, limit: int) -> str:
     return "…" + keep
 
 
-_HEADLINE = re.compile(r"^[\W_]*(?:error(?:\[\w+\])?:|\[error\]|error from server|fatal:|"
+_HEADLINE = lazy(r"^[\W_]*(?:error(?:\[\w+\])?:|\[error\]|error from server|fatal:|"
                        r"failed\b|\w*(?:error|exception):|panic:|--- fail)", re.IGNORECASE)
 # A line of counts ("Error: 3 files checked, 1 failed", "22 issues:"): a summary, not a reason.
-_COUNTISH = re.compile(r"^[\W_]*(?:\w+:\s*)?(?:\d+\s+[\w()]+(?:\s+\w+)?[,;:]?\s*)+[\W_]*$")
+_COUNTISH = lazy(r"^[\W_]*(?:\w+:\s*)?(?:\d+\s+[\w()]+(?:\s+\w+)?[,;:]?\s*)+[\W_]*$")
 
 
 def reason(output: str, limit: int = 200) -> str:
@@ -587,7 +588,7 @@ def subject(call: ToolCall) -> str:
 
 
 # What narrows a test run to part of the suite: selector options, test names, test files.
-_SELECTOR = re.compile(
+_SELECTOR = lazy(
     r"^(?:-k|-run|--run|--filter|--tests?|-Dtest(?:=.*)?|-Dit\.test(?:=.*)?|--spec|--grep|-t|"
     r"--testNamePattern|--test-name-pattern|-p|--package|--only|-e|--example|--pattern|"
     r"--filter=.*|--tests=.*|--spec=.*|-run=.*)$|::|#|^(?!\./\.\.\.$)\S*/\S+|"

@@ -7,8 +7,10 @@ should inject anything, and the phrases it must and must not contain.
 
 Each arm gets a fresh ``HOME``. The sessions are fed in order as the clients do it: after each
 turn that was not ended by a user interrupt (Claude Code runs no Stop hook then), the transcript
-file as it stands is handed to the Stop hook with the JSON the client sends. Then every probe
-opens a new session: ``session-start`` with its directory, then ``user-prompt`` with its prompt.
+file as it stands is handed to the Stop hook with the JSON the client sends. After a session's
+last turn its transcript is dated back by :data:`SESSION_GAP` (the next session begins an hour
+later; no SessionEnd is sent, as Claude Code's print mode sends none). Then every probe opens a
+new session: ``session-start`` with its directory, then ``user-prompt`` with its prompt.
 
 Arms:
 
@@ -83,6 +85,9 @@ SESSIONS_STACKS = Path(__file__).resolve().parent / "coding_sessions_stacks"
 SETS = Path(__file__).resolve().parent / "coding_sets"
 HOOKS_JSON = ROOT / "plugins" / "deltamem" / "hooks" / "hooks.json"
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop"}
+# Seconds between one session's last turn and the next session: longer than the learner's
+# DELTAMEM_TURN_STALE default (1,800), as between two sessions of a working day.
+SESSION_GAP = 3600.0
 DEFAULT_BUDGETS = dict(HOOK_BUDGETS)  # the hooks' own defaults
 NOT_A_REQUEST = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-",
                  "<local-command-", "Caveat: ", "<system-reminder>", "<turn_aborted>")
@@ -637,6 +642,15 @@ def feed(arm: Arm, suite: Suite, scanner: SecretScanner, transcripts: Path,
                     transient.setdefault(f.name, set()).update(scanner.scan_file(f))
             if settle:
                 time.sleep(settle)
+            stored = verdict(before, arm.task_nodes()) or stored
+        if stops:
+            # The next session begins later: the transcript is left as it was an hour ago (a
+            # task still waiting on the user is then learned as the learner learns a session
+            # that said no more, ``DELTAMEM_TURN_STALE``); wait for the learner to look.
+            before = arm.task_nodes()
+            past = time.time() - SESSION_GAP
+            os.utime(path, (past, past))
+            time.sleep(max(settle, 1.5))
             stored = verdict(before, arm.task_nodes()) or stored
         rows.append({"id": session["id"], "repo": session["repo"], "label": session["outcome"],
                      "stored": stored or "none", "stops": len(stops),

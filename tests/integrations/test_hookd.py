@@ -297,6 +297,39 @@ def test_a_turn_the_client_never_ended_is_learned(home, tmp_path):
     assert not list((spool / "open").glob("*.json"))
 
 
+def test_a_task_left_waiting_in_a_session_that_said_no_more_is_learned_unfinished(
+        home, tmp_path):
+    """The agent asked the user and edited nothing; the user never answered and the client
+    never said the session ended (print mode, a closed terminal). The learner kept a marker for
+    the waiting task; once the transcript has not changed for DELTAMEM_TURN_STALE seconds the
+    task is learned as a session's end learns it: unfinished, a failure."""
+    from coding_transcripts import ClaudeSession
+
+    from deltamem.integrations.coding_memory import UNFINISHED
+
+    env, db = home
+    env = {**env, "DELTAMEM_TURN_STALE": "2"}
+    root = tmp_path / "shop"
+    (root / ".git").mkdir(parents=True)
+    transcript = (ClaudeSession(str(root)).user("add rate limiting to the login endpoint")
+                  .read(f"{root}/shop/auth.py", "def login(request):\n    ...\n")
+                  .say("There is no limiter yet. Per client IP, or per account name?")
+                  .write(tmp_path / "s.jsonl"))
+    stop = {"session_id": "s-9", "cwd": str(root), "hook_event_name": "Stop",
+            "transcript_path": str(transcript)}
+    assert _hook(env, db, "stop", stop).returncode == 0
+    assert _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt="hi")
+                 | {"session_id": "s-10", "transcript_path": ""}).returncode == 0  # a daemon
+    marker = db.parent / ".deltamem-hooks" / "spool" / "open" / "s-9.json"
+    assert _wait(lambda: marker.exists() or _episodes(db) > 0)
+    assert _wait(lambda: _episodes(db) == 1), (db.parent / ".deltamem-hooks" / "hookd.log")
+    with DeltaMem.open(db, embedder="hashing", settings=TEST_SETTINGS, create=False) as mem:
+        [episode] = list(mem.store.episodes(mem.space))
+    assert episode.task == "add rate limiting to the login endpoint"
+    assert (episode.success, episode.meta["outcome_rule"]) == (False, UNFINISHED)
+    assert not marker.exists()
+
+
 def test_a_turn_that_ended_leaves_no_marker(home):
     env, db = home
     assert _hook(env, db, "user-prompt", _payload("UserPromptSubmit", prompt=REQUEST)

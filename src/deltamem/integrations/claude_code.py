@@ -40,7 +40,7 @@ from deltamem.engine.memory import DeltaMem
 from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError, EpisodeError
 from deltamem.extract.base import Extractor
-from deltamem.extract.coding_session import CodingExtractor, episode_calls, judge
+from deltamem.extract.coding_session import CodingExtractor, episode_calls, judge, split_tasks
 from deltamem.extract.coding_session import is_request as _is_request
 from deltamem.formats.transcripts import (
     Message,
@@ -344,6 +344,14 @@ def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
                                    meta={"source": "hook", **dict(meta or {})},
                                    session_end=session_end)
     return results[-1] if results else None
+
+
+def waiting_on_user(transcript: Transcript) -> bool:
+    """Whether the session's last task waits on the user's answer
+    (``extract.coding_session.Task.awaits_user``): :func:`learn_turn` left it for the answer,
+    the user's next task, or the session's end."""
+    tasks = split_tasks(transcript.messages)
+    return bool(tasks) and tasks[-1].awaits_user
 
 
 def _texts(messages: list[Message]) -> list[str]:

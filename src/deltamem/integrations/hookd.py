@@ -47,6 +47,7 @@ from deltamem_hook import (
     Target,
     answered_here,
     failures,
+    keep_waiting,
     lower_thread_priority,
     nothing_stored,
     open_lock,
@@ -301,7 +302,7 @@ class Daemon:
 
     def learn_entry(self, entry: Path) -> bool:
         """Learn one spool entry; True when it is finished with (learned, or moved to failed/)."""
-        from deltamem.integrations.claude_code import learn_turn, read_turn
+        from deltamem.integrations.claude_code import learn_turn, read_turn, waiting_on_user
 
         started = time.monotonic()
         try:
@@ -319,14 +320,19 @@ class Daemon:
                                    since=float(queued) if isinstance(queued, int | float)
                                    else None, failed=failures(self.target, session))
             read_ms = (time.monotonic() - started) * 1000
+            event = data.get("event")
             if transcript.messages:
                 writer = self.writer()
+                # A task left waiting on the user whose session went quiet ("quiet") is
+                # learned as the session's end would learn it: unfinished.
                 learn_turn(writer, transcript, cwd=cwd, scope=scope or env.scope(),
                            extractor=self.extractor(),
                            meta={"session": session} if session else {},
-                           session_end=data.get("event") == "session-end")
+                           session_end=event in ("session-end", "quiet"))
                 with self._read_lock:
                     self.to_warm[cwd or transcript.cwd] = None
+                if event == "stop" and waiting_on_user(transcript):
+                    keep_waiting(self.target, data, scope)
             # How long a turn took to learn (its entry's number, never its content).
             log.info("learned turn %s (%d messages) in %.0f ms (%.0f ms reading it)",
                      entry.name, len(transcript.messages),
@@ -344,8 +350,10 @@ class Daemon:
         return True
 
     def abandoned(self) -> int:
-        """Queue the turns the client began and never ended (see ``deltamem_hook.open_turn``):
-        those whose transcript has not changed for ``turn_stale`` seconds."""
+        """Queue the turns the client began and never ended (see ``deltamem_hook.open_turn``),
+        and the tasks left waiting on the user in a session that said no more
+        (``deltamem_hook.keep_waiting``, queued as ``quiet``): those whose transcript has not
+        changed for ``turn_stale`` seconds."""
         folder = self.target.spool / "open"
         queued = 0
         for marker in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -356,7 +364,8 @@ class Daemon:
                 marker.unlink(missing_ok=True)
                 continue
             if time.time() - changed >= self.turn_stale:
-                spool_stop(self.target, data, data.get("scope"), event="abandoned")
+                spool_stop(self.target, data, data.get("scope"),
+                           event="quiet" if data.get("waiting") is True else "abandoned")
                 queued += 1
         return queued
 

@@ -12,7 +12,14 @@ from deltamem.extract.coding_session import is_follow_up, judge, split_tasks, to
 from deltamem.integrations.coding_memory import count_tokens, fit, portable
 from deltamem.scenes.base import Scene
 from deltamem.scenes.project import CodingScene, project_root, project_scene
-from deltamem.scenes.tool_calls import command_purpose, gist, parse_call, reason, summary
+from deltamem.scenes.tool_calls import (
+    command_purpose,
+    gist,
+    parse_call,
+    reason,
+    summary,
+    tail_cut,
+)
 
 ROOT = "/home/bob/src/shop"
 
@@ -414,3 +421,18 @@ def test_a_focused_run_keeps_the_whole_suite_command() -> None:
     assert keep_canonical(known, newer).startswith("tests (mvnw): `./mvnw verify` runs the whole")
     assert keep_canonical(known, "tests (mvnw): `./mvnw verify` fails") == \
         "tests (mvnw): `./mvnw verify` fails"
+
+
+def test_a_long_error_line_keeps_its_words_and_loses_its_paths_first() -> None:
+    """Cut from the front, a long error line would keep only its last path; its absolute paths
+    are shortened to their last three parts before anything is cut."""
+    line = ("FAILED tests/test_store.py::test_rename - OSError: [Errno 18] Invalid cross-device "
+            "link: '/var/lib/builds/agent-7/work/app/tmp/obj/5/a.bin' -> "
+            "'/srv/mount/agent-7/work/app/data/obj/5/a.bin'")
+    cut = tail_cut(line, 110)
+    assert "Invalid cross-device link" in cut and cut.endswith("'…/obj/5/a.bin'")
+    assert len(cut) <= 110
+    short = "see lib/shop/cart.py and https://example.org/a/b/c/d/e/f for why " * 3
+    assert "lib/shop/cart.py" in tail_cut(short, 150)  # relative paths and URLs are kept
+    assert "https://example.org/a/b/c/d/e/f" in tail_cut(short, 150)
+    assert tail_cut("/a/b/c/d/e/f/g.txt is missing", 100) == "/a/b/c/d/e/f/g.txt is missing"

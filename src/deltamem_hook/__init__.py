@@ -446,39 +446,34 @@ def _session(payload: dict[str, Any]) -> str:
     return "".join(c for c in str(payload.get("session_id") or "") if c.isalnum() or c in "-_")
 
 
-def open_turn(t: Target, payload: dict[str, Any], scope: str | None = None) -> None:
+def open_turn(t: Target, payload: dict[str, Any], scope: str | None = None, *,
+              waiting: bool = False) -> bool:
     """A turn began (``user-prompt``): keep a marker (the transcript's path, never its text)
     until its ``stop`` or ``session-end`` comes. A marker whose transcript has not changed for
     ``DELTAMEM_TURN_STALE`` seconds is a turn the client never ended (killed, or its end hook
-    cut short): the learner learns it as it stands."""
+    cut short): the learner learns it as it stands. ``waiting``: see :func:`keep_waiting`.
+    True when the marker was written."""
     session, path = _session(payload), str(payload.get("transcript_path") or "")
     if not session or not path:
-        return
+        return False
     folder = private_dir(os.path.join(t.spool_dir, "open"))
+    if waiting and os.path.exists(os.path.join(folder, f"{session}.json")):
+        return False  # a turn begun since: its own marker stands
     entry = {"transcript_path": path, "cwd": str(payload.get("cwd") or ""),
              "session_id": str(payload.get("session_id")), "scope": scope,
-             "opened_at": time.time()}
+             "opened_at": time.time(), **({"waiting": True} if waiting else {})}
     write_new(folder, f"{session}.json", dumps(entry))
+    return True
 
 
 def keep_waiting(t: Target, payload: dict[str, Any], scope: str | None = None) -> bool:
     """A turn ended with its task waiting on the user's answer (the learner found it so, and
-    learns it once the user answers or moves on, or the session ends): keep a marker like
-    :func:`open_turn`'s, marked ``waiting``, unless the session already holds one (a turn begun
-    since). A client that never says the session ended (print mode, a closed terminal) leaves
-    it; once the transcript has not changed for ``DELTAMEM_TURN_STALE`` seconds the learner
-    learns the task as the session's end would: unfinished. True when the marker was written."""
-    session, path = _session(payload), str(payload.get("transcript_path") or "")
-    if not session or not path:
-        return False
-    folder = private_dir(os.path.join(t.spool_dir, "open"))
-    if os.path.exists(os.path.join(folder, f"{session}.json")):
-        return False
-    entry = {"transcript_path": path, "cwd": str(payload.get("cwd") or ""),
-             "session_id": str(payload.get("session_id")), "scope": scope,
-             "opened_at": time.time(), "waiting": True}
-    write_new(folder, f"{session}.json", dumps(entry))
-    return True
+    learns it once the user answers or moves on, or the session ends): keep an
+    :func:`open_turn` marker marked ``waiting``, unless the session holds one already (a turn
+    begun since). A client that never says the session ended (print mode, a closed terminal)
+    leaves it; once the transcript has not changed for ``DELTAMEM_TURN_STALE`` seconds the
+    learner learns the task as the session's end would: unfinished. True when written."""
+    return open_turn(t, payload, scope, waiting=True)
 
 
 def close_turn(t: Target, payload: dict[str, Any]) -> None:

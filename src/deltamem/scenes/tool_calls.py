@@ -482,10 +482,22 @@ def _lines(output: str) -> list[str]:
 _COUNT_ONLY = lazy(r"^[\s=*_-]*(?:\d+ \w+,? ?)+(?:in [\d.]+m?s)?[\s=*_-]*$")
 
 
+# An absolute path (POSIX, home-relative or a Windows drive) of more than four parts: the
+# machine's own place, where a failure's words (the error and its message) are what carries.
+_PATH_PART = r"[/\\][^\s/\\'\"`:]+"
+_LONG_PATH = lazy(rf"(?<![\w.~/-])(?:~|[A-Za-z]:)?(?:{_PATH_PART}){{4,}}"
+                  rf"(?P<tail>(?:{_PATH_PART}){{3}})")
+
+
 def tail_cut(text: str, limit: int) -> str:
     """``text`` cut to ``limit`` characters from the front (the end is kept), at a clause
-    boundary when there is one, marked with ``…``."""
+    boundary when there is one, marked with ``…``. A text too long has its long absolute paths
+    shortened to their last three parts first (``…/gw0/3/2.png``): an error line's paths take
+    its room, and a cut from the front would lose the error's own words first."""
     text = flat(text)
+    if len(text) <= limit:
+        return text
+    text = _LONG_PATH.sub(lambda m: "…" + m.group("tail"), text)
     if len(text) <= limit:
         return text
     keep = text[len(text) - (limit - 1):]

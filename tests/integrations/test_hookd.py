@@ -17,8 +17,10 @@ from typing import Any
 
 import pytest
 
+from coding_transcripts import ClaudeSession
 from deltamem.engine.memory import DeltaMem
 from deltamem.errors import SpaceNotFound
+from deltamem.integrations.coding_memory import UNFINISHED
 from deltamem_hook import target
 from helpers import TEST_SETTINGS
 
@@ -303,10 +305,6 @@ def test_a_task_left_waiting_in_a_session_that_said_no_more_is_learned_unfinishe
     never said the session ended (print mode, a closed terminal). The learner kept a marker for
     the waiting task; once the transcript has not changed for DELTAMEM_TURN_STALE seconds the
     task is learned as a session's end learns it: unfinished, a failure."""
-    from coding_transcripts import ClaudeSession
-
-    from deltamem.integrations.coding_memory import UNFINISHED
-
     env, db = home
     env = {**env, "DELTAMEM_TURN_STALE": "2"}
     root = tmp_path / "shop"

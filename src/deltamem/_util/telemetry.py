@@ -9,16 +9,15 @@ was written). Query text and memory content are never recorded: they may hold pe
 Spans go to whatever tracer provider the application (or ``opentelemetry-instrument``) configured.
 deltamem never imports OpenTelemetry itself: an application that configured a provider has
 imported ``opentelemetry.trace`` already, and one that has not would have its spans dropped by the
-API's default provider anyway. So a method is traced only once ``opentelemetry.trace`` is loaded
-(or a provider is named by ``OTEL_PYTHON_TRACER_PROVIDER``, which the API loads on first use);
-otherwise it runs as it is, and a process that does not trace does not pay the API's import
-(about 12 ms of the hook daemon's start, which the first prompt of a session waits for).
+API's default provider anyway (``opentelemetry-instrument`` loads it before the application).
+So a method is traced only once ``opentelemetry.trace`` is loaded; otherwise it runs as it is,
+and a process that does not trace does not pay the API's import (about 12 ms of the hook
+daemon's start, which the first prompt of a session waits for).
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from collections.abc import Callable
 from types import ModuleType
@@ -31,13 +30,7 @@ _TRACE = "opentelemetry.trace"
 
 def _tracing() -> ModuleType | None:
     """``opentelemetry.trace`` where the process traces (see the module docstring), else None."""
-    trace = sys.modules.get(_TRACE)
-    if trace is None and os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"):
-        try:  # optional extra
-            from opentelemetry import trace
-        except ImportError:  # pragma: no cover - exercised where the extra is missing
-            return None
-    return trace
+    return sys.modules.get(_TRACE)
 
 
 class HasSpace(Protocol):

@@ -192,7 +192,7 @@ _SECRET_GETTER = (
     r"[\w./:\-]*(?i:password|passwd|secret|token|api[_\-]?key|apikey)(?=[ \t]*$)")
 _PROMPT = r"(?:[$%#>]|PS[^>\n]*>)"
 _PRINTS_SECRET = lazy(r"(?:sudo\s+)?(?:" + _SECRET_PRINTERS + "|" + _SECRET_GETTER
-                            + r")\b")
+                      + r")\b")
 # (a command at a prompt, and its output up to the next prompt)
 _PRINTED = (r"(?m:^[ \t]*" + _PROMPT + r"[ \t]*(?:sudo\s+)?(?:{})\b[^\n]*\n)"
             r"(?P<s>(?:(?![ \t]*" + _PROMPT + r"[ \t])[^\n]*(?:\n|\Z)){{1,12}})")
@@ -517,7 +517,7 @@ _NOT_A_VALUE = lazy(
     r"password|token|str|string|bytes|int|bool|any|text|varchar.*|char.*|uuid|"
     r"(?:os\.)?environ.*|(?:os\.)?getenv.*|process\.env.*|env\(.*|secrets?\..*))")
 _SECRET_KEY = lazy(r"[A-Za-z0-9_\-.]*(?:" + _SECRET_WORD[3:-1] + r"|pw)",
-                         re.IGNORECASE)
+                   re.IGNORECASE)
 _SUBSTITUTION = lazy(r"\$[({]|`|#\{|\{\{")
 # A namespaced command's part after the colon (``rails credentials:show``, ``rake db:migrate``).
 _NAMESPACE_PART = lazy(r"[a-z]+(?:[_\-][a-z]+)*")
@@ -526,7 +526,7 @@ _NAMESPACE_PART = lazy(r"[a-z]+(?:[_\-][a-z]+)*")
 # stored encrypted, so no secret's value. ``_ENVELOPE_OPEN``: the same cut by the value's
 # grammar at a comma or a brace.
 _ENVELOPE = lazy(r"(?<![A-Za-z0-9_])[A-Z][A-Z0-9_]{1,9}\[[^\]\s]*\]|"
-                       r"\{[A-Za-z0-9+/]{16,}={0,2}\}|\$ANSIBLE_VAULT;[\d.;A-Z0-9_]+")
+                 r"\{[A-Za-z0-9+/]{16,}={0,2}\}|\$ANSIBLE_VAULT;[\d.;A-Z0-9_]+")
 _ENVELOPE_OPEN = lazy(r"[A-Z][A-Z0-9_]{1,9}\[[\w-]*")
 _CODE_REF = lazy(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 _CAMEL_CASE = lazy(r"[a-z]+(?:[A-Z][a-z]+)+")
@@ -544,10 +544,10 @@ _COORDINATE = lazy(r"[A-Za-z][\w-]*(?:\.[\w-]+)+:[A-Za-z][\w.-]*(?::[\w.-]+)*:v?
 # ``X-Request-Id``, ``client-certificate-data``, ``checksum``): a random-looking value under
 # one is an identity, not key material (a name that ends in a secret word still is one).
 _IDENTITY_NAME = lazy(r"(?i:(?:\A|[_\-.])k?id(?:[_\-.]?\d+)?)\Z|[a-z]Id\Z|[a-z0-9]ID\Z|"
-                            r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
-                            r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
-                            r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision|"
-                            r"peer|hash|uuid|guid|path|dir|directory|url|uri)\Z|(?i:(?:\A|[_\-.])(?:sha\d*|md5|crc32c?))\Z")
+                      r"(?i:recipients?|public[_\-.]?key|pubkey)\Z|"
+                      r"(?i:cert(?:ificate)?(?:[_\-.]?authority)?(?:[_\-.]?data)?|crt|"
+                      r"fingerprint|thumbprint|checksum|digest|integrity|etag|revision|"
+                      r"peer|hash|uuid|guid|path|dir|directory|url|uri)\Z|(?i:(?:\A|[_\-.])(?:sha\d*|md5|crc32c?))\Z")
 # A digest's algorithm label before its value (``sha256:...``; go.sum's ``h1:<base64>``, the
 # Go module hash) and a test runner's result word (``--- PASS: TestX``, automake ``PASS:``)
 # are no names.
@@ -561,12 +561,12 @@ _PUBLIC_NAME = lazy(r"(?i)public|publishable|\Adata-")
 _PUBLIC_BEFORE = lazy(r"(?i)\bpublic[ \t]+\Z")
 _COMMAND_START = lazy(r"(?m:^[ \t]*[$#%>][ \t]*(?:sudo[ \t]+)?\Z)")
 _STRONG_PART = lazy(r"(?i)(?:\A|[_\-.])(?:secret|password|passwd|token|api[_\-.]?key|"
-                          r"private[_\-.]?key)(?:[_\-.]|\Z)")
+                    r"private[_\-.]?key)(?:[_\-.]|\Z)")
 _LONG_HEX = lazy(r"[0-9a-fA-F]{32,}")
 _KEY_PART = lazy(r"(?i)(?:\A|[_\-.])(?:account|access|secret|private|signing|master)?"
-                       r"[_\-.]?key(?:[_\-.]|\Z)")
+                 r"[_\-.]?key(?:[_\-.]|\Z)")
 _STRONG_NAME = lazy(r"(?i)(?:pass|pwd|pw$|psk|secret|token|credential|auth|private|apikey|"
-                          r"api.key|access.key|client.key|account.key|cookie|salt)")
+                    r"api.key|access.key|client.key|account.key|cookie|salt)")
 
 # -- 9: encoded values ---------------------------------------------------------------------------
 _ENCODED = r"(?<![A-Za-z0-9+/_\-])[A-Za-z0-9+/_\-]{16,}={0,2}(?![A-Za-z0-9+/_\-=])"

@@ -26,42 +26,42 @@ _HESITATE = (r"(?:wait|hold on|hang on|stop|hmm+|hm+|ugh|actually|nope|so|well|o
              r"no+(?=\s*[,.!:;-]|\s+(?:wait|no|stop|hold|actually)\b)|"
              r"before you (?:continue|go on|proceed))")
 _OPENER = lazy(r"^(?:(?:" + _ANSWER + "|" + _ACK + "|" + _HESITATE + r")\b[\s,.!:;-]*)+",
-                     re.I)
+               re.I)
 _INTERROGATIVE = lazy(
     r"^(?:what|what's|whats|why|how|where|which|who|whose|when|is|are|was|were|does|do|did|"
     r"can|could|would|will|should|shall|has|have|had|isn't|aren't|doesn't|don't|didn't|won't|"
     r"wouldn't|shouldn't|am)\b", re.I)
 _WH = lazy(r"^(?:what|what's|whats|why|how(?! about)|where|which|who)\b", re.I)
 _REQUEST_FRAME = lazy(r"(?:^|[,;:]\s*|\s-+\s*)(?:can|could|would|will)\s+(?:you|u)\s+"
-                            r"(?:please\s+|pls\s+)?(?P<verb>\w+)", re.I)
+                      r"(?:please\s+|pls\s+)?(?P<verb>\w+)", re.I)
 # Verbs that ask the agent to say something, not to change anything.
 _TELL = lazy(r"^(?:please\s+)?(?:first\s+)?(?P<verb>show|explain|tell|print|paste|"
-                   r"summari[sz]e|walk|describe|clarify|list|remind)\b", re.I)
+             r"summari[sz]e|walk|describe|clarify|list|remind)\b", re.I)
 _TELL_VERBS = lazy(r"(?i)^(?:show|explain|tell|print|paste|summari[sz]e|walk|describe|"
-                         r"clarify|list|remind)$")
+                   r"clarify|list|remind)$")
 # A pointer back at the work under way: deixis and the agent as the actor.
 _BACK = lazy(r"\b(?:it|its|it's|that|that's|this|these|those|them|you|you're|your|so far|"
-                   r"left|same|again|the (?:diff|change|changes|plan|patch|output|error|fix|"
-                   r"result|file|test output|first|second|other|last))\b", re.I)
+             r"left|same|again|the (?:diff|change|changes|plan|patch|output|error|fix|"
+             r"result|file|test output|first|second|other|last))\b", re.I)
 # Negative feedback: the last result is judged bad (persistence, failed accomplishment,
 # evaluation, damage, a demand to take it back).
 _PERSIST = lazy(r"\bstill\b|\banymore\b|\bno longer\b|\b(?:like|as) before\b|\bsame (?:\w+ )?"
-                      r"(?:error|traceback|exception|problem|issue|failure|message|stack ?trace|"
-                      r"result|output|crash|warning|behaviou?r)s?\b", re.I)
+                r"(?:error|traceback|exception|problem|issue|failure|message|stack ?trace|"
+                r"result|output|crash|warning|behaviou?r)s?\b", re.I)
 # What goes wrong, where a sentence reports it: the closed class of failure words.
 _FAILURE = lazy(r"\b(?:fail\w*|errors?|error(?:ed|ing)|crash\w*|broken|breaks?|panic\w*|"
-                      r"hang(?:s|ing)?|leak\w*|exits?|exited|blank|empty|red|flaky|slow|wrong|"
-                      r"missing|bug\w*|[45]\d\d|code [1-9]\d*)\b", re.I)
+                r"hang(?:s|ing)?|leak\w*|exits?|exited|blank|empty|red|flaky|slow|wrong|"
+                r"missing|bug\w*|[45]\d\d|code [1-9]\d*)\b", re.I)
 # The agent's last deed, named: "your change", "the migration you generated", "this introduced".
 _YOUR_DEED = lazy(r"\b(?:after|since|with|from) (?:your|the) (?:\w+ )?(?:change|fix|patch|"
-                        r"commit|edit|update|refactor|rewrite|migration)s?\b|\byou (?:generated|"
-                        r"wrote|added|changed|made|created|did)\b", re.I)
+                  r"commit|edit|update|refactor|rewrite|migration)s?\b|\byou (?:generated|"
+                  r"wrote|added|changed|made|created|did)\b", re.I)
 _CAUSED = lazy(r"\b(?:this|that|it|you|(?:your|this|that) \w+(?: \w+)?)\s+"
-                     r"(?:has\s+|have\s+|just\s+)?(?:introduced|caused|reintroduced|"
-                     r"brought back)\b", re.I)
+               r"(?:has\s+|have\s+|just\s+)?(?:introduced|caused|reintroduced|"
+               r"brought back)\b", re.I)
 _WORSE_THAN_BEFORE = lazy(r"\b(?:slower|worse|bigger|larger|heavier|longer|flakier)\b"
-                                r"(?: \w+)? than (?:before|it was|yesterday|the original|"
-                                r"on main)\b", re.I)
+                          r"(?: \w+)? than (?:before|it was|yesterday|the original|"
+                          r"on main)\b", re.I)
 _FAILED_DEED = lazy(
     r"\b(?:did(?:n'?t| not)|does(?:n'?t| not)|is(?:n'?t| not)|was(?:n'?t| not)|are(?:n'?t| not)|"
     r"won'?t|can'?t|cannot|nothing)\s+(?:actually\s+|even\s+|really\s+)?(?:work|fix|help|solve|"
@@ -73,39 +73,39 @@ _VERDICT = lazy(
     r"\bmade (?:it|things|this|that) worse\b|\b(?:you|that|this|it) (?:broke|broken|messed up)\b",
     re.I)
 _TAKE_BACK = lazy(r"^(?:please\s+)?(?:revert|undo|roll ?back)\b|[,;.!?]\s*(?:please\s+)?"
-                        r"(?:revert|undo|roll ?back) (?:it|that|this|everything)\b", re.I)
+                  r"(?:revert|undo|roll ?back) (?:it|that|this|everything)\b", re.I)
 _NOW_BAD = lazy(r"(?:\bnow\b.*\b(?:fail\w*|broken|crash\w*|errors?|red|off|blank|empty|"
-                      r"\d{3})\b|\b(?:fail\w*|broken|crash\w*|errors?|red|off|blank|empty|\d{3})"
-                      r"\b.*\bnow\b)", re.I)
+                r"\d{3})\b|\b(?:fail\w*|broken|crash\w*|errors?|red|off|blank|empty|\d{3})"
+                r"\b.*\bnow\b)", re.I)
 # Conventions: a standing rule, stated (we/our/this repo + a habitual verb; never/always;
 # a prohibition; a preference of one thing over another; an obligation).
 _WE = lazy(r"\b(?:we|our team|our \w+|this (?:repo|project|codebase|team))\s+(?:always\s+|"
-                 r"never\s+|only\s+|usually\s+|also\s+|don'?t\s+|do not\s+|do\s+)?(?:use|prefer|"
-                 r"keep|stick|wrap|add|follow|write|put|map|pin|store|avoid|name|format|commit|"
-                 r"run|deploy|start|go|live|test|build|install|sort|squash|rebase|merge|ship)\w*\b|"
-                 r"\bwe (?:don'?t|do not|never|always|only|usually|normally|generally)\s+\w+", re.I)
+           r"never\s+|only\s+|usually\s+|also\s+|don'?t\s+|do not\s+|do\s+)?(?:use|prefer|"
+           r"keep|stick|wrap|add|follow|write|put|map|pin|store|avoid|name|format|commit|"
+           r"run|deploy|start|go|live|test|build|install|sort|squash|rebase|merge|ship)\w*\b|"
+           r"\bwe (?:don'?t|do not|never|always|only|usually|normally|generally)\s+\w+", re.I)
 # A generic statement framed by the team's own place ("in this codebase X go in Y", "X are Y in
 # our warehouse"): a present-tense habitual verb, no failure reported.
 _OUR_PLACE = lazy(r"\b(?:in|across|for) (?:this|our) (?:\w+ )?(?:repo|repository|project|"
-                        r"codebase|team|org|company|monorepo|app|service|warehouse|stack|code|"
-                        r"setup)\b", re.I)
+                  r"codebase|team|org|company|monorepo|app|service|warehouse|stack|code|"
+                  r"setup)\b", re.I)
 _HABITUAL = lazy(r"\b(?:are|is|go|goes|live|lives|follow|follows|use|uses|get|gets|have|has|"
-                       r"respond|belong|belongs)\b", re.I)
+                 r"respond|belong|belongs)\b", re.I)
 # A rule by its modality: what is allowed, forbidden or required.
 _DEONTIC = lazy(r"\b(?:is|are|isn'?t|aren'?t)\s+(?:not\s+)?(?:allowed|permitted|forbidden|"
-                      r"banned|required|mandatory|discouraged)\b|\bnot allowed\b", re.I)
+                r"banned|required|mandatory|discouraged)\b|\bnot allowed\b", re.I)
 # ("never mind" is the idiom that dismisses what was said, not a rule's "never".)
 _RULE_ADVERB = lazy(r"(?:^|[,;.]\s*)(?:please\s+)?(?:never(?!\s+mind\b)|always|"
-                          r"don'?t\s+ever|do not ever|from now on|going forward|"
-                          r"in (?:the )?future|every time|each time)\b",
-                          re.I)
+                    r"don'?t\s+ever|do not ever|from now on|going forward|"
+                    r"in (?:the )?future|every time|each time)\b",
+                    re.I)
 _PROHIBIT = lazy(r"(?:^|[,;.]\s*)(?:please\s+)?(?:don'?t|do not|no)\s+(?!wait\b|no\b|that\b|"
-                       r"it\b|this\b|i\b|one\b|problem)\w+", re.I)
+                 r"it\b|this\b|i\b|one\b|problem)\w+", re.I)
 _PREFER = lazy(r"^(?:please\s+)?(?:use|prefer|stick (?:to|with)|keep using)\b|"
-                     r",\s*not\s+\S(?![^(]*\))", re.I)
+               r",\s*not\s+\S(?![^(]*\))", re.I)
 # (Not of a thing pointed at: "it should be a 400" specifies the task at hand.)
 _OBLIGE = lazy(r"(?<!\bit )(?<!\bthis )(?<!\bthat )\b(?:must|should|shall)\s+"
-                     r"(?:always\s+|never\s+)?(?:be|go|use|have|follow|start|run|stay)\b", re.I)
+               r"(?:always\s+|never\s+)?(?:be|go|use|have|follow|start|run|stay)\b", re.I)
 # Continuation: what is left after the openers names no new work.
 _FLOW = lazy(
     r"^(?:please\s+)?(?:(?:(?:go|carry|keep)\s+(?:ahead|on|going|for it)|proceed|continue)\b.*|"
@@ -117,23 +117,23 @@ _FLOW = lazy(
     r"a pr|pr|(?:and|&)\s+\w+|again|too|as well|now|please|pls)\b)*)"
     r"(?:\s+(?:for|in|on|to) (?:the )?(?:other|rest|remaining|same)\b.*)?)[\s.!,]*$", re.I)
 _CHOICE = lazy(r"^(?:(?:let'?s\s+)?go with\b|(?:the\s+)?(?:option\s+\w+|(?:first|second|"
-                     r"third|last|other|former|latter)(?:\s+(?:one|option|approach|way))?|"
-                     r"both(?: of (?:them|those))?|\d|[a-c])\b)", re.I)
+               r"third|last|other|former|latter)(?:\s+(?:one|option|approach|way))?|"
+               r"both(?: of (?:them|those))?|\d|[a-c])\b)", re.I)
 # Several clauses that carry the work on: "do it, and open the PR when you're done".
 _CLAUSE = lazy(r"[.!?;]+\s+|,\s*(?:and\s+)?|\s+-+\s+|\s+and\s+(?=\w+\s)", re.I)
 _DONE_WHEN = lazy(r"\s+(?:when|once|after|if) (?:you'?re|you are|it'?s|it is|that'?s|"
-                        r"everything is|they are|they're) (?:done|finished|green|ready|"
-                        r"passing)\b.*$", re.I)
+                  r"everything is|they are|they're) (?:done|finished|green|ready|"
+                  r"passing)\b.*$", re.I)
 _LEAVE = lazy(r"^(?:you can|you may|feel free to)\s+(?:now\s+)?(?:continue|proceed|go ahead|"
-                    r"go on|carry on|keep going|do it|start)\b", re.I)
+              r"go on|carry on|keep going|do it|start)\b", re.I)
 # A deed on what points back and nothing else: "implement it", "fix that too".
 _DEICTIC_DEED = lazy(r"^(?:please\s+|pls\s+)?[a-z]+\s+(?:it|that|this|them|those|these|"
-                           r"the rest)(?:\s+(?:too|as well|now|then|please|pls|up))*$", re.I)
+                     r"the rest)(?:\s+(?:too|as well|now|then|please|pls|up))*$", re.I)
 _SHORT_REMARK = lazy(r"^(?:that|this|it|i)\b", re.I)
 # A first-person remark on what the user knows or thinks, beside a question: not a request.
 _REMARK = lazy(r"^(?:i|i'm|i've)\s+(?:didn'?t\s+|don'?t\s+|did not\s+|do not\s+|was\s+|"
-                     r"am\s+)?(?:know|see|get|understand|think|guess|wonder\w*|thought|curious|"
-                     r"surprised)\b", re.I)
+               r"am\s+)?(?:know|see|get|understand|think|guess|wonder\w*|thought|curious|"
+               r"surprised)\b", re.I)
 _ACKNOWLEDGED = lazy(r"^(?:" + _ANSWER + "|" + _ACK + r")\b", re.I)
 _ANSWERED = lazy(r"^(?:" + _ANSWER + r")\b", re.I)
 

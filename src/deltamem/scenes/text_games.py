@@ -172,11 +172,11 @@ _AGENT_ONLY = lazy(
 )
 _REVEALING = lazy(r"^you open (?:the )?([^,]+?),? revealing (?:the )?([^.]+)\.?$", re.I)
 _MOVED_OBJECT = lazy(r"^you move (?:the )?(.+?) (?:to|into|onto|in|on) (?:the )?([^.]+)\.?$",
-                           re.IGNORECASE)
+                     re.IGNORECASE)
 _ACTION_DIRECTION = lazy(r"\b(north|south|east|west|up|down)\b", re.IGNORECASE)
 # A TextWorld(Express) description: object sentences, then exits by compass direction.
 _TW_EXIT = lazy(r"^(?:through an? ([^,]+), )?to the (north|south|east|west|up|down),? "
-                      r"you see (.+?)\.?$", re.IGNORECASE)
+                r"you see (.+?)\.?$", re.IGNORECASE)
 _TW_LEAD = lazy(
     r"^(?:in (?:one|another) part of the room you see|there is also|you also see|"
     r"you see|there is)\s+", re.IGNORECASE)

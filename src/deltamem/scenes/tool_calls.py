@@ -134,7 +134,7 @@ GATED = ("deploy", "migrations", "install", "build")
 # Purposes whose runs verify a change: the last one decides a task's outcome.
 VERIFYING = ("tests", "type checks", "lint", "build", "deploy", "migrations")
 _CHECK_PROGRAMS = lazy(r"^(grep|egrep|fgrep|rg|ag|ack|test|\[|\[\[|diff|cmp|which|"
-                             r"command -v|type|pgrep|git diff)(?=\s|$)")
+                       r"command -v|type|pgrep|git diff)(?=\s|$)")
 _SEGMENT_SPLIT = lazy(r"\s*(?:&&|\|\||;|\n)\s*")
 _ENV_ASSIGN = lazy(r"^(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)+")
 _WRAPPERS = lazy(r"^(?:sudo|time|timeout \S+|nice|env|command|exec|xargs)\s+")
@@ -148,15 +148,15 @@ _CONTAINER = lazy(
 # ``rbenv``/``nodenv exec CMD``, ``rustup run TOOLCHAIN CMD``, ``conda``/``mamba``/``micromamba
 # run [-n ENV] CMD``, ``nix develop [INSTALLABLE] --command CMD``.
 _RUNNER = lazy(r"^(?:(?:uv|poetry|pipenv|hatch|pdm|rye) run|bundle exec|npx|pnpx|bunx|"
-                     r"(?:pnpm|yarn|npm) (?:exec|dlx)|(?:pnpm|yarn)(?= (?!run\b|add\b|install\b|"
-                     r"test\b|build\b|lint\b|ci\b|i\b|remove\b|why\b|list\b|ls\b)\S)|"
-                     r"dotnet tool run|kubectl exec .*?--|direnv exec \S+|(?:pyenv|rbenv|nodenv) "
-                     r"exec|rustup run \S+|(?:conda|mamba|micromamba) run(?:\s+(?:-[np]|--name|"
-                     r"--prefix)\s+\S+|\s+--[\w-]+)*|nix develop(?:\s+[^-\s]\S*)?\s+"
-                     r"(?:-c|--command))\s+")
+               r"(?:pnpm|yarn|npm) (?:exec|dlx)|(?:pnpm|yarn)(?= (?!run\b|add\b|install\b|"
+               r"test\b|build\b|lint\b|ci\b|i\b|remove\b|why\b|list\b|ls\b)\S)|"
+               r"dotnet tool run|kubectl exec .*?--|direnv exec \S+|(?:pyenv|rbenv|nodenv) "
+               r"exec|rustup run \S+|(?:conda|mamba|micromamba) run(?:\s+(?:-[np]|--name|"
+               r"--prefix)\s+\S+|\s+--[\w-]+)*|nix develop(?:\s+[^-\s]\S*)?\s+"
+               r"(?:-c|--command))\s+")
 _SHELL_C = lazy(r"^(?:bash|sh|zsh)\s+-l?c\s+")
 _EXIT = lazy(r"^(?:error:\s*)?(?:exit code|exit status|exited with code|Exit code)"
-                   r"[:\s]+(-?\d+)[:\s]*", re.I)
+             r"[:\s]+(-?\d+)[:\s]*", re.I)
 # Test runners' own summary lines (their documented output), failed and passed.
 # Their totals (counts of a whole run), failed ...
 _RUNNER_TOTALS_FAILED = (
@@ -222,15 +222,15 @@ _EPILOGUE = lazy(
 _MISSING_ENV = (
     lazy(r"KeyError: (?:key not found: )?['\"]([A-Z][A-Z0-9]*_[A-Z0-9_]+)['\"]"),
     lazy(r"(?:environment variable|env var(?:iable)?|config var)\s+[`'\"]?"
-               r"([A-Z][A-Z0-9_]{2,})", re.I),
+         r"([A-Z][A-Z0-9_]{2,})", re.I),
     lazy(r"\b([A-Z][A-Z0-9]*_[A-Z0-9_]+)[`'\"]? (?:is not set|not set|is required|is "
-               r"missing|must be set|is undefined|is empty)", re.I),
+         r"missing|must be set|is undefined|is empty)", re.I),
     lazy(r"(?:missing|undefined|unset) (?:required )?(?:env(?:ironment)? )?(?:variable)?"
-               r"[:\s]+[`'\"]?([A-Z][A-Z0-9]*_[A-Z0-9_]+)"),
+         r"[:\s]+[`'\"]?([A-Z][A-Z0-9]*_[A-Z0-9_]+)"),
 )
 _PATH_TOKEN = lazy(r"(?<![\w/.-])((?:/|\./|~/)?[\w.@-]+(?:/[\w.@-]+)+|[\w-]+\.(?:py|ts|tsx|"
-                         r"js|jsx|go|rs|rb|java|kt|tf|ya?ml|json|toml|sql|sh|md|cfg|ini|env|"
-                         r"css|html|vue|c|h|cpp|hpp|cs|php|ex|exs))(?![\w/])")
+                   r"js|jsx|go|rs|rb|java|kt|tf|ya?ml|json|toml|sql|sh|md|cfg|ini|env|"
+                   r"css|html|vue|c|h|cpp|hpp|cs|php|ex|exs))(?![\w/])")
 
 
 @dataclass(frozen=True, slots=True)
@@ -510,7 +510,7 @@ def tail_cut(text: str, limit: int) -> str:
 
 
 _HEADLINE = lazy(r"^[\W_]*(?:error(?:\[\w+\])?:|\[error\]|error from server|fatal:|"
-                       r"failed\b|\w*(?:error|exception):|panic:|--- fail)", re.IGNORECASE)
+                 r"failed\b|\w*(?:error|exception):|panic:|--- fail)", re.IGNORECASE)
 # A line of counts ("Error: 3 files checked, 1 failed", "22 issues:"): a summary, not a reason.
 _COUNTISH = lazy(r"^[\W_]*(?:\w+:\s*)?(?:\d+\s+[\w()]+(?:\s+\w+)?[,;:]?\s*)+[\W_]*$")
 

@@ -114,6 +114,9 @@ class _Layer:
     ln2_b: F32
 
 
+_TOKENIZER_LOCK = threading.Lock()
+
+
 def tokenizer_of(model_dir: Path) -> Any:
     """The WordPiece tokenizer of ``model_dir``, loaded once per process, with neither padding
     nor truncation: shared by the network (:meth:`MiniLMModel.tokenize` truncates the ids
@@ -122,9 +125,6 @@ def tokenizer_of(model_dir: Path) -> Any:
     are global to it: none is changed after this."""
     with _TOKENIZER_LOCK:  # one load, whichever thread asks first
         return _tokenizer_at(model_dir.resolve())
-
-
-_TOKENIZER_LOCK = threading.Lock()
 
 
 @cache

@@ -1,8 +1,8 @@
 """Regular expressions compiled when first used, not when their module is imported.
 
-The coding rules, the redactor and the text-game scene hold a few hundred module-level patterns;
-compiling them all costs about 50 ms of every process start (measured in the hook daemon,
-whose start the first prompt of a session waits for), though one call needs only a few of them.
+The coding rules, the redactor and the text-game scene hold over a hundred module-level
+patterns; compiling them all took 37 ms of the hook daemon's start (which the first prompt of a
+session waits for), though one call needs only a few of them.
 :func:`lazy` takes the arguments of :func:`re.compile` and returns a stand-in that compiles the
 pattern the first time one of its methods or attributes other than ``pattern`` is read; from
 then on the compiled pattern's methods are the stand-in's own attributes, so a call costs what

@@ -415,6 +415,7 @@ class Arm:
     home: Path
     calls: list[HookCall] = field(default_factory=list)
     latency_note: str = "subprocess"
+    learns_in_background: bool = False  # a learner that needs time to see a quiet session
 
     def hook(self, event: str, payload: dict[str, Any]) -> HookCall:
         raise NotImplementedError
@@ -450,6 +451,7 @@ class DeltamemArm(Arm):
 
     def __init__(self, home: Path, embedder: str | None):
         super().__init__("deltamem", home)
+        self.learns_in_background = True
         self.commands = hook_commands()
         bindir = str(Path(sys.executable).parent)
         self.env = {**os.environ, "HOME": str(home),
@@ -643,10 +645,11 @@ def feed(arm: Arm, suite: Suite, scanner: SecretScanner, transcripts: Path,
             if settle:
                 time.sleep(settle)
             stored = verdict(before, arm.task_nodes()) or stored
-        if stops:
+        if stops and arm.learns_in_background:
             # The next session begins later: the transcript is left as it was an hour ago (a
             # task still waiting on the user is then learned as the learner learns a session
-            # that said no more, ``DELTAMEM_TURN_STALE``); wait for the learner to look.
+            # that said no more, ``DELTAMEM_TURN_STALE``); wait for the learner to look. An
+            # arm that learns in process has nothing more to do.
             before = arm.task_nodes()
             past = time.time() - SESSION_GAP
             os.utime(path, (past, past))

@@ -18,7 +18,8 @@ the layers::
 
 A module may import its own layer and the layers below it, never one above; and no set of
 modules may import each other in a circle. Every import counts, also one inside a function or
-under ``TYPE_CHECKING``: a lazy import is still a dependency, only a late one. The package root
+under ``TYPE_CHECKING``, and a module stand-in (``_util.lazymod.module("deltamem.x")``): a lazy
+import is still a dependency, only a late one. The package root
 holds only the modules users import by path (``ROOT``); everything else sits in a folder.
 """
 
@@ -91,12 +92,23 @@ def _resolve(name: str, known: dict[str, Path]) -> str:
     return name
 
 
+def _stand_in(call: ast.Call) -> bool:
+    """A ``module("deltamem.x")`` call of ``_util.lazymod``: an import made on first use."""
+    func = call.func
+    named = func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else ""
+    return named == "module" and len(call.args) == 1 and \
+        isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)
+
+
 def imports(name: str, path: Path, known: dict[str, Path]) -> Iterator[tuple[str, int]]:
     """The deltamem modules ``name`` imports (anywhere in the file), with the line."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
+        elif isinstance(node, ast.Call) and _stand_in(node):
+            targets = [node.args[0].value]  # type: ignore[attr-defined]
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
@@ -248,6 +260,28 @@ def test_the_scan_sees_upward_imports_and_circles(tmp_path):
     assert upward(edges) == [
         "deltamem.core.model:2 -> deltamem.formats.transcripts (core -> io)"]
     assert circles(edges) == [["deltamem.core.model", "deltamem.formats.transcripts"]]
+
+
+def test_the_scan_sees_a_module_stand_in(tmp_path):
+    """A ``_util.lazymod`` stand-in is an import the AST holds only as a string: it counts."""
+    pkg = tmp_path / "deltamem"
+    for folder in ("core", "engine", "_util"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_util" / "lazymod.py").write_text("def module(name): ...\n")
+    (pkg / "engine" / "results.py").write_text("from deltamem.engine.working import Match\n")
+    (pkg / "engine" / "working.py").write_text(
+        "from deltamem._util.lazymod import module\n"
+        "results = module('deltamem.engine.results')\nclass Match: ...\n")
+    (pkg / "core" / "model.py").write_text(
+        "from deltamem._util import lazymod\nengine = lazymod.module('deltamem.engine.working')\n")
+    edges = graph(pkg)
+    assert edges["deltamem.engine.working"] == {"deltamem._util.lazymod": 1,
+                                                "deltamem.engine.results": 2}
+    assert upward(edges) == [
+        "deltamem.core.model:2 -> deltamem.engine.working (core -> engine)"]
+    assert circles(edges) == [["deltamem.engine.results", "deltamem.engine.working"]]
 
 
 def test_the_scan_reads_relative_and_from_package_imports(tmp_path):

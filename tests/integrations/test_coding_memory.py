@@ -7,6 +7,9 @@ SQLite memory with the real bundled MiniLM embedder; projects are real folders w
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -264,6 +267,33 @@ def test_a_task_spans_its_follow_ups_and_is_recalled_by_a_new_wording(
     assert "did a task like this and it worked" in note
     assert "- edit shop/cart.py" in note and "- run `pytest -q` -> 14 passed in 0.52s" in note
     assert count_tokens(note) <= 300
+
+
+def test_the_prompt_hooks_recall_without_importing_the_answer_models(
+        mem: DeltaMem, tmp_path: Path) -> None:
+    """A cold hook daemon's first prompt waits for its imports: the recall the prompt hooks make
+    reads the trees without building an answer model, so a process that only recalls never
+    imports pydantic (issue 48; ``_util.lazymod``)."""
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+    code = f"""
+import json, sys
+from deltamem.embed import make_embedder
+from deltamem.engine.memory import DeltaMem
+from deltamem.integrations.claude_code import run_hook
+with DeltaMem.open({str(tmp_path / "memory.db")!r}, embedder=make_embedder("minilm"),
+                   create=False) as mem:
+    start = run_hook(mem, "session-start", {{"cwd": {str(root)!r}}})
+    prompt = run_hook(mem, "user-prompt", {{"cwd": {str(root)!r},
+                                           "prompt": "fix the failing checkout test"}})
+print(json.dumps([start, prompt, sorted(m for m in sys.modules if m.startswith("pydantic"))]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True, timeout=120)
+    start, prompt, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert "14 passed" in start["hookSpecificOutput"]["additionalContext"]
+    assert "did a task like this" in prompt["hookSpecificOutput"]["additionalContext"]
+    assert loaded == []
 
 
 def test_a_request_in_the_past_tasks_own_words_needs_less_of_the_embedding() -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from deltamem._util.lazymod import module
 from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Experience, Node, NodeKind, Outcome, Tree
@@ -24,10 +25,14 @@ from deltamem.core.tree import (
     due_for_consolidation,
     retirement,
 )
-from deltamem.engine.results import Consolidation
 from deltamem.errors import DeltaMemError
 from deltamem.extract.base import Extractor
 from deltamem.store.base import Store
+
+if TYPE_CHECKING:
+    from deltamem.engine import results
+else:
+    results = module("deltamem.engine.results")
 
 
 class Consolidator:
@@ -46,7 +51,7 @@ class Consolidator:
         return (node for node in self.store.nodes(self.space)
                 if due_for_consolidation(node, self.settings.k_cons))
 
-    def if_due(self, node_id: str, usage: Usage) -> list[Consolidation]:
+    def if_due(self, node_id: str, usage: Usage) -> list[results.Consolidation]:
         """Compile ``node_id``'s chain if it is due (nothing otherwise)."""
         node = self.store.get_node(self.space, node_id)
         if node is None or not due_for_consolidation(node, self.settings.k_cons):
@@ -70,7 +75,7 @@ class Consolidator:
                               replaces=lambda n: carried_meta(n) == scope)
             self.store.add_node(self.space, root, vector)
             self.store.retire(self.space, root.id, plan.retired, plan.moved)
-        return [Consolidation.of(node.id, root.id, node.tree, root.lineage, compiled.note)]
+        return [results.Consolidation.of(node.id, root.id, node.tree, root.lineage, compiled.note)]
 
     def _around(self, chain: list[Node]) -> list[Node]:
         """What :func:`~deltamem.core.tree.retirement` reads of the tree: the chain, the
@@ -89,14 +94,14 @@ class Consolidator:
         return list(near.values())
 
     def after_write(self, node_ids: list[str], usage: Usage
-                    ) -> tuple[list[Consolidation], list[str]]:
+                    ) -> tuple[list[results.Consolidation], list[str]]:
         """Consolidate what became due after an acknowledged write: ``(done, deferred)``.
 
         A failure here (the model fails, the store is busy) never undoes nor fails the write
         that made the chain due: the chain stays due, is listed in ``deferred``, and the next
         success on it or ``consolidate()`` compiles it.
         """
-        done: list[Consolidation] = []
+        done: list[results.Consolidation] = []
         deferred: list[str] = []
         for node_id in dict.fromkeys(node_ids):
             try:

@@ -17,9 +17,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from enum import Enum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from deltamem._util import jsonsafe
+from deltamem._util.lazymod import module
 from deltamem._util.telemetry import memory_span
 from deltamem._util.threads import blas_threads
 from deltamem._util.usage import Usage
@@ -38,22 +39,10 @@ from deltamem.core.render import estimate_tokens, render_context
 from deltamem.core.tree import Placer, compose_chain, forest_problems
 from deltamem.embed.base import Embedder
 from deltamem.embed.cache import EmbeddingCache
-from deltamem.engine import corrections, reports
+from deltamem.engine import reports
 from deltamem.engine.consolidate import Consolidator, new_node_id, new_root
-from deltamem.engine.corrections import Correction
 from deltamem.engine.read import Reader, TreeRead
-from deltamem.engine.results import (
-    BatchResult,
-    Consolidation,
-    Consolidations,
-    Learning,
-    LearnResult,
-    NodeListing,
-    OutcomeRecord,
-    Recall,
-    node_row,
-    usage_wire,
-)
+from deltamem.engine.working import Learning
 from deltamem.engine.write import Writer
 from deltamem.errors import (
     ConfigError,
@@ -67,8 +56,6 @@ from deltamem.errors import (
 )
 from deltamem.extract import make_extractor
 from deltamem.extract.base import Extractor
-from deltamem.formats import api
-from deltamem.formats.episodes import check_episode, episode_to_dict
 from deltamem.privacy.redact import redact_episode, redact_value
 from deltamem.scenes import Scene, make_scene
 from deltamem.scenes.base import contents_of
@@ -81,6 +68,19 @@ from deltamem.store.integrity import (
     space_problems,
     vector_problem,
 )
+
+# The answer models (pydantic) load when an operation first builds one: a recall's read needs
+# none of them (``engine.working``), and the hook daemon's start, which the first prompt of a
+# session waits for, then imports no pydantic (``_util.lazymod``).
+if TYPE_CHECKING:
+    from deltamem.engine import corrections, results
+    from deltamem.formats import api
+    from deltamem.formats import episodes as episode_json
+else:
+    api = module("deltamem.formats.api")
+    corrections = module("deltamem.engine.corrections")
+    episode_json = module("deltamem.formats.episodes")
+    results = module("deltamem.engine.results")
 
 __all__ = ["TREES", "DeltaMem", "check_space", "new_node_id"]
 
@@ -225,7 +225,8 @@ class DeltaMem:
         "deltamem.task.node": r.task.node or "", "deltamem.env.node": r.env.node or ""})
     def recall(self, task: str = "", env: str = "", *, top_k: int | None = None,
                budget_tokens: int | None = None,
-               filters: Mapping[str, Any] | None = None, explain: bool = False) -> Recall:
+               filters: Mapping[str, Any] | None = None, explain: bool = False
+               ) -> results.Recall:
         """Recall the skill chain for ``task`` and the knowledge chain for ``env``.
 
         Per tree: score every node ``cos - penalty*[failure]``, take the best (in the environment
@@ -258,7 +259,7 @@ class DeltaMem:
                                  self.settings.style, budget_tokens=budget_tokens,
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
-        return Recall.of(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
+        return results.Recall.of(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
                          estimate_tokens(context), explain=explain)
 
     def _read(self, task: str, env: str, k: int, usage: Usage,
@@ -319,7 +320,8 @@ class DeltaMem:
     @memory_span("upsert_memory", lambda r: {
         "gen_ai.memory.record.id": r.episode, "deltamem.task.action": r.task.action,
         "deltamem.env.action": r.env.action, "deltamem.consolidated": len(r.consolidated)})
-    def learn(self, episode: Episode, recall: Recall | None = None) -> LearnResult:
+    def learn(self, episode: Episode, recall: results.Recall | None = None
+              ) -> results.LearnResult:
         """Learn one finished episode; atomic (all of it is stored, or none of it).
 
         ``recall`` is the recall the agent made before the episode; passing it saves embedding
@@ -337,12 +339,12 @@ class DeltaMem:
         is down), the result lists the chains in ``deferred`` and the learn still succeeds.
         """
         started = time.perf_counter()
-        check_episode(episode)
+        episode_json.check_episode(episode)
         episode = self._redacted(episode)
         with self._intact():
-            return self._learn(episode, recall, Usage(), started).answer()
+            return results.LearnResult.of(self._learn(episode, recall, Usage(), started))
 
-    def learn_many(self, episodes: Sequence[Episode]) -> BatchResult:
+    def learn_many(self, episodes: Sequence[Episode]) -> results.BatchResult:
         """Learn episodes in order, all in one transaction: every one is stored, or none is.
 
         Each episode sees the ones before it, exactly as with one :meth:`learn` per episode. The
@@ -353,7 +355,7 @@ class DeltaMem:
             EpisodeError: an episode cannot be stored (checked for all before any is learned).
         """
         for i, episode in enumerate(episodes):
-            check_episode(episode, where=f"episodes[{i}]")
+            episode_json.check_episode(episode, where=f"episodes[{i}]")
         episodes = [self._redacted(episode) for episode in episodes]
         learned: list[Learning] = []
         usage = Usage()
@@ -366,9 +368,10 @@ class DeltaMem:
                     learned.append(result)
             finally:
                 self._batch.reset(token)
-        return BatchResult.of([result.answer() for result in learned], usage_wire(usage))
+        return results.BatchResult.of([results.LearnResult.of(result) for result in learned],
+                                      results.usage_wire(usage))
 
-    def _learn(self, episode: Episode, recall: Recall | None, usage: Usage,
+    def _learn(self, episode: Episode, recall: results.Recall | None, usage: Usage,
                started: float) -> Learning:
         """Read and extract outside the write block, then place and write inside it."""
         shown = recall is not None and (recall.task.key, recall.env.key) == (episode.task,
@@ -390,7 +393,7 @@ class DeltaMem:
             tree, keys[tree], queries[tree], extractions[tree].experience,
             reads[tree], scope=scope_of(episode.meta)) for tree in TREES}
         episode_id = "ep-" + secrets.token_hex(8)
-        steps = episode_to_dict(episode)["steps"]
+        steps = episode_json.episode_to_dict(episode)["steps"]
         with self._writing():
             # No node added or deleted since before the plans' scans: the plans stand as made.
             unchanged = before is not None and self.store.changes(self.space) == before
@@ -423,27 +426,27 @@ class DeltaMem:
         """The nodes whose chains are due for consolidation, oldest first; writes nothing."""
         return list(self.consolidator.due())
 
-    def consolidate(self, *, dry_run: bool = False) -> Consolidations:
+    def consolidate(self, *, dry_run: bool = False) -> results.Consolidations:
         """Compile every chain that is due (see ``core.tree.due_for_consolidation``).
 
         With ``dry_run`` nothing is written: the result lists the chains that are due, each with
         ``root=None``.
         """
         if dry_run:
-            return Consolidations.of(
-                (Consolidation.of(n.id, None, n.tree,
+            return results.Consolidations.of(
+                (results.Consolidation.of(n.id, None, n.tree,
                                   (c.id for c in self.store.chain(self.space, n.id)),
                                   "due (dry run: nothing compiled)") for n in self.due()),
                 dry_run=True)
         usage = Usage()
-        done: list[Consolidation] = []
+        done: list[results.Consolidation] = []
         with self._intact():
             for node in self.due():
                 done += self.consolidator.if_due(node.id, usage)
-        return Consolidations.of(done)
+        return results.Consolidations.of(done)
 
     def record_outcome(self, nodes: api.RecallOut | Sequence[str], success: bool
-                       ) -> OutcomeRecord:
+                       ) -> results.OutcomeRecord:
         """Count a success or a failure on recalled nodes, without learning a new episode.
 
         ``nodes`` is a recall (its matched node in each tree; a client's recall too) or node
@@ -467,13 +470,13 @@ class DeltaMem:
             for node_id in ids:
                 self.store.bump(self.space, node_id, hits=1, successes=int(success),
                                 failures=int(not success))
-        done: list[Consolidation] = []
+        done: list[results.Consolidation] = []
         deferred: list[str] = []
         if success and self.settings.auto_consolidate:
             with self._intact():
                 done, deferred = self.consolidator.after_write(ids, Usage())
-        return OutcomeRecord.model_construct(nodes=ids, success=success, consolidated=done,
-                                             deferred=deferred)
+        return results.OutcomeRecord.model_construct(
+            nodes=ids, success=success, consolidated=done, deferred=deferred)
 
     def add_roots(self, roots: Sequence[tuple[Tree, str, Experience, dict[str, Any]]]
                   ) -> list[str | None]:
@@ -618,7 +621,7 @@ class DeltaMem:
     def list_nodes(self, tree: Tree | str | None = None, *, kind: NodeKind | str | None = None,
                    outcome: Outcome | str | None = None, contains: str = "",
                    filters: Mapping[str, Any] | None = None,
-                   limit: int | None = None) -> NodeListing:
+                   limit: int | None = None) -> results.NodeListing:
         """One row per node (id, tree, kind, outcome, key, parent, counters), oldest first,
         filtered: at most ``limit`` rows (all when None), with the ``total`` that matched.
 
@@ -635,11 +638,11 @@ class DeltaMem:
             raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
         needle = contains.lower()
         wanted = check_filters(filters)
-        rows = [node_row(n) for n in self.store.nodes(self.space, want_tree)
+        rows = [results.node_row(n) for n in self.store.nodes(self.space, want_tree)
                 if (want_kind is None or n.kind is want_kind)
                 and (want_outcome is None or n.outcome is want_outcome)
                 and needle in n.key.lower() and matches(n, wanted)]
-        return NodeListing.of(rows, limit)
+        return results.NodeListing.of(rows, limit)
 
     def delete(self, node_id: str) -> api.DeleteOut:
         """Delete a node and its whole subtree in one transaction; the answer lists the
@@ -774,7 +777,7 @@ class DeltaMem:
 
     def correct(self, node_id: str, *, success: bool | None = None,
                 steps: Sequence[str] | None = None, wrong: bool = False,
-                reason: str = "") -> Correction:
+                reason: str = "") -> corrections.Correction:
         """Correct a node from inside the agent; exactly one of: ``success`` (the outcome set
         right), ``steps`` (a skill's steps edited) or ``wrong`` (the experience retracted).
 
@@ -790,7 +793,8 @@ class DeltaMem:
             return corrections.correct(self, node_id, success=success, steps=steps, wrong=wrong,
                            reason=reason)
 
-    def forget_fact(self, node_id: str, fact: str, *, reason: str = "") -> Correction:
+    def forget_fact(self, node_id: str, fact: str, *, reason: str = ""
+                    ) -> corrections.Correction:
         """Remove one fact from the scene knowledge of ``node_id`` (an environment-tree node),
         keeping the others: ``fact`` is the fact's text, its number as :meth:`show` lists the
         composed facts (1-based), or a piece of text only it contains. Like :meth:`correct`, a

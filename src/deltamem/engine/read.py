@@ -27,7 +27,7 @@ from deltamem.core.model import Node, Tree
 from deltamem.core.ranking import POOL, Candidate, FilterValue
 from deltamem.core.scoring import accepts, score
 from deltamem.core.tree import compose_chain, discredited
-from deltamem.engine.results import ChainLink, TreeMatch, cosine
+from deltamem.engine.working import ChainLink, TreeMatch, cosine
 from deltamem.scenes.base import contents_of
 from deltamem.store.base import Store, Vector
 

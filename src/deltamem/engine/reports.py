@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from deltamem._util.lazymod import module
 from deltamem.core.delta import patch_chars
 from deltamem.core.model import Node, Outcome, Tree, experience_chars, experience_to_dict
 from deltamem.core.tree import compose_chain
-from deltamem.engine.results import node_summary, patch_json
-from deltamem.formats import api
 from deltamem.store.base import Store
+
+if TYPE_CHECKING:
+    from deltamem.engine import results
+    from deltamem.formats import api
+else:
+    results = module("deltamem.engine.results")
+    api = module("deltamem.formats.api")
 
 
 def node_chars(node: Node) -> int:
@@ -68,9 +76,9 @@ def show(store: Store, space: str, node_id: str) -> api.ShowOut | None:
         parent=node.parent_id,
         chain=[n.id for n in chain],
         experience=experience_to_dict(compose_chain(chain)),
-        patch=patch_json(node),
+        patch=results.patch_json(node),
         children=[c.id for c in store.children(space, node.id)],
-        stats=node_summary(node),
+        stats=results.node_summary(node),
         meta=node.meta,
     )
 

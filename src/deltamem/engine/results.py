@@ -4,153 +4,31 @@ beside the wire fields: :class:`Recall`, :class:`LearnResult`), so the model is 
 definition of the shape on every face, and the library and the clients answer the same one.
 ``wire()`` is the JSON every face prints or sends.
 
-Behind them, the engine's working records (:class:`TreeMatch`, :class:`TreeWriting`,
-:class:`Learning`), which the facade turns into answers with ``answer()``.
+Behind them, the engine's working records (:mod:`deltamem.engine.working`: :class:`TreeMatch`,
+:class:`TreeWriting`, :class:`Learning`), which the facade turns into answers with
+``of()`` (``TreeRecall.of``, ``TreeWrite.of``, ``LearnResult.of``); they are re-exported here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 from pydantic import PrivateAttr
 
 from deltamem._util.usage import Usage
 from deltamem.core.delta import patch_to_json
-from deltamem.core.model import (
-    Experience,
-    Lesson,
-    Node,
-    Outcome,
-    Skill,
-    Tree,
-    experience_to_dict,
-)
-from deltamem.core.scoring import accepts
-from deltamem.core.slots import adapt, roles
-from deltamem.core.tree import Action, compose_chain, success_prefix
+from deltamem.core.model import Experience, Node, Skill, Tree, experience_to_dict
+from deltamem.engine.working import ChainLink, Learning, TreeMatch, TreeWriting, cosine
 from deltamem.formats import api
 from deltamem.store.base import Candidate, Vector
 
-
-@dataclass(frozen=True, slots=True)
-class ChainLink:
-    """One node of a recalled chain with its similarity to the query and its penalised score."""
-
-    id: str
-    kind: str
-    outcome: str
-    similarity: float
-    score: float
-
-    def to_wire(self) -> api.LinkOut:
-        return api.LinkOut.model_construct(id=self.id, kind=self.kind, outcome=self.outcome,
-                                           similarity=round(self.similarity, 6),
-                                           score=round(self.score, 6))
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.to_wire().wire()
-
-
-@dataclass(slots=True)
-class TreeMatch:
-    """What one tree recalled for one key, as the engine works with it (the reader fills it in;
-    learning reads it again). The caller gets it as the answer model :class:`TreeRecall`.
-
-    ``best`` is the top candidate whether or not it cleared the threshold, so ``explain`` can say
-    why nothing matched. ``chain`` and ``experience`` are empty unless ``matched``.
-    """
-
-    tree: Tree
-    key: str
-    threshold: float
-    penalty: float
-    best: Candidate | None = None
-    candidates: list[Candidate] = field(default_factory=list)
-    chain: list[Node] = field(default_factory=list)
-    links: list[ChainLink] = field(default_factory=list)
-    experience: Experience | None = None
-    query: Vector | None = field(default=None, repr=False)
-    # The key's slots (``core.slots.query_slots``), where the task tree's template rule ran.
-    slots: frozenset[str] = frozenset()
-
-    @property
-    def matched(self) -> bool:
-        return bool(self.chain)
-
-    @property
-    def node(self) -> Node | None:
-        return self.chain[-1] if self.chain else None
-
-    @property
-    def guide(self) -> Experience | None:
-        """The chain's successful prefix composed (what ``skill`` / ``knowledge`` show)."""
-        usable = success_prefix(self.chain)
-        return compose_chain(usable) if usable else None
-
-    @property
-    def adapted(self) -> Skill | None:
-        """The recalled skill carried over to this recall's task by role: each slot of the
-        matched key (``meta["slots"]``, ``core.slots``) that a word of the task takes the place
-        of is replaced by that word in the steps and the termination (``core.slots.roles``:
-        "take mug 1 from countertop 1", learned on "heat some mug and put it in shelf", becomes
-        "take egg 1 from countertop 1" for "heat some egg and put it in countertop"; the
-        instance numbers and the words the task does not name stay). The skill itself where no
-        slot maps, or none was stored; None outside the task tree or without a skill."""
-        skill, node = self.guide, self.node
-        if self.tree is not Tree.TASK or not isinstance(skill, Skill) or node is None:
-            return None
-        stored = node.meta.get("slots")
-        mapping = roles(node.key, [str(w) for w in stored], self.key, self.slots) \
-            if isinstance(stored, list) else {}
-        if not mapping:
-            return skill
-        return Skill(skill.activation, tuple(adapt(step, mapping) for step in skill.steps),
-                     adapt(skill.termination, mapping))
-
-    @property
-    def lesson(self) -> Lesson | None:
-        """The failure lesson, when the match is one."""
-        failed = self.node is not None and self.node.outcome is Outcome.FAILURE
-        return self.experience if failed and isinstance(self.experience, Lesson) else None
-
-    def answer(self) -> TaskRecall | EnvRecall:
-        """The answer model of this tree's recall, carrying this match for the engine. Built
-        from the engine's own values without validating them again (recall is the hot path)."""
-        guide = self.guide
-        name, guide_model = (("skill", api.SkillOut) if self.tree is Tree.TASK
-                             else ("knowledge", api.KnowledgeOut))
-        out: dict[str, Any] = {
-            "matched": self.matched,
-            "node": self.chain[-1].id if self.chain else None,
-            "score": round(self.best.score, 6) if self.matched and self.best else None,
-            "chain": [link.to_wire() for link in self.links],
-            name: (guide_model.model_construct(**_fields(guide))
-                   if guide is not None and name == guide.TYPE else None),
-        }
-        lesson = self.lesson  # a retracted skill (a failure, but no lesson) shows nothing
-        if lesson is not None:
-            out["lesson"] = api.LessonOut.model_construct(**_fields(lesson))
-        model: type[TaskRecall | EnvRecall] = TaskRecall if self.tree is Tree.TASK else EnvRecall
-        answer = model.model_construct(**out)
-        answer._match = self
-        return answer
-
-    def explain_wire(self) -> api.TreeExplainOut:
-        """Every term of the decision: similarity, penalty, score, threshold, verdict."""
-        rows = [
-            api.CandidateOut.build(
-                id=c.id, similarity=round(c.similarity, 6), failure=c.failure,
-                discredited=c.discredited, penalty=round(self.penalty if c.failure else 0.0, 6),
-                score=round(c.score, 6), depth=c.depth,
-                clears_threshold=accepts(c.score, self.threshold))
-            for c in self.candidates
-        ]
-        return api.TreeExplainOut.build(tree=self.tree.value, key=self.key,
-                                        threshold=self.threshold, penalty=self.penalty,
-                                        matched=self.matched, candidates=rows)
+__all__ = [
+    "BatchItem", "BatchResult", "ChainLink", "Consolidation", "Consolidations", "EnvRecall",
+    "LearnResult", "Learning", "NodeListing", "OutcomeRecord", "Recall", "TaskRecall",
+    "TreeMatch", "TreeRecall", "TreeWrite", "TreeWriting", "cosine", "node_row",
+    "node_summary", "patch_json", "usage_sum", "usage_wire",
+]
 
 
 class TreeRecall(api.TreeRecallOut):
@@ -163,6 +41,29 @@ class TreeRecall(api.TreeRecallOut):
     """
 
     _match: TreeMatch | None = PrivateAttr(None)
+
+    @staticmethod
+    def of(match: TreeMatch) -> TaskRecall | EnvRecall:
+        """The answer model of one tree's recall, carrying the engine's match. Built from the
+        engine's own values without validating them again (recall is the hot path)."""
+        guide = match.guide
+        name, guide_model = (("skill", api.SkillOut) if match.tree is Tree.TASK
+                             else ("knowledge", api.KnowledgeOut))
+        out: dict[str, Any] = {
+            "matched": match.matched,
+            "node": match.chain[-1].id if match.chain else None,
+            "score": round(match.best.score, 6) if match.matched and match.best else None,
+            "chain": [link.to_wire() for link in match.links],
+            name: (guide_model.model_construct(**_fields(guide))
+                   if guide is not None and name == guide.TYPE else None),
+        }
+        lesson = match.lesson  # a retracted skill (a failure, but no lesson) shows nothing
+        if lesson is not None:
+            out["lesson"] = api.LessonOut.model_construct(**_fields(lesson))
+        model: type[TaskRecall | EnvRecall] = TaskRecall if match.tree is Tree.TASK else EnvRecall
+        answer = model.model_construct(**out)
+        answer._match = match
+        return answer
 
     @property
     def match(self) -> TreeMatch:
@@ -252,7 +153,8 @@ class Recall(api.RecallOut):
     def of(cls, task: TreeMatch, env: TreeMatch, context: str, usage: Usage,
            context_tokens: int, *, explain: bool = False) -> Recall:
         """The answer of the engine's two matches (``explain``: with every scoring term)."""
-        out: dict[str, Any] = {"task": task.answer(), "env": env.answer(), "context": context,
+        out: dict[str, Any] = {"task": TreeRecall.of(task), "env": TreeRecall.of(env),
+                               "context": context,
                                "context_tokens": context_tokens, "usage": usage_wire(usage)}
         if explain:
             out["explain"] = api.ExplainOut.build(task=task.explain_wire(),
@@ -283,33 +185,6 @@ class Recall(api.RecallOut):
                                     env=self.env.match.explain_wire())
 
 
-@dataclass(frozen=True, slots=True)
-class TreeWriting:
-    """What learning did in one tree, as the engine works with it: a new root, a delta under
-    ``parent``, or a dedup hit. The caller gets it as the answer model :class:`TreeWrite`."""
-
-    action: Action
-    node: str | None
-    parent: str | None
-    patch_ops: int = 0
-    note: str = ""
-    experience: Experience | None = None  # what the extractor wrote (== the node's composition)
-    matched: str | None = None  # the node whose counters this episode bumped (None: no match)
-
-    def answer(self) -> TreeWrite:
-        out: dict[str, Any] = {"action": self.action.value, "node": self.node,
-                               "parent": self.parent}
-        if self.note:
-            out["note"] = self.note
-        answer = TreeWrite.build(**out)
-        answer._writing = self
-        return answer
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON kept in the episode log (``EpisodeRecord.result``)."""
-        return self.answer().wire()
-
-
 class TreeWrite(api.WriteOut):
     """What learning did in one tree: the answer model every face returns (``action``,
     ``node``, ``parent``, ``note``), plus, in the library, the engine's detail (``patch_ops``,
@@ -317,6 +192,13 @@ class TreeWrite(api.WriteOut):
     :class:`~deltamem.core.tree.Action`'s value, so ``write.action == Action.DELTA`` holds."""
 
     _writing: TreeWriting | None = PrivateAttr(None)
+
+    @classmethod
+    def of(cls, writing: TreeWriting) -> TreeWrite:
+        """The answer model of one tree's write, carrying the engine's record of it."""
+        answer = cls.build(**writing.wire_fields())
+        answer._writing = writing
+        return answer
 
     @property
     def writing(self) -> TreeWriting:
@@ -372,32 +254,6 @@ class NodeListing(api.NodeListOut):
         return cls.model_construct(nodes=kept, total=len(rows), truncated=len(kept) < len(rows))
 
 
-@dataclass(slots=True)
-class Learning:
-    """Learning one episode, as the engine works with it (mutable while the write and the
-    consolidation after it run). The caller gets it as the answer model :class:`LearnResult`.
-    """
-
-    episode_id: str
-    task: TreeWriting
-    env: TreeWriting
-    consolidated: list[Consolidation] = field(default_factory=list)
-    usage: Usage = field(default_factory=Usage)
-    recalled: list[str] = field(default_factory=list)
-    deferred: list[str] = field(default_factory=list)
-
-    def fields(self) -> dict[str, Any]:
-        """The answer's fields (:class:`deltamem.formats.api.LearnOut`, also those of a batch's
-        result)."""
-        return {"episode": self.episode_id, "task": self.task.answer(),
-                "env": self.env.answer(), "recalled": list(self.recalled),
-                "consolidated": list(self.consolidated), "deferred": list(self.deferred),
-                "usage": usage_wire(self.usage)}
-
-    def answer(self) -> LearnResult:
-        return LearnResult.model_construct(**self.fields())
-
-
 class LearnResult(api.LearnOut):
     """Outcome of learning one episode: the answer model every face returns
     (:class:`deltamem.formats.api.LearnOut`; :class:`deltamem.Client` parses the same).
@@ -414,6 +270,11 @@ class LearnResult(api.LearnOut):
     task: TreeWrite
     env: TreeWrite
     consolidated: list[Consolidation]  # type: ignore[assignment]  # the library's own items
+
+    @classmethod
+    def of(cls, learning: Learning) -> LearnResult:
+        """The answer model of one episode's learning (the engine's record of it)."""
+        return cls.model_construct(**learn_fields(learning))
 
     @property
     def episode_id(self) -> str:
@@ -473,12 +334,6 @@ def usage_sum(usages: Iterable[api.UsageOut]) -> api.UsageOut:
     return usage_wire(total)
 
 
-def _fields(exp: Experience) -> dict[str, Any]:
-    out = experience_to_dict(exp)
-    out.pop("type")
-    return out
-
-
 def node_summary(node: Node) -> api.NodeStatsOut:
     """Counters and flags of a node, as ``show`` reports them."""
     return api.NodeStatsOut.build(
@@ -498,9 +353,20 @@ def node_row(node: Node) -> api.NodeRowOut:
         consolidated_root=node.is_consolidated_root)
 
 
+def _fields(exp: Experience) -> dict[str, Any]:
+    out = experience_to_dict(exp)
+    out.pop("type")
+    return out
+
+
+def learn_fields(learning: Learning) -> dict[str, Any]:
+    """The fields of a learning's answer (:class:`deltamem.formats.api.LearnOut`, also those of
+    a batch's result)."""
+    return {"episode": learning.episode_id, "task": TreeWrite.of(learning.task),
+            "env": TreeWrite.of(learning.env), "recalled": list(learning.recalled),
+            "consolidated": list(learning.consolidated), "deferred": list(learning.deferred),
+            "usage": usage_wire(learning.usage)}
+
+
 def patch_json(node: Node) -> list[list[Any]] | None:
     return None if node.patch is None else patch_to_json(node.patch)
-
-
-def cosine(a: Vector, b: Vector) -> float:
-    return float(np.dot(a, b))

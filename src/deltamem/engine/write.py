@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from deltamem._util.lazymod import module
 from deltamem._util.usage import Usage
 from deltamem.config import Settings
 from deltamem.core.model import Episode, Experience, Node, NodeKind, Outcome, Tree
@@ -47,10 +48,15 @@ from deltamem.core.tree import (
 )
 from deltamem.engine.consolidate import new_node_id
 from deltamem.engine.read import Reader, TreeRead
-from deltamem.engine.results import Recall, TreeMatch, TreeWriting
+from deltamem.engine.working import TreeMatch, TreeWriting
 from deltamem.extract.base import Extraction, Extractor, ExtractRequest
 from deltamem.scenes.base import Scene
 from deltamem.store.base import Store, Vector
+
+if TYPE_CHECKING:
+    from deltamem.engine import results
+else:
+    results = module("deltamem.engine.results")
 
 
 @dataclass(slots=True)
@@ -190,7 +196,7 @@ class Writer:
             return plan.chain, plan.placement
         return self._place(tree, key, found, experience, scope)
 
-    def count_recalled(self, recall: Recall, writes: dict[Tree, TreeWriting],
+    def count_recalled(self, recall: results.Recall, writes: dict[Tree, TreeWriting],
                        success: bool) -> list[str]:
         """Count the episode's outcome on the nodes the agent was handed (the match of each
         tree) unless the episode was placed on that same node (``write_tree`` counted it

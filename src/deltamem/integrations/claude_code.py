@@ -33,11 +33,11 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from deltamem import config
+from deltamem._util.lazymod import module
 from deltamem.engine.memory import DeltaMem
-from deltamem.engine.results import LearnResult
 from deltamem.errors import ConfigError, EpisodeError
 from deltamem.extract.base import Extractor
 from deltamem.extract.coding_session import CodingExtractor, episode_calls, judge, split_tasks
@@ -56,6 +56,12 @@ from deltamem.integrations.coding_memory import CodingMemory
 from deltamem.integrations.repository import checkout
 from deltamem.scenes.project import project_root, project_scene
 from deltamem_hook import reply_digest
+
+if TYPE_CHECKING:
+    from deltamem.engine import results
+else:
+    results = module("deltamem.engine.results")
+
 
 EVENTS = {"session-start": "SessionStart", "user-prompt": "UserPromptSubmit", "stop": "Stop",
           "session-end": "SessionEnd"}
@@ -328,7 +334,7 @@ def hook_extractor(environ: Mapping[str, str] | None = None) -> Extractor:
 def learn_turn(mem: DeltaMem, transcript: Transcript, *, cwd: str = "",
                extractor: Extractor | None = None, scope: str | None = None,
                meta: Mapping[str, Any] | None = None,
-               session_end: bool = False) -> LearnResult | None:
+               session_end: bool = False) -> results.LearnResult | None:
     """Learn what the last turn of ``transcript`` finished (see the module docstring), or at
     the session's end a last task the user interrupted; the result of the last task learned,
     None when it teaches nothing."""

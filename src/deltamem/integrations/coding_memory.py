@@ -37,8 +37,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from deltamem._util.jsonsafe import text_problem
+from deltamem._util.lazymod import module
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import (
     Episode,
@@ -54,7 +56,7 @@ from deltamem.core.render import origin, quote_text
 from deltamem.core.slots import tokens
 from deltamem.core.tree import compose_chain
 from deltamem.engine.memory import DeltaMem
-from deltamem.engine.results import LearnResult
+from deltamem.engine.working import TreeMatch
 from deltamem.errors import ConfigError
 from deltamem.extract.base import Extractor
 from deltamem.extract.coding_session import (
@@ -75,6 +77,11 @@ from deltamem.integrations.env import SCOPES, hook_budget
 from deltamem.integrations.repository import checkout
 from deltamem.scenes.project import CodingScene, foreign_path, project_scene, signature_of
 from deltamem.scenes.tool_calls import names_project_files
+
+if TYPE_CHECKING:
+    from deltamem.engine import results
+else:
+    results = module("deltamem.engine.results")
 
 NOTE_HEAD = "deltamem notes on {name} ({nodes}, quoted; the repo wins):"
 SKILL_HEAD = "deltamem: an earlier session{where} did a task like this and it worked"
@@ -356,23 +363,23 @@ class CodingMemory:
         A past task of this project is also matched by its :func:`gist` (what it was about,
         what was done, the first failure it met): a later request is often worded like the
         problem or its fix, not like the first request (:data:`GIST_POOL`)."""
-        if not request.strip():
+        if not request.strip() or text_problem(request):
             return None
-        recalled = self._by_scores(self.mem.extractor).recall(request, "", top_k=CANDIDATES)
-        tau = recalled.task.threshold
-        nodes = [self.mem.get(c.id) for c in recalled.task.candidates]
+        recalled = self._task_read(request)
+        tau = recalled.threshold
+        nodes = [self.mem.get(c.id) for c in recalled.candidates]
         weights = rarity([_words(n.key) for n in nodes])
         words = _words(request)
         ours = [i for i, n in enumerate(nodes) if _meta(n).get("project") in self.family]
         composed = {i: compose_chain(self.mem.chain(nodes[i].id)) for i in ours[:GIST_POOL]}
-        score = [c.score for c in recalled.task.candidates]
+        score = [c.score for c in recalled.candidates]
         if composed:
             # A gist closer to the request than the key lifts every attempt at that task (the
             # nodes of one key); the failure penalty then still ranks a success first.
             query, *gists = self.mem.embed([request, *(gist(e) for e in composed.values())])
             lift: dict[str, float] = {}
             for i, vector in zip(composed, gists, strict=True):
-                up = float(query @ vector) - recalled.task.candidates[i].similarity
+                up = float(query @ vector) - recalled.candidates[i].similarity
                 lift[nodes[i].key] = max(lift.get(nodes[i].key, 0.0), up)
             for i in ours:
                 if nodes[i].key in lift:
@@ -475,6 +482,14 @@ class CodingMemory:
             extractor = extractor.with_stale(stale)
         return self._by_scores(extractor)
 
+    def _task_read(self, request: str) -> TreeMatch:
+        """What the task tree recalls for ``request`` by the scores (:meth:`_by_scores`): the
+        read :meth:`DeltaMem.recall` makes, without building its answer, whose models a prompt
+        hook would otherwise import at a cold daemon's start (``engine.working``)."""
+        view = self._by_scores(self.mem.extractor)
+        [query] = view.embed([request])
+        return view.reader.tree(Tree.TASK, request, query, CANDIDATES).recall
+
     def _by_scores(self, extractor: Any) -> DeltaMem:
         """The same memory (store, embedder, settings and embedding cache) with ``extractor``,
         matching by the scores, without the template rule: a learn places its episode by the
@@ -508,7 +523,7 @@ class CodingMemory:
     def learn_session(self, messages: Sequence[Mapping[str, Any]], *,
                       verdict: bool | None = None, meta: Mapping[str, Any] | None = None,
                       stale: Sequence[str] = (), session_end: bool = False
-                      ) -> list[LearnResult]:
+                      ) -> list[results.LearnResult]:
         """Learn what the end of a turn finished (``extract.coding_session.to_learn``): the last
         task of the session, and an interrupted one before it. ``verdict`` (the agent's own, e.g.
         from ``record_outcome``) decides the last task's outcome when given; ``stale`` lines
@@ -561,7 +576,7 @@ class CodingMemory:
                                 rule=UNFINISHED)
         return self.episode(task.messages, task=task.request, success=verdict, meta=meta)
 
-    def learn(self, episode: Episode) -> LearnResult:
+    def learn(self, episode: Episode) -> results.LearnResult:
         return self.writer().learn(episode)
 
 

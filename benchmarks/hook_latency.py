@@ -14,7 +14,14 @@ Claude Code does, against a memory seeded with the recorded transcripts of
   idled out waits for at its first prompt: ``SessionStart`` (which starts the daemon and
   answers at once; its own row) then ``UserPromptSubmit`` right away, as in print mode (the
   daemon stopped before each pair). A session within ``DELTAMEM_HOOK_IDLE`` of the last finds
-  the daemon warm: its first prompt is a ``user-prompt warm`` call.
+  the daemon warm: its first prompt is a ``user-prompt warm`` call. The daemon starts with the
+  gist vectors the last one kept (``hookd.KEPT_GISTS``); the ``[no kept gists]`` row removes
+  them before each pair, and ``--baseline-ref`` adds a row for another version of the package,
+  all interleaved.
+
+``--memory`` times the same calls against a copy of an existing memory (your own
+``~/.deltamem/memory.db``, or one a benchmark kept) instead of the recorded transcripts, with
+the prompts sent from ``--cwd`` (the project's folder in that memory) and ``--prompt``.
 
 ``deltamem-hook`` is the console script of the wheel; when this environment lacks it (an
 editable install made before it existed), an equivalent launcher is put on PATH (the two lines
@@ -22,6 +29,8 @@ pip writes). Prints a table and one JSON object (``--json-out`` also writes it t
 
 Usage:
     .venv/bin/python benchmarks/hook_latency.py --calls 20 --cold-calls 5
+    .venv/bin/python benchmarks/hook_latency.py --memory ~/.deltamem/memory.db \
+        --cwd ~/code/shop --prompt "fix the failing checkout test"
     .venv/bin/python benchmarks/hook_latency.py --embedder hashing   # no model files needed
 """
 
@@ -71,8 +80,11 @@ def summary(samples: list[float]) -> dict[str, float]:
             "max_ms": round(ordered[-1], 1)}
 
 
-def payload(event: str, home: Path, **more: Any) -> dict[str, Any]:
-    return {"session_id": "bench", "cwd": "/home/dev/shop", "hook_event_name": event,
+CWD = "/home/dev/shop"  # the project folder of the recorded transcripts
+
+
+def payload(event: str, home: Path, cwd: str = CWD, **more: Any) -> dict[str, Any]:
+    return {"session_id": "bench", "cwd": cwd, "hook_event_name": event,
             "transcript_path": str(FIXTURES / "claude_code_success.jsonl"), **more}
 
 
@@ -85,6 +97,15 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=None, metavar="REF",
                         help="also time a session's first prompt (no daemon running) with the "
                              "package of this git ref (e.g. main), interleaved with this tree's")
+    parser.add_argument("--memory", type=Path, default=None, metavar="DB",
+                        help="time the calls against a copy of this memory (a SQLite file) "
+                             "instead of one seeded with the recorded transcripts")
+    parser.add_argument("--cwd", default=CWD,
+                        help="the project folder the hook calls come from (default: the "
+                             "recorded transcripts' project)")
+    parser.add_argument("--prompt", action="append", default=None,
+                        help="a prompt to send (repeatable; default: five about the recorded "
+                             "project)")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="deltamem-hook-bench-"))
@@ -110,13 +131,18 @@ def main() -> None:
     results: dict[str, Any] = {"embedder": args.embedder, "launcher": launcher or "pip-style",
                                "machine": {"cpus": os.cpu_count(),
                                            "load1": round(os.getloadavg()[0], 2)}}
+    texts = args.prompt or PROMPTS
+    kept = home / ".deltamem" / ".deltamem-hooks" / "gists.npz"  # hookd.KEPT_GISTS
     try:
-        # Seed: learn the recorded turns in process.
-        for name in ("claude_code_success.jsonl", "claude_code_failure.jsonl",
-                     "codex_rollout.jsonl"):
-            timed(cmd["Stop"], payload("Stop", home, transcript_path=str(FIXTURES / name)),
-                  cold_env)
-        prompts = [payload("UserPromptSubmit", home, prompt=PROMPTS[i % len(PROMPTS)])
+        if args.memory is not None:
+            (home / ".deltamem").mkdir(mode=0o700)
+            shutil.copyfile(args.memory, home / ".deltamem" / "memory.db")
+        else:  # seed: learn the recorded turns in process
+            for name in ("claude_code_success.jsonl", "claude_code_failure.jsonl",
+                         "codex_rollout.jsonl"):
+                timed(cmd["Stop"], payload("Stop", home, transcript_path=str(FIXTURES / name)),
+                      cold_env)
+        prompts = [payload("UserPromptSubmit", home, args.cwd, prompt=texts[i % len(texts)])
                    for i in range(max(args.calls, args.cold_calls))]
         rows: dict[str, list[float]] = {}
         rows["user-prompt cold (no daemon; baseline)"] = [
@@ -129,8 +155,11 @@ def main() -> None:
         rows["user-prompt daemon round trip only (no process start)"] = _round_trips(
             home, prompts[: args.calls], base)
         rows["session-start warm (daemon)"] = [
-            timed(cmd["SessionStart"], payload("SessionStart", home), base)[0]
+            timed(cmd["SessionStart"], payload("SessionStart", home, args.cwd), base)[0]
             for _ in range(args.calls)]
+        # The session starts above had the daemon embed the project's gists ahead and keep
+        # them: wait for the file to settle, and start each pair below from this copy of it.
+        primed = _settled(kept, tmp / "gists.primed.npz")
         rows["user-prompt warm, via `deltamem hook`"] = [
             timed(cli_prompt, p, base)[0] for p in prompts[: args.cold_calls]]
         rows["stop cold (learns in process; baseline)"] = [
@@ -138,15 +167,20 @@ def main() -> None:
             for _ in range(args.cold_calls)]
         rows["stop spooled (background learner)"] = [
             timed(cmd["Stop"], payload("Stop", home), base)[0] for _ in range(args.calls)]
-        arms = {"": base}
+        arms = {"": base, " [no kept gists]": base}
         if args.baseline_ref:
             arms[f" [{args.baseline_ref}]"] = {**base, "PYTHONPATH": str(
                 _archive(args.baseline_ref, tmp / "baseline"))}
+        results["gists_kept"] = primed is not None
         notes: dict[str, int] = {}
         for p in prompts[: args.cold_calls]:
-            for arm, arm_env in arms.items():  # interleaved: both arms see the same load
+            for arm, arm_env in arms.items():  # interleaved: the arms see the same load
                 _stop_daemons(runtime)
-                start = timed(cmd["SessionStart"], payload("SessionStart", home), arm_env)[0]
+                kept.unlink(missing_ok=True)
+                if primed is not None and arm == "":
+                    shutil.copyfile(primed, kept)
+                start = timed(cmd["SessionStart"], payload("SessionStart", home, args.cwd),
+                              arm_env)[0]
                 first, said = timed(cmd["UserPromptSubmit"], p, arm_env)
                 rows.setdefault(f"session-start, no daemon running (starts it){arm}",
                                 []).append(start)
@@ -204,6 +238,20 @@ def _round_trips(home: Path, prompts: list[dict[str, Any]], env: dict[str, str])
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _settled(path: Path, copy: Path, limit: float = 120.0) -> Path | None:
+    """Wait (at most ``limit`` seconds) until ``path`` exists and has not changed for two
+    seconds, and copy it to ``copy``; None if it never came."""
+    deadline, last = time.monotonic() + limit, None
+    while time.monotonic() < deadline:
+        stamp = path.stat().st_mtime_ns if path.exists() else None
+        if stamp is not None and stamp == last:
+            shutil.copyfile(path, copy)
+            return copy
+        last = stamp
+        time.sleep(2.0)
+    return None
 
 
 def _stop_daemons(runtime: Path) -> None:

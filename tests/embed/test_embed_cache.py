@@ -90,3 +90,46 @@ def test_cache_size_is_a_setting(tmp_path) -> None:
     assert len(emb.batches) == 2
     mem.close()
     assert Settings.from_env({"DELTAMEM_EMBED_CACHE": "16"}).embed_cache == 16
+
+
+def test_kept_vectors_reach_another_cache_by_digest_without_their_text(tmp_path) -> None:
+    """``save`` keeps the vectors of the texts named (the hook daemon: a project's gists) for
+    another process; ``load`` finds them by a digest of the embedder's name and the text, and
+    the file holds no text."""
+    emb, first = CountingEmbedder(), EmbeddingCache(8)
+    first.embed(emb, ["fix the checkout total", "a request the user typed"])
+    path = tmp_path / "gists.npz"
+    assert first.save(path, emb.name, ["fix the checkout total", "never embedded"]) == 1
+    written = path.stat().st_mtime_ns
+    assert first.save(path, emb.name, ["fix the checkout total"]) == 0  # nothing new: no write
+    assert path.stat().st_mtime_ns == written
+    assert (path.stat().st_mode & 0o777) == 0o600
+    assert b"checkout" not in path.read_bytes() and b"request" not in path.read_bytes()
+    second = EmbeddingCache(8)
+    assert second.load(path) == 1
+    emb.batches.clear()
+    vectors, computed = second.embed(emb, ["fix the checkout total", "a request the user typed"])
+    assert computed == 1 and emb.batches == [["a request the user typed"]]  # not kept
+    np.testing.assert_array_equal(vectors[0], HashingEmbedder(64).embed(
+        ["fix the checkout total"])[0])
+    other = CountingEmbedder("another model")
+    assert second.embed(other, ["fix the checkout total"])[1] == 1  # its own name, not found
+    # A later save keeps what was loaded and adds the new, newest last, within max_entries.
+    second.embed(emb, [f"task {i}" for i in range(8)])
+    assert second.save(path, emb.name, [f"task {i}" for i in range(8)]) == 8
+    third = EmbeddingCache(8)
+    assert third.load(path) == 8
+    assert third.embed(emb, ["task 7", "fix the checkout total"])[1] == 1  # the oldest dropped
+
+
+def test_a_file_that_holds_no_kept_vectors_is_refused(tmp_path) -> None:
+    bad = tmp_path / "gists.npz"
+    bad.write_bytes(b"not a numpy archive")
+    with pytest.raises(ValueError, match="holds no kept embeddings"):
+        EmbeddingCache(8).load(bad)
+    np.savez(bad, digests=np.zeros((2, 16), dtype=np.uint8),
+             vectors=np.zeros((3, 64), dtype=np.float32))
+    with pytest.raises(ValueError, match="holds no kept embeddings"):
+        EmbeddingCache(8).load(bad)
+    with pytest.raises(OSError):
+        EmbeddingCache(8).load(tmp_path / "missing.npz")

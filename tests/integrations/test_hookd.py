@@ -480,6 +480,37 @@ def test_the_learner_embeds_a_projects_task_gists_ahead_for_its_reader(home, mon
     assert daemon.to_warm == {CWD: None}
 
 
+def test_a_new_daemon_finds_the_gists_its_predecessor_embedded(home, monkeypatch):
+    """A daemon keeps the vectors of the gists it embedded ahead (``KEPT_GISTS``, digests and
+    vectors, no text); the next daemon of the target loads them, so a cold daemon's first
+    prompt embeds only the request."""
+    from deltamem.integrations.hookd import KEPT_GISTS, Daemon
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    first = Daemon(target(str(db), "default", "hashing"))
+    spool = first.target.spool
+    spool.mkdir(parents=True)
+    size = (FIXTURES / "claude_code_success.jsonl").stat().st_size
+    (spool / "1.json").write_text(json.dumps({**_payload("Stop"), "size": size}))
+    assert first.drain() == 1
+    first.warm_projects()
+    kept = first.target.home / KEPT_GISTS
+    assert kept.is_file() and (kept.stat().st_mode & 0o777) == 0o600
+    assert REQUEST.encode() not in kept.read_bytes()
+
+    second = Daemon(target(str(db), "default", "hashing"))
+    reader = second.reader()
+    assert reader is not None
+    second.to_warm[CWD] = None
+    second.warm_projects()
+    assert reader.embed_cache.misses == 0  # every gist was found among the kept vectors
+    request = {"event": "user-prompt", "payload": _payload("UserPromptSubmit", prompt=REQUEST)}
+    assert "pytest -q tests/test_checkout.py" in json.dumps(second.handle(request))
+    assert reader.embed_cache.misses == 1  # the request alone
+
+
 def test_the_daemon_listens_before_it_loads_the_engine():
     """Importing the daemon's module loads neither the engine, numpy nor an embedder runtime:
     it listens first and loads them in the background (``Daemon.warm``), so a hook that just

@@ -68,6 +68,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("deltamem.hookd")
 DEFAULT_IDLE = 900.0
 WARM_BATCH = 8  # gists embedded ahead between two looks at the spool
+# The gists' vectors a daemon keeps for the next one, in its target's home: digests and vectors,
+# no text (``EmbeddingCache.save``). The gists are made of what the memory stores (redacted at
+# learning); a request's own vector is never kept.
+KEPT_GISTS = "gists.npz"
 # A turn begun (user-prompt) whose transcript has not changed for this long, with no Stop or
 # SessionEnd, was never ended by its client: it is learned as it stands (DELTAMEM_TURN_STALE).
 DEFAULT_TURN_STALE = 1800.0
@@ -207,8 +211,30 @@ class Daemon:
         with self._load_lock:
             if self._cache is None:
                 self._cache = mem.embed_cache
+                self._load_gists()
             mem.embed_cache = self._cache
         return mem
+
+    def _load_gists(self) -> None:
+        """Load the gists' vectors the last daemon of this target kept: a cold daemon's first
+        prompt then embeds only the request, not the gists of the tasks it ranks."""
+        path = self.target.home / KEPT_GISTS
+        if not path.is_file():
+            return
+        try:
+            log.info("loaded %d kept gist vectors", self._cache.load(path))
+        except (OSError, ValueError) as exc:
+            log.warning("%s", redacted(f"the kept gist vectors were not loaded: "
+                                       f"{type(exc).__name__}: {exc}"))
+
+    def _keep_gists(self, embedder: str, texts: list[str]) -> None:
+        """Keep the vectors of ``texts`` (a project's gists) for the next daemon."""
+        try:
+            home = private_dir(self.target.home)
+            self._cache.save(home / KEPT_GISTS, embedder, texts)
+        except OSError as exc:
+            log.warning("%s", redacted(f"the gist vectors were not kept: "
+                                       f"{type(exc).__name__}: {exc}"))
 
     def writer(self) -> DeltaMem:
         if self._writer is None:
@@ -408,6 +434,7 @@ class Daemon:
                         if self.stopping.is_set() or self.pending():
                             return  # the learner comes back to this project after the turn
                         writer.embed(texts[start:start + WARM_BATCH])
+                    self._keep_gists(writer.embedder.name, texts)  # written if any is new
             except Exception as exc:  # noqa: BLE001 - a recall embeds what is missing
                 log.warning("%s", redacted(f"embedding ahead failed: {type(exc).__name__}: "
                                            f"{exc}"))

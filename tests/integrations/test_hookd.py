@@ -511,6 +511,26 @@ def test_a_new_daemon_finds_the_gists_its_predecessor_embedded(home, monkeypatch
     assert reader.embed_cache.misses == 1  # the request alone
 
 
+def test_the_collector_paused_for_the_warm_up_runs_again_once_warm(home, monkeypatch):
+    """``serve`` pauses Python's cyclic collector while the daemon warms up (what the first
+    prompt waits for); ``warm`` turns it back on, whether the load worked or not."""
+    import gc
+
+    from deltamem.integrations.hookd import Daemon
+
+    env, db = home
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    daemon = Daemon(target(str(db), "default", "hashing"))
+    gc.disable()
+    try:
+        daemon.warm()
+        assert gc.isenabled() and daemon.ready.is_set()
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
 def test_the_daemon_listens_before_it_loads_the_engine():
     """Importing the daemon's module loads neither the engine, numpy nor an embedder runtime:
     it listens first and loads them in the background (``Daemon.warm``), so a hook that just

@@ -243,20 +243,29 @@ def test_no_import_circles():
     assert found == [], f"import circles: {described}"
 
 
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A ``deltamem`` package under ``tmp_path`` holding ``files`` (path in the package ->
+    text), each folder a package."""
+    pkg = tmp_path / "deltamem"
+    (pkg).mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name, text in files.items():
+        path = pkg / name
+        for folder in reversed(path.relative_to(pkg).parents[:-1]):
+            (pkg / folder).mkdir(exist_ok=True)
+            (pkg / folder / "__init__.py").write_text("")
+        path.write_text(text)
+    return pkg
+
+
 def test_the_scan_sees_upward_imports_and_circles(tmp_path):
     """The checks above would fail on a tree with the defect (the one the core had: a lazy
     import of deltamem.formats.transcripts inside core/model.py, which imports the core)."""
-    pkg = tmp_path / "deltamem"
-    for folder in ("core", "formats"):
-        (pkg / folder).mkdir(parents=True)
-        (pkg / folder / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "core" / "model.py").write_text(
-        "def from_messages():\n    from deltamem.formats.transcripts import read\n"
-        "    return read()\n")
-    (pkg / "formats" / "transcripts.py").write_text(
-        "from deltamem.core.model import from_messages\ndef read():\n    return 1\n")
-    edges = graph(pkg)
+    edges = graph(_package(tmp_path, {
+        "core/model.py": "def from_messages():\n    from deltamem.formats.transcripts import "
+                         "read\n    return read()\n",
+        "formats/transcripts.py": "from deltamem.core.model import from_messages\n"
+                                  "def read():\n    return 1\n"}))
     assert upward(edges) == [
         "deltamem.core.model:2 -> deltamem.formats.transcripts (core -> io)"]
     assert circles(edges) == [["deltamem.core.model", "deltamem.formats.transcripts"]]
@@ -264,19 +273,13 @@ def test_the_scan_sees_upward_imports_and_circles(tmp_path):
 
 def test_the_scan_sees_a_module_stand_in(tmp_path):
     """A ``_util.lazymod`` stand-in is an import the AST holds only as a string: it counts."""
-    pkg = tmp_path / "deltamem"
-    for folder in ("core", "engine", "_util"):
-        (pkg / folder).mkdir(parents=True)
-        (pkg / folder / "__init__.py").write_text("")
-    (pkg / "__init__.py").write_text("")
-    (pkg / "_util" / "lazymod.py").write_text("def module(name): ...\n")
-    (pkg / "engine" / "results.py").write_text("from deltamem.engine.working import Match\n")
-    (pkg / "engine" / "working.py").write_text(
-        "from deltamem._util.lazymod import module\n"
-        "results = module('deltamem.engine.results')\nclass Match: ...\n")
-    (pkg / "core" / "model.py").write_text(
-        "from deltamem._util import lazymod\nengine = lazymod.module('deltamem.engine.working')\n")
-    edges = graph(pkg)
+    edges = graph(_package(tmp_path, {
+        "_util/lazymod.py": "def module(name): ...\n",
+        "engine/results.py": "from deltamem.engine.working import Match\n",
+        "engine/working.py": "from deltamem._util.lazymod import module\n"
+                             "results = module('deltamem.engine.results')\nclass Match: ...\n",
+        "core/model.py": "from deltamem._util import lazymod\n"
+                         "engine = lazymod.module('deltamem.engine.working')\n"}))
     assert edges["deltamem.engine.working"] == {"deltamem._util.lazymod": 1,
                                                 "deltamem.engine.results": 2}
     assert upward(edges) == [

@@ -450,21 +450,28 @@ def test_a_learned_turn_is_logged_with_its_time_and_nothing_of_its_content(home,
                         r"\(\d+ ms reading it\)", line)
 
 
-def test_the_learner_embeds_a_projects_task_gists_ahead_for_its_reader(home, monkeypatch):
-    """After a turn is learned (or a session starts) the learner embeds the gists of that
-    project's tasks into the one embedding cache the daemon's reader shares: the next request's
-    recall embeds only the request."""
+def _daemon_that_learned_a_turn(home: Any, monkeypatch: Any) -> Any:
+    """A daemon of the test home whose learner has learned one spooled Stop (the recorded
+    successful Claude Code turn)."""
     from deltamem.integrations.hookd import Daemon
 
     env, db = home
     for key, value in env.items():
         monkeypatch.setenv(key, value)
     daemon = Daemon(target(str(db), "default", "hashing"))
-    spool = daemon.target.spool
-    spool.mkdir(parents=True)
+    daemon.target.spool.mkdir(parents=True)
     size = (FIXTURES / "claude_code_success.jsonl").stat().st_size
-    (spool / "1.json").write_text(json.dumps({**_payload("Stop"), "size": size}))
-    assert daemon.drain() == 1 and daemon.to_warm == {CWD: None}
+    (daemon.target.spool / "1.json").write_text(json.dumps({**_payload("Stop"), "size": size}))
+    assert daemon.drain() == 1
+    return daemon
+
+
+def test_the_learner_embeds_a_projects_task_gists_ahead_for_its_reader(home, monkeypatch):
+    """After a turn is learned (or a session starts) the learner embeds the gists of that
+    project's tasks into the one embedding cache the daemon's reader shares: the next request's
+    recall embeds only the request."""
+    daemon = _daemon_that_learned_a_turn(home, monkeypatch)
+    assert daemon.to_warm == {CWD: None}
     daemon.warm_projects()
     assert daemon.to_warm == {}
     reader = daemon.reader()
@@ -486,21 +493,13 @@ def test_a_new_daemon_finds_the_gists_its_predecessor_embedded(home, monkeypatch
     prompt embeds only the request."""
     from deltamem.integrations.hookd import KEPT_GISTS, Daemon
 
-    env, db = home
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    first = Daemon(target(str(db), "default", "hashing"))
-    spool = first.target.spool
-    spool.mkdir(parents=True)
-    size = (FIXTURES / "claude_code_success.jsonl").stat().st_size
-    (spool / "1.json").write_text(json.dumps({**_payload("Stop"), "size": size}))
-    assert first.drain() == 1
+    first = _daemon_that_learned_a_turn(home, monkeypatch)
     first.warm_projects()
     kept = first.target.home / KEPT_GISTS
     assert kept.is_file() and (kept.stat().st_mode & 0o777) == 0o600
     assert REQUEST.encode() not in kept.read_bytes()
 
-    second = Daemon(target(str(db), "default", "hashing"))
+    second = Daemon(first.target)
     reader = second.reader()
     assert reader is not None
     second.to_warm[CWD] = None

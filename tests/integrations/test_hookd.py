@@ -510,6 +510,24 @@ def test_a_new_daemon_finds_the_gists_its_predecessor_embedded(home, monkeypatch
     assert reader.embed_cache.misses == 1  # the request alone
 
 
+def test_a_damaged_file_of_kept_gists_is_reported_and_passed_over(home, monkeypatch, caplog):
+    """A kept-gists file that is not one (cut short, overwritten) costs only the kept vectors:
+    the daemon logs why, opens the memory and answers as it would without the file."""
+    from deltamem.integrations.hookd import KEPT_GISTS, Daemon
+
+    first = _daemon_that_learned_a_turn(home, monkeypatch)
+    first.warm_projects()
+    kept = first.target.home / KEPT_GISTS
+    kept.write_bytes(kept.read_bytes()[:100])  # cut short
+    second = Daemon(first.target)
+    with caplog.at_level(logging.WARNING, logger="deltamem.hookd"):
+        reader = second.reader()
+    assert reader is not None
+    assert any("kept gist vectors were not loaded" in r.getMessage() for r in caplog.records)
+    request = {"event": "user-prompt", "payload": _payload("UserPromptSubmit", prompt=REQUEST)}
+    assert "pytest -q tests/test_checkout.py" in json.dumps(second.handle(request))
+
+
 def test_the_collector_paused_for_the_warm_up_runs_again_once_warm(home, monkeypatch):
     """``serve`` pauses Python's cyclic collector while the daemon warms up (what the first
     prompt waits for); ``warm`` turns it back on, whether the load worked or not."""

@@ -23,10 +23,12 @@ from deltamem.extract.coding_session import CodingExtractor
 from deltamem.extract.llm import LLMExtractor
 from deltamem.integrations.claude_code import hook_extractor, run_hook
 from deltamem.integrations.coding_memory import (
+    HEAD_TOKENS,
     UNFINISHED,
     CodingMemory,
     count_tokens,
     coverage,
+    head_quote,
     rarity,
 )
 from deltamem.testing import ScriptedLLM
@@ -294,6 +296,19 @@ print(json.dumps([start, prompt, sorted(m for m in sys.modules if m.startswith("
     assert "14 passed" in start["hookSpecificOutput"]["additionalContext"]
     assert "did a task like this" in prompt["hookSpecificOutput"]["additionalContext"]
     assert loaded == []
+
+
+def test_a_note_head_quotes_the_first_words_of_a_long_request() -> None:
+    """A request that pasted a trace is quoted in a note's head by its first words, within
+    ``HEAD_TOKENS`` tokens, so the budget goes to the steps; a short request is quoted whole."""
+    pasted = ("the parser test crashes under asan, here is the output: ==48213==ERROR: "
+              "AddressSanitizer: heap-use-after-free on address 0x602000000f30 at pc "
+              "0x55d4c8a1b2e4 bp 0x7ffd3a6b1c30 sp 0x7ffd3a6b1c28 READ of size 8")
+    quoted = head_quote(pasted)
+    assert quoted.endswith("…") and pasted.startswith(quoted[:-1])
+    assert count_tokens(quoted) <= HEAD_TOKENS < count_tokens(pasted)
+    assert head_quote(CHECKOUT) == CHECKOUT
+    assert head_quote("0x" + "5f3a" * 40 + " at pc", 8) == "…"  # a first word past the bound
 
 
 def test_a_request_in_the_past_tasks_own_words_needs_less_of_the_embedding() -> None:

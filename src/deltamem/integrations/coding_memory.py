@@ -52,7 +52,7 @@ from deltamem.core.model import (
     Tree,
     experience_to_dict,
 )
-from deltamem.core.render import origin, quote_text
+from deltamem.core.render import estimate_tokens, origin, quote_text
 from deltamem.core.slots import tokens
 from deltamem.core.tree import compose_chain
 from deltamem.engine.memory import DeltaMem
@@ -96,6 +96,9 @@ GIST_POOL = 6
 # further apart than templated tasks are. Chosen on the dev splits of both session suites.
 OWN_BAR = 0.75
 GIST_WARM = 64  # the newest tasks of a project whose gists the hook daemon embeds ahead
+# Tokens of a past request quoted in a note's head (:func:`head_quote`). Chosen on the dev
+# splits of both session suites.
+HEAD_TOKENS = 24
 
 
 @cache
@@ -112,6 +115,28 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(_tokenizer().encode(text, add_special_tokens=False).ids)
+
+
+def head_quote(text: str, tokens: int = HEAD_TOKENS) -> str:
+    """The past request a note's head quotes, cut to its first words within ``tokens`` tokens
+    (``…`` marks the cut): the head names the task, and a request that pasted a trace or a log
+    would otherwise take the budget its steps need. A text costs the larger of its MiniLM count
+    and ``core.render.estimate_tokens``, which counts a long word by its length (the tokenizer
+    counts a word past 100 characters as one unknown token)."""
+    def cost(quote: str) -> int:
+        return max(count_tokens(quote), estimate_tokens(quote))
+
+    if cost(text) <= tokens:
+        return text
+    words = text.split()
+    low, high = 0, len(words)  # the most words whose cut fits
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost(" ".join(words[:middle]) + "…") <= tokens:
+            low = middle
+        else:
+            high = middle - 1
+    return " ".join(words[:low]) + "…"
 
 
 def fit(lines: Sequence[str], budget: int) -> str:
@@ -458,13 +483,15 @@ class CodingMemory:
         q = quote_text
         source = QUOTED_FROM.format(node=node.id, origin=origin(node))
         if isinstance(experience, Skill):
-            lines = [f'{SKILL_HEAD.format(where=where)} ("{q(experience.activation)}") {source}:',
+            lines = [f'{SKILL_HEAD.format(where=where)} ("{q(head_quote(experience.activation))}") '
+                     f'{source}:',
                      *[f"- {q(s)}" for s in experience.steps]]
             last = experience.steps[-1] if experience.steps else ""
             if experience.termination and last != f"run {experience.termination}":
                 lines.append(f"- proven by: {q(experience.termination)}")
         elif isinstance(experience, Lesson):
-            lines = [f'{LESSON_HEAD.format(where=where)} ("{q(experience.situation)}") {source}:',
+            lines = [f'{LESSON_HEAD.format(where=where)} ("{q(head_quote(experience.situation))}") '
+                     f'{source}:',
                      *[f"- failed: {q(f)}" for f in experience.failed],
                      *[f"- worked: {q(w)}" for w in experience.worked]]
         else:

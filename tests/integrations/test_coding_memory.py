@@ -298,6 +298,24 @@ print(json.dumps([start, prompt, sorted(m for m in sys.modules if m.startswith("
     assert loaded == []
 
 
+def test_a_chain_that_does_not_compose_is_a_store_error_naming_the_space(
+        mem: DeltaMem, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prompt recall reads the trees as ``DeltaMem.recall`` does: a stored chain that does
+    not compose is reported as a ``StoreError`` that names the space and ``deltamem check``."""
+    from deltamem.engine.read import Reader
+    from deltamem.errors import PatchError, StoreError
+
+    root = repo(tmp_path, "shop")
+    stop(mem, checkout_fix(root), tmp_path / "a.jsonl")
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise PatchError("splice past the end of steps")
+
+    monkeypatch.setattr(Reader, "tree", broken)
+    with pytest.raises(StoreError, match="does not compose.*deltamem check"):
+        CodingMemory.for_directory(mem, str(root)).experience_for("fix the checkout test")
+
+
 def test_a_note_head_quotes_the_first_words_of_a_long_request() -> None:
     """A request that pasted a trace is quoted in a note's head by its first words, within
     ``HEAD_TOKENS`` tokens, so the budget goes to the steps; a short request is quoted whole."""

@@ -260,7 +260,7 @@ class DeltaMem:
                                  query=f"{task}\n{env}")
         usage.wall_ms = (time.perf_counter() - started) * 1000
         return results.Recall.of(recalls[Tree.TASK], recalls[Tree.ENV], context, usage,
-                         estimate_tokens(context), explain=explain)
+                                 estimate_tokens(context), explain=explain)
 
     def _read(self, task: str, env: str, k: int, usage: Usage,
               filters: dict[str, FilterValue] | None = None, *,
@@ -435,8 +435,9 @@ class DeltaMem:
         if dry_run:
             return results.Consolidations.of(
                 (results.Consolidation.of(n.id, None, n.tree,
-                                  (c.id for c in self.store.chain(self.space, n.id)),
-                                  "due (dry run: nothing compiled)") for n in self.due()),
+                                          (c.id for c in self.store.chain(self.space, n.id)),
+                                          "due (dry run: nothing compiled)")
+                 for n in self.due()),
                 dry_run=True)
         usage = Usage()
         done: list[results.Consolidation] = []

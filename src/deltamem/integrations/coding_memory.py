@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from deltamem._util.jsonsafe import text_problem
 from deltamem._util.lazymod import module
+from deltamem._util.usage import Usage
 from deltamem.core.knowledge import supersede
 from deltamem.core.model import (
     Episode,
@@ -511,11 +512,11 @@ class CodingMemory:
 
     def _task_read(self, request: str) -> TreeMatch:
         """What the task tree recalls for ``request`` by the scores (:meth:`_by_scores`): the
-        read :meth:`DeltaMem.recall` makes, without building its answer, whose models a prompt
+        read :meth:`DeltaMem.recall` makes (its ``_read``: a chain that does not compose is a
+        ``StoreError`` naming the space), without building its answer, whose models a prompt
         hook would otherwise import at a cold daemon's start (``engine.working``)."""
         view = self._by_scores(self.mem.extractor)
-        [query] = view.embed([request])
-        return view.reader.tree(Tree.TASK, request, query, CANDIDATES).recall
+        return view._read(request, "", CANDIDATES, Usage())[Tree.TASK].recall
 
     def _by_scores(self, extractor: Any) -> DeltaMem:
         """The same memory (store, embedder, settings and embedding cache) with ``extractor``,

@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 from deltamem.core.model import Episode, Lesson, Skill, Step
-from deltamem.extract.coding_session import is_follow_up, judge, split_tasks, to_learn
-from deltamem.integrations.coding_memory import count_tokens, fit, portable
+from deltamem.extract.coding_session import (
+    is_follow_up,
+    judge,
+    report_summary,
+    split_tasks,
+    to_learn,
+)
+from deltamem.integrations.coding_memory import by_margin, count_tokens, fit, portable
 from deltamem.scenes.base import Scene
 from deltamem.scenes.project import CodingScene, project_root, project_scene
 from deltamem.scenes.tool_calls import (
@@ -120,6 +126,31 @@ def test_a_skill_shows_the_first_failure_it_met_and_shell_edits_as_typed() -> No
     assert any(s.startswith("it failed first: `cmake --preset debug`") and "generator mismatch"
                in s for s in steps)
     assert "run `rm -rf build/debug && cmake --preset debug`" in steps
+
+
+def test_a_report_is_summed_up_by_its_first_sentences_and_the_cut_start_of_the_next() -> None:
+    verdict = "Fixed: the flake was a port collision."
+    cause = ("The test server bound the fixed port 8089, so overlapping runs failed with "
+             "bind: address already in use; it now binds port 0 and reads the address the OS "
+             "assigned, which no other run can hold at the same time.")
+    said = report_summary(f"{verdict} {cause}\n\nAll 20 runs pass.", limit=160)
+    assert said.startswith(f"{verdict} The test server bound") and said.endswith("…")
+    assert "address already in use" in said and len(said) <= 160
+    assert said[:-1] == said[:-1].rstrip() and "assigned" not in said  # cut at a word
+    # No room left for a quarter of the limit: the next sentence is left out, not cut.
+    long_verdict = "Fixed: " + "the totals are rounded once, " * 4 + "after the discount."
+    assert report_summary(f"{long_verdict} {cause}", limit=160) == long_verdict
+    # A first sentence longer than the limit is cut at a word, too.
+    alone = report_summary(cause, limit=60)
+    assert alone.endswith("…") and len(alone) <= 60 and cause.startswith(alone[:-1])
+
+
+def test_the_past_task_that_clears_its_bar_by_the_widest_margin_is_recalled() -> None:
+    # 0 scores higher, but 1 holds more of the request's rare words (a lower bar).
+    score = [0.36, 0.30, 0.50, 0.20, -0.1]
+    bar = {0: 0.34, 1: 0.15, 2: 0.54, 3: 0.0, 4: -0.2}
+    assert by_margin(score, bar) == [3, 1, 0]  # 2 is under its bar; 4 scores nothing
+    assert by_margin(score, {}) == []
 
 
 def test_reads_searches_edits_and_notes_are_never_facts() -> None:

@@ -458,7 +458,9 @@ _MARKDOWN = re.compile(r"\*\*|`|^\s*#+\s*|^\s*>\s*|^\s*[-*•]\s+", re.M)
 
 def report_summary(report: str, stale: Sequence[str] = (), limit: int = 220) -> str:
     """The first sentences of an assistant's final report (its verdict and what it did), up to
-    ``limit`` characters, markdown removed, without a sentence quoting a ``stale`` line."""
+    ``limit`` characters, markdown removed, without a sentence quoting a ``stale`` line. The
+    first sentence that does not fit whole is cut at a word where at least a quarter of
+    ``limit`` is left for it: a verdict is often short ("Fixed.") and the cause follows it."""
     paragraph = next((p for p in re.split(r"\n\s*\n", report.strip()) if p.strip()), "")
     text = flat(_MARKDOWN.sub("", paragraph))
     out = ""
@@ -467,11 +469,20 @@ def report_summary(report: str, stale: Sequence[str] = (), limit: int = 220) -> 
             continue
         candidate = f"{out} {sentence}".strip()
         if len(candidate) > limit:
-            if not out:
-                out = sentence[: limit - 1].rstrip() + "…"
+            room = limit - len(out) - 1
+            if room >= limit // 4:
+                out = f"{out} {_word_cut(sentence, room)}".strip()
             break
         out = candidate
     return out
+
+
+def _word_cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters at the last word that fits, with an ellipsis."""
+    cut = text[: limit - 1]
+    if " " in cut[limit // 2:]:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "…"
 
 
 def _step_line(call: ToolCall) -> str:

@@ -232,6 +232,17 @@ def gist(experience: Experience) -> str:
     return " ".join(part[:200] for part in parts)
 
 
+def by_margin(score: Sequence[float], bar: Mapping[int, float]) -> list[int]:
+    """The candidates (indexes into ``score``) whose positive score clears their ``bar``, the
+    one that clears it by the widest margin (score over bar) first; a bar of 0 or below is
+    cleared by any positive score, by the most."""
+    def margin(i: int) -> float:
+        return score[i] / bar[i] if bar[i] > 0 else math.inf
+
+    return sorted((i for i, b in bar.items() if score[i] > 0 and score[i] >= b), key=margin,
+                  reverse=True)
+
+
 def _strings(value: Any) -> list[str]:
     """Every string in a JSON-like value."""
     if isinstance(value, str):
@@ -411,15 +422,22 @@ class CodingMemory:
                 if nodes[i].key in lift:
                     composed.setdefault(i, compose_chain(self.mem.chain(nodes[i].id)))
                     score[i] += lift[nodes[i].key]
-        for i in sorted(range(len(nodes)), key=lambda i: -score[i]):
+        # Each candidate's bar: the threshold, or for a past task of this project a share of it
+        # that falls as the task holds more of the request's rare words (one bar for all the
+        # attempts at a task, the lowest, so that the failure penalty still ranks a success
+        # first); the one that clears its bar by the widest margin wins.
+        own_bar: dict[str, float] = {}
+        for i, experience in composed.items():
+            held = _words(" ".join([nodes[i].key, *_strings(experience_to_dict(experience))]))
+            share = OWN_BAR * tau * (1 - coverage(words, held, weights))
+            own_bar[nodes[i].key] = min(own_bar.get(nodes[i].key, share), share)
+        bar = {i: tau for i in range(len(nodes)) if i not in ours}
+        bar |= {i: own_bar[nodes[i].key] for i in composed}
+        for i in by_margin(score, bar):
             node, meta = nodes[i], _meta(nodes[i])
             if i in composed:
-                held = _words(" ".join([node.key, *_strings(experience_to_dict(composed[i]))]))
-                if score[i] >= OWN_BAR * tau * (1 - coverage(words, held, weights)):
-                    return composed[i], True, node
-                continue
-            if i in ours or score[i] < tau or self.scope == "project" or (
-                    self.scope == "user" and meta.get("user") != self.user):
+                return composed[i], True, node
+            if self.scope == "project" or (self.scope == "user" and meta.get("user") != self.user):
                 continue
             found = compose_chain(self.mem.chain(node.id))
             if portable(found, str(meta.get("project") or "")):

@@ -93,9 +93,15 @@ def _write_cost(r: dict[str, Any]) -> list[Ratio]:
 
 
 def _server(r: dict[str, Any]) -> list[Ratio]:
-    per_core = r["results"]["sqlite"]["ratio_per_core"]["httptools"]
-    return [(f"REST ÷ in-process per core (CPU), {op}, SQLite", per_core[op], "in-process calls",
-             ">= 0.8") for op in ("recall", "learn") if per_core[op] is not None]
+    ratios = r["results"]["sqlite"]["ratio_per_core"]
+    per_core, bare = ratios["httptools"], ratios.get("bare", {})
+    out: list[Ratio] = [(f"REST ÷ in-process per core (CPU), {op}, SQLite", per_core[op],
+                         "in-process calls", ">= 0.8")
+                        for op in ("recall", "learn") if per_core[op] is not None]
+    if bare.get("recall") is not None:  # the floor: no app at all on the same stack
+        out.append(("bare ASGI ÷ in-process per core (CPU), recall, SQLite", bare["recall"],
+                    "in-process calls", ""))
+    return out
 
 
 def _cold(r: dict[str, Any]) -> list[Ratio]:

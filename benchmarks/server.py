@@ -15,6 +15,10 @@ other load weighs on every side alike. Checks: no request fails, and no episode 
     python benchmarks/server.py [--clients 1] [--requests 200] [--embedder static] \
         [--db sqlite,postgres] [--url postgresql://...] [--baseline-src OTHER/src]
 
+The ``bare`` stack serves the same library calls behind a bare ASGI callable (no framework, no
+key, no validation) on uvicorn's httptools stack: the floor any app on that stack pays, measured
+in the same run.
+
 ``--baseline-src`` serves another version of the code (e.g. ``git archive main`` unpacked) with
 the httptools stack in the same run, as the side ``baseline``: a before/after comparison taken
 under the same load.
@@ -57,6 +61,58 @@ from deltamem.config import Settings
 from deltamem.faces.server.rest import create_app
 db, embedder, port, http, loop = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6]
 app = create_app(db, embedder=embedder, settings=Settings(embedder=embedder))
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=http,
+            loop=loop)
+"""
+
+# The floor: the same library calls behind a bare ASGI callable on the same uvicorn stack, with
+# no routing framework, no API key, no validation and no access log; what is left is the socket,
+# uvicorn, the JSON in and out and the call itself. Not a server to run: a reference that shows
+# how much of a request's cost any app on this stack must pay.
+SERVER_BARE = """
+import json, sys, urllib.parse, uvicorn
+from deltamem.config import Settings
+from deltamem.engine.memory import DeltaMem
+from deltamem.formats.episodes import episode_from_dict
+db, embedder, port, http, loop = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6]
+mem = DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder))
+
+def call(method, path, query, body):
+    parts = path.split("/")[4:]  # /v1/spaces/default/...
+    if path == "/readyz":
+        return mem.stats()
+    if parts == ["recall"]:
+        return mem.recall(**body)
+    if parts == ["nodes"]:
+        return mem.list_nodes(limit=int(query["limit"][0]))
+    if parts[0] == "nodes" and len(parts) == 2:
+        return mem.show(parts[1])
+    if parts[0] == "nodes" and parts[2:] == ["correct"]:
+        return mem.correct(parts[1], steps=body["steps"])
+    if parts == ["stats"]:
+        return mem.stats()
+    if parts == ["consolidate"]:
+        return mem.consolidate(dry_run=query["dry_run"] == ["true"])
+    if parts == ["outcome"]:
+        return mem.record_outcome(body["nodes"], body["success"])
+    return mem.learn(episode_from_dict(body))
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    chunks, more = [], True
+    while more:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        more = message.get("more_body", False)
+    raw = b"".join(chunks)
+    query = urllib.parse.parse_qs(scope["query_string"].decode())
+    answer = call(scope["method"], scope["path"], query, json.loads(raw) if raw else None)
+    out = answer.model_dump_json().encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
+    await send({"type": "http.response.body", "body": out})
+
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False, http=http,
             loop=loop)
 """
@@ -255,7 +311,8 @@ def free_port() -> int:
 
 # uvicorn's HTTP parser and event loop: pure Python (h11, asyncio; what a plain `pip install
 # uvicorn` runs) and the C ones the server extra installs (httptools, uvloop; what `auto` picks).
-STACKS = {"h11": ("h11", "asyncio"), "httptools": ("httptools", "uvloop")}
+STACKS = {"h11": ("h11", "asyncio"), "httptools": ("httptools", "uvloop"),
+          "bare": ("httptools", "uvloop")}  # SERVER_BARE on the httptools stack
 
 
 def over_http(db: str, embedder: str, clients: int, stack: str = "httptools",
@@ -267,7 +324,8 @@ def over_http(db: str, embedder: str, clients: int, stack: str = "httptools",
     secret = keys.create(["default"], name="bench")[1]
     keys.close()
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-c", SERVER, db, embedder, str(port),
+    server = subprocess.Popen([sys.executable, "-c", SERVER_BARE if stack == "bare" else SERVER,
+                               db, embedder, str(port),
                                *STACKS[stack]],
                               env={**os.environ, "PYTHONUNBUFFERED": "1",
                                    **({"PYTHONPATH": src} if src else {})})
@@ -343,8 +401,9 @@ def main() -> None:
     parser.add_argument("--embedder", default="static")
     parser.add_argument("--db", default="sqlite,postgres", help="sqlite, postgres or both")
     parser.add_argument("--url", default=os.environ.get("DELTAMEM_BENCH_PG_URL"))
-    parser.add_argument("--stacks", default="h11,httptools",
-                        help="uvicorn stacks to serve with (h11: the pure-Python baseline)")
+    parser.add_argument("--stacks", default="h11,httptools,bare",
+                        help="uvicorn stacks to serve with (h11: the pure-Python baseline; "
+                        "bare: the library behind a bare ASGI callable on httptools, the floor)")
     parser.add_argument("--baseline-src", default=None,
                         help="a src folder of another version to serve too (side 'baseline')")
     parser.add_argument("--rounds", type=int, default=4,

@@ -77,7 +77,7 @@ from deltamem.formats.episodes import episode_from_dict
 db, embedder, port, http, loop = sys.argv[1], sys.argv[2], int(sys.argv[3]), *sys.argv[4:6]
 mem = DeltaMem.open(db, embedder=embedder, settings=Settings(embedder=embedder))
 
-def call(method, path, query, body):
+def call(path, query, body):
     parts = path.split("/")[4:]  # /v1/spaces/default/...
     if path == "/readyz":
         return mem.stats()
@@ -107,7 +107,7 @@ async def app(scope, receive, send):
         more = message.get("more_body", False)
     raw = b"".join(chunks)
     query = urllib.parse.parse_qs(scope["query_string"].decode())
-    answer = call(scope["method"], scope["path"], query, json.loads(raw) if raw else None)
+    answer = call(scope["path"], query, json.loads(raw) if raw else None)
     out = answer.model_dump_json().encode()
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"application/json"), (b"content-length", str(len(out)).encode())]})
